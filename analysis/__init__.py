@@ -1,0 +1,1 @@
+"""Analysis of recorded runs: MLflow → tidy DataFrame → seaborn figures and tables."""

@@ -1,0 +1,124 @@
+"""Dataclass schemas of every config group, registered in Hydra's ConfigStore.
+
+Each YAML file in ``conf/`` extends one of these schemas, so a mistyped key or a value of the
+wrong type fails when Hydra composes the config, before any trial starts, with an error that
+names the key. ``task`` and ``model`` are typed by their family's schema (one per registry
+entry): ``conf/model/softmax.yaml`` starts with ``defaults: [attention_schema]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from harness.models import MODELS
+from tasks import TASKS
+
+
+class Optimizer(Enum):
+    """Optimisers a trial can use."""
+
+    adam = "adam"
+    sgd = "sgd"
+
+
+class DType(Enum):
+    """Floating dtype of data and parameters."""
+
+    float32 = "float32"
+    float64 = "float64"
+
+
+@dataclass
+class TrainConfig:
+    """How a trial trains (harness/trial.py)."""
+
+    optimizer: Optimizer = Optimizer.adam
+    lr: float = 3e-3
+    batch_size: int = 64
+    max_steps: int = 500  # fixed step budget
+    eval_every: int = 50  # validation (and checkpoint selection) interval, in steps
+    dtype: DType = DType.float32
+
+
+class SchedulerKind(Enum):
+    """``local``: start and stop an embedded Ray instance; ``ray``: join a running cluster;
+    ``serial``: run trials one by one in the driver process (tests, debugging)."""
+
+    local = "local"
+    ray = "ray"
+    serial = "serial"
+
+
+@dataclass
+class ClusterConfig:
+    """Where trials run. Not part of a trial's identity (its id ignores this group)."""
+
+    scheduler: SchedulerKind = SchedulerKind.local
+    address: Optional[str] = None  # for scheduler=ray: "auto" or "ray://host:10001"
+    num_cpus: Optional[int] = None  # size of the embedded instance; None = all cores
+    cpus_per_trial: float = 1.0  # also the trial's torch thread count (rounded, at least 1)
+    gpus_per_trial: float = 0.0  # fractions allowed
+    max_retries: int = 2  # Ray retries of a trial whose worker process died
+    device: str = "cpu"  # cpu | cuda | auto
+
+
+class TrackingKind(Enum):
+    """``local``: an MLflow SQLite file; ``server``: an MLflow tracking server."""
+
+    local = "local"
+    server = "server"
+
+
+@dataclass
+class TrackingConfig:
+    """Where runs are recorded. Not part of a trial's identity."""
+
+    kind: TrackingKind = TrackingKind.local
+    db_path: str = "mlflow.db"  # local: relative to the directory the command starts from
+    artifact_root: Optional[str] = None  # local: default is mlartifacts/ beside db_path
+    uri: Optional[str] = None  # server: e.g. http://127.0.0.1:5000
+
+
+@dataclass
+class AblationConfig:
+    """An ablation: its name (= MLflow experiment) and a grid of Hydra overrides.
+
+    Each grid entry is ``key: values`` in Hydra's override grammar (``a,b,c``, ``range(5)``);
+    the cross product of the entries is the set of trials.
+    """
+
+    name: str = "single"
+    grid: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    """The whole config of one invocation, and (after sweep expansion) of one trial."""
+
+    task: Any = MISSING
+    model: Any = MISSING
+    train: TrainConfig = MISSING
+    cluster: ClusterConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    ablation: AblationConfig = field(default_factory=AblationConfig)
+    seed: int = 0  # derives the data, batch-order and initialisation streams separately
+    dry_run: bool = False  # list the trials (id, variant, overrides) and exit
+
+
+def register_configs() -> None:
+    """Register the schemas: ``base_config``, ``train/cluster/tracking`` bases, and one
+    ``<name>_schema`` per model family and task family."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(group="train", name="train_schema", node=TrainConfig)
+    cs.store(group="cluster", name="cluster_schema", node=ClusterConfig)
+    cs.store(group="tracking", name="tracking_schema", node=TrackingConfig)
+    for name, entry in MODELS.items():
+        cs.store(group="model", name=f"{name}_schema", node=entry.schema)
+    for name, entry in TASKS.items():
+        cs.store(group="task", name=f"{name}_schema", node=entry.schema)

@@ -1,0 +1,42 @@
+"""What the driver prints and draws at the end of a sweep (and for ``dry_run``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from analysis.load import load_runs
+from analysis.plots import sample_efficiency
+from harness.sweep import Trial
+from harness.tracking import Store, Tracker
+
+
+def print_trials(trials: list[Trial]) -> None:
+    """One line per trial: id, variant, overrides."""
+    print(f"{len(trials)} trials")
+    width = max(len(t.variant) for t in trials)
+    for t in trials:
+        print(f"{t.trial_id}  {t.variant:<{width}}  {' '.join(t.overrides)}")
+
+
+def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_dir: Path) -> None:
+    """Load the ablation's runs from MLflow, draw the sample-efficiency plot, print a table.
+
+    The plot (PNG, PDF) and the table (CSV) go to ``out_dir`` and are logged as artifacts of the
+    parent run ``parent``.
+    """
+    df = load_runs(ablation, store.uri)
+    finished = df[df["status"] == "FINISHED"]
+    if finished.empty or "test/rel_mse" not in finished:
+        print("no finished trial with test/rel_mse: no plot", file=sys.stderr)
+        return
+    table = (finished.groupby(["variant", "task.n_train"])["test/rel_mse"]
+             .agg(["mean", "std", "count"]).reset_index())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table_path = out_dir / "sample_efficiency.csv"
+    table.to_csv(table_path, index=False)
+    paths = sample_efficiency(df, out_dir / "sample_efficiency")
+    for path in [*paths, table_path]:
+        tracker.log_artifact(parent, path)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"plot: {paths[0]}\nrecords: {store.uri} (experiment {ablation!r}, parent run {parent})")

@@ -1,0 +1,121 @@
+"""Run trials: on Ray (an embedded local instance or a running cluster) or serially in-process.
+
+A scheduler yields one :class:`Outcome` per trial as trials finish, in completion order. A trial
+that raises, or whose worker dies after its retries are spent, yields an outcome with ``error``
+set; the sweep goes on. Workers never touch MLflow: the driver records every outcome.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+import torch
+
+from harness.config import ClusterConfig, SchedulerKind
+from harness.sweep import Trial
+from harness.trial import TrialResult, run_trial
+
+
+@dataclass
+class Outcome:
+    """A finished trial: its result, or the error text if it failed; the node it ran on."""
+
+    trial: Trial
+    result: Optional[TrialResult]
+    error: Optional[str]
+    node: str
+
+
+def execute(trial: Trial, device: str, num_threads: int) -> Outcome:
+    """Run one trial in this process with ``num_threads`` torch threads; never raises."""
+    torch.set_num_threads(num_threads)
+    node = socket.gethostname()
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # a Ray worker: name the node, not the host
+        node = f"{node}/{ray.get_runtime_context().get_node_id()[:12]}"
+    try:
+        return Outcome(trial, run_trial(trial.config, device), None, node)
+    except Exception:  # noqa: BLE001 - any trial error is recorded, and the sweep goes on
+        return Outcome(trial, None, traceback.format_exc(), node)
+
+
+class SerialScheduler:
+    """Trials one after another in the driver process (``cluster=serial``)."""
+
+    def __init__(self, cfg: ClusterConfig) -> None:
+        self.cfg = cfg
+
+    def __enter__(self) -> "SerialScheduler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def run(self, trials: Sequence[Trial]) -> Iterator[Outcome]:
+        """Yield each trial's outcome in order."""
+        threads = max(1, round(self.cfg.cpus_per_trial))
+        for trial in trials:
+            yield execute(trial, self.cfg.device, threads)
+
+
+class RayScheduler:
+    """Trials as Ray tasks with ``cpus_per_trial``/``gpus_per_trial`` resources each.
+
+    ``cluster=local`` starts an embedded instance on entry and stops it on exit;
+    ``cluster=ray`` connects to ``cluster.address`` and leaves the cluster running.
+    A worker that dies is retried ``max_retries`` times by Ray; a trial's own exception is not
+    retried (it is deterministic) and comes back as a failed outcome.
+    """
+
+    def __init__(self, cfg: ClusterConfig) -> None:
+        self.cfg = cfg
+        self._pending: list = []
+
+    def __enter__(self) -> "RayScheduler":
+        import ray
+
+        if self.cfg.scheduler is SchedulerKind.local:
+            ray.init(num_cpus=self.cfg.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import ray
+
+        for ref in self._pending:  # interrupted: stop what still runs
+            ray.cancel(ref, force=True)
+        ray.shutdown()
+
+    def run(self, trials: Sequence[Trial]) -> Iterator[Outcome]:
+        """Submit every trial, then yield outcomes as they complete."""
+        import ray
+
+        remote = ray.remote(execute).options(
+            num_cpus=self.cfg.cpus_per_trial,
+            num_gpus=self.cfg.gpus_per_trial,
+            max_retries=self.cfg.max_retries,
+            retry_exceptions=False,
+        )
+        threads = max(1, round(self.cfg.cpus_per_trial))
+        by_ref = {remote.remote(t, self.cfg.device, threads): t for t in trials}
+        self._pending = list(by_ref)
+        while self._pending:
+            done, self._pending = ray.wait(self._pending, num_returns=1)
+            ref = done[0]
+            try:
+                yield ray.get(ref)
+            except Exception as err:  # noqa: BLE001 - worker died after its retries
+                yield Outcome(by_ref[ref], None, f"{type(err).__name__}: {err}", "unknown")
+
+
+def make_scheduler(cfg: ClusterConfig) -> SerialScheduler | RayScheduler:
+    """The scheduler that ``cfg.scheduler`` names (a context manager with ``run(trials)``)."""
+    if cfg.scheduler is SchedulerKind.serial:
+        return SerialScheduler(cfg)
+    return RayScheduler(cfg)

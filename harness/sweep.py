@@ -1,0 +1,134 @@
+"""Ablation grid → override lists → one composed, resolved config per trial, with stable ids.
+
+The grid is parsed with Hydra's own override grammar (``a,b,c``, ``range(5)``, ``glob(...)``)
+and expanded to its cross product. Each trial is composed with ``hydra.compose`` from
+``[*cli_overrides, *grid_point]``; a key given on the command line replaces that grid axis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from hydra import compose
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from harness.config import Config
+
+# Bump whenever a code change alters what a trial computes (training, data, metrics): every
+# trial then gets a new id, and resume never mistakes an old result for a current one.
+RESULTS_VERSION = 1
+
+# Top-level keys that say where or how a trial runs or is recorded, not what it is.
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "dry_run")
+
+
+class SweepError(ValueError):
+    """Bad input found while expanding or composing an ablation (before any trial starts)."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One point of an ablation.
+
+    Attributes:
+        trial_id: 16 hex digits hashing the trial's identity (:func:`trial_id`).
+        variant: the model preset, plus any ``model.*`` override of this trial, e.g.
+            ``softmax`` or ``softmax[d1=4]``; what MLflow and the plots show.
+        overrides: this trial's grid point, as Hydra override strings.
+        config: the resolved config (plain dataclasses; pickles to Ray).
+    """
+
+    trial_id: str
+    variant: str
+    overrides: tuple[str, ...]
+    config: Config
+
+
+def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
+    """The resolved config as plain data, without where it runs or is recorded."""
+    container = OmegaConf.to_container(
+        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
+        resolve=True, enum_to_str=True,
+    )
+    return {key: value for key, value in container.items() if key not in NOT_IDENTITY}
+
+
+def trial_id(cfg: DictConfig | Config) -> str:
+    """Stable id of what a trial is: SHA-256 of its identity config and ``RESULTS_VERSION``."""
+    payload = json.dumps({"results_version": RESULTS_VERSION, "config": identity_dict(cfg)},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def grid_points(grid: dict[str, str], replaced: set[str]) -> list[list[str]]:
+    """Cross product of the grid's axes (Hydra grammar), leaving out the ``replaced`` keys.
+
+    Raises:
+        SweepError: if an axis does not parse.
+    """
+    lines = [f"{key}={value}" for key, value in grid.items() if key not in replaced]
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception as err:  # Hydra raises OverrideParseException with the offending text
+        raise SweepError(f"ablation grid does not parse: {err}") from err
+    axes = [
+        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override() else [o.input_line]
+        for o in parsed
+    ]
+    return [list(point) for point in itertools.product(*axes)]
+
+
+def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
+    extra = [o.split("=", 1) for o in overrides if o.lstrip("+~").startswith("model.")]
+    suffix = ",".join(f"{key.split('.', 1)[1]}={value}" for key, value in extra)
+    return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])
+
+
+def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:
+    """Compose one trial from the command-line overrides and one grid point.
+
+    Raises:
+        SweepError: if Hydra cannot compose it (unknown key, group option, wrong type), with
+            Hydra's message and its cause.
+    """
+    overrides = [*point, *cli_overrides]
+    try:
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        choices = cfg.hydra.runtime.choices
+        with open_dict(cfg):
+            del cfg["hydra"]
+        obj = OmegaConf.to_object(cfg)
+    except Exception as err:
+        cause = f" ({err.__cause__})" if err.__cause__ else ""
+        raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
+    return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj)
+
+
+def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
+    """All trials of the invocation whose composed config is ``cfg``.
+
+    ``cli_overrides`` are the command line's overrides (Hydra's ``overrides.task``); a key given
+    there replaces the grid axis of the same key. Without a grid, the result is one trial.
+
+    Raises:
+        SweepError: for a grid that does not parse or a trial that does not compose.
+    """
+    parser = OverridesParser.create()
+    replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
+    points = grid_points(dict(cfg.ablation.grid), replaced) if cfg.ablation.grid else [[]]
+    trials = [compose_trial(cli_overrides, point) for point in points]
+    seen: dict[str, Trial] = {}
+    for trial in trials:
+        if trial.trial_id in seen:
+            raise SweepError(
+                f"grid points {list(seen[trial.trial_id].overrides)} and {list(trial.overrides)} "
+                "compose to the same trial; remove the duplicate axis value"
+            )
+        seen[trial.trial_id] = trial
+    return trials
