@@ -20,6 +20,7 @@ from harness.report import print_trials, summarise
 from harness.scheduler import make_scheduler
 from harness.sweep import SweepError, Trial, expand
 from harness.tracking import Tracker, resolve_store
+from harness.validate import preflight
 
 register_configs()
 
@@ -62,6 +63,7 @@ def main(cfg: DictConfig) -> None:
     cli = list(HydraConfig.get().overrides.task)
     try:
         trials = expand(cfg, cli)
+        preflight(trials, cfg.cluster.device)
         store = resolve_store(cfg_to_tracking(cfg), Path.cwd())
     except (SweepError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,0 +1,52 @@
+"""Pre-flight checks: every trial's task and model are built once before any trial starts, so
+impossible sizes or options fail the invocation with exit status 2 and nothing in MLflow."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from harness.models import build_model
+from harness.sweep import SweepError, Trial, identity_dict
+from harness.trial import DTYPES, resolve_device
+from tasks import build_task
+
+
+def _positive(trial: Trial) -> None:
+    train = trial.config.train
+    sizes = {"train.max_steps": train.max_steps, "train.batch_size": train.batch_size,
+             "train.eval_every": train.eval_every}
+    bad = {key: value for key, value in sizes.items() if value <= 0}
+    if bad:
+        raise ValueError(f"must be positive: {bad}")
+    if not train.lr > 0:
+        raise ValueError(f"train.lr must be positive, got {train.lr}")
+
+
+def preflight(trials: Sequence[Trial], device: str) -> None:
+    """Build each distinct task and model of ``trials`` (cheaply, on the CPU).
+
+    Raises:
+        SweepError: naming the first trial whose config cannot be built, and why.
+    """
+    try:
+        resolve_device(device)
+    except ValueError as err:
+        raise SweepError(str(err)) from err
+    tasks: dict[str, object] = {}
+    built: set[str] = set()
+    for trial in trials:
+        cfg = trial.config
+        ident = identity_dict(cfg)
+        task_key, model_key = repr(ident["task"]), repr((ident["model"], ident["task"]))
+        try:
+            _positive(trial)
+            if task_key not in tasks:
+                tasks[task_key] = build_task(cfg.task, DTYPES[cfg.train.dtype])
+            if model_key not in built:
+                task = tasks[task_key]
+                build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))
+                built.add(model_key)
+        except (ValueError, KeyError, TypeError) as err:
+            raise SweepError(f"trial {trial.variant} {list(trial.overrides)}: {err}") from err

@@ -1,0 +1,74 @@
+"""run_trial: determinism, separate streams, real learning, divergence (harness/trial.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness.sweep import compose_trial
+from harness.trial import run_trial
+
+FAST = ["train.max_steps=60", "train.eval_every=20", "task.n_train=64", "task.n_val=64", "task.n_test=128"]
+
+
+def _trial(hydra_conf, *extra: str):
+    return compose_trial([*FAST, *extra], []).config
+
+
+def test_same_config_gives_identical_results_bit_for_bit(hydra_conf):
+    a, b = run_trial(_trial(hydra_conf)), run_trial(_trial(hydra_conf))
+    assert a.metrics == b.metrics
+    assert all(torch.equal(a.state_dict[k], b.state_dict[k]) for k in a.state_dict)
+
+
+def test_seed_changes_data_and_initialisation(hydra_conf):
+    a, b = run_trial(_trial(hydra_conf, "seed=0")), run_trial(_trial(hydra_conf, "seed=1"))
+    assert a.metrics["test/rel_mse"] != b.metrics["test/rel_mse"]
+    assert not torch.equal(a.state_dict["W_Q"], b.state_dict["W_Q"])
+    # the test set is shared by every seed (paired comparisons): same reference predictor error
+    assert a.metrics["test/uniform_rel_mse"] == b.metrics["test/uniform_rel_mse"]
+
+
+def test_global_rng_is_neither_used_nor_needed(hydra_conf):
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a = run_trial(_trial(hydra_conf))
+    assert torch.equal(torch.random.get_rng_state(), before)  # nothing drew from it
+    torch.manual_seed(999)
+    assert run_trial(_trial(hydra_conf)).metrics == a.metrics  # and nothing depends on it
+
+
+def test_attention_student_beats_the_uniform_predictor_and_the_curve_is_recorded(hydra_conf):
+    result = run_trial(_trial(hydra_conf, "train.max_steps=400"))
+    assert result.metrics["test/rel_mse"] < 0.5 * result.metrics["test/uniform_rel_mse"]
+    steps = [p["step"] for p in result.curve]
+    assert steps == list(range(20, 401, 20))
+    assert result.curve[-1]["train/loss"] < result.curve[0]["train/loss"]
+    assert result.n_params == 2 * 8 * 16  # W_Q, W_K: (d1, d) = (8, 16)
+    assert not result.diverged
+
+
+def test_best_validation_checkpoint_is_kept(hydra_conf):
+    result = run_trial(_trial(hydra_conf))
+    best = min(p["val/loss"] for p in result.curve)
+    assert result.metrics["val/best_loss"] == pytest.approx(best)
+
+
+def test_divergence_stops_early_with_last_finite_metrics(hydra_conf):
+    result = run_trial(_trial(hydra_conf, "train.lr=1e30", "model=mlp"))
+    assert result.diverged
+    assert math.isfinite(result.metrics["test/rel_mse"])
+
+
+def test_float64_trial(hydra_conf):
+    result = run_trial(_trial(hydra_conf, "train.dtype=float64"))
+    assert result.state_dict["W_Q"].dtype == torch.float64
+
+
+@pytest.mark.gpu
+def test_trial_runs_on_cuda(hydra_conf):
+    result = run_trial(_trial(hydra_conf), device="cuda")
+    assert result.info["device"].startswith("cuda")
+    assert math.isfinite(result.metrics["test/rel_mse"])
