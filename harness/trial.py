@@ -1,5 +1,5 @@
 """One trial: data, model, training with a fixed step budget, checkpoint selection on
-validation, test evaluation. Pure PyTorch: no Ray, Hydra or MLflow here."""
+validation, test evaluation (per length). Pure PyTorch: no Ray, Hydra or MLflow here."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import Tensor, nn
 
 from harness.config import Config, DType, Optimizer
 from harness.models import build_model, count_parameters
-from tasks import Batch, build_task
-from tasks.base import generator
+from tasks import Batch, TaskBase, build_task, combine
+from tasks.base import Rotation, generator, haar_orthogonal
 
 DTYPES = {DType.float32: torch.float32, DType.float64: torch.float64}
 
@@ -24,10 +25,13 @@ class TrialResult:
     """What a trial returns.
 
     Attributes:
-        metrics: final metrics, keys ``{split}/{name}`` (``test/rel_mse``, ``val/best_loss``, ...).
-        curve: learning curve, one dict per evaluation: ``step``, ``train/loss``, ``val/loss``.
-        state_dict: parameters with the best validation loss, on the CPU.
-        n_params: trainable scalars.
+        metrics: final metrics, keys ``{split}/{name}`` (``test/rel_mse``, ``test/acc``,
+            ``test/n_64/acc``, ``test/n_64/supported``, ``val/best_loss``, ...).
+        curve: learning curve, one dict per evaluation: ``step``, ``train/loss``, ``val/loss``,
+            and the task's other validation metrics (``val/acc``, ``val/rel_mse``, ...).
+        state_dict: model parameters with the best validation loss, on the CPU, plus the task's
+            state (learned ``E``/``U``, fixed embedding) under ``task.``.
+        n_params: trainable scalars of the model (the task's ``E``/``U`` not counted).
         diverged: the training loss became NaN or inf; metrics are from the last finite state.
         start_ms, end_ms: wall-clock start and end (milliseconds since the epoch).
     """
@@ -63,31 +67,128 @@ def _optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=cfg.train.lr)
 
 
+def rotation_matrix(cfg: Config, d: int, dtype: torch.dtype) -> Tensor:
+    """T2's Haar-random ``Q: (d, d)`` from the stream ``(task.rotation_seed, "rotation")``."""
+    return haar_orthogonal(d, generator(cfg.task.rotation_seed, "rotation"), dtype)
+
+
+def rotate_model(model: nn.Module, Q: Tensor) -> nn.Module:
+    """``harness.models.rotate(model, Q)``: every knowledge tensor transformed (paper.md C4).
+
+    Raises:
+        NotImplementedError: if ``harness.models`` has no ``rotate`` yet.
+    """
+    from harness import models
+
+    if not hasattr(models, "rotate"):
+        raise NotImplementedError("harness.models.rotate is not available")
+    return models.rotate(model, Q)
+
+
+def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: Tensor) -> Tensor:
+    """Loss of the examples ``idx`` of the concatenated training set (one part per length),
+    each length's mean loss weighted by its share of the minibatch."""
+    if len(train) == 1:
+        sub = train[0].index(idx)
+        return task.loss(model(task.inputs(sub)), sub)
+    total, start = 0.0, 0
+    for part in train:
+        sel = idx[(idx >= start) & (idx < start + len(part))] - start
+        start += len(part)
+        if len(sel):
+            sub = part.index(sel)
+            total = total + task.loss(model(task.inputs(sub)), sub) * (len(sel) / len(idx))
+    return total
+
+
 @torch.no_grad()
-def _evaluate(model, task, batch: Batch, chunk: int = 1024) -> tuple[torch.Tensor, float]:
-    preds = torch.cat([model(batch.x[i:i + chunk]) for i in range(0, len(batch), chunk)])
-    return preds, float(task.loss(preds, batch))
+def evaluate(model: nn.Module, task: TaskBase, batches: list[Batch], chunk: int = 1024) -> dict[str, float]:
+    """Metrics of ``model`` on a set (one batch per length): the task's metrics pooled over
+    chunks and lengths, plus ``loss`` (mean per example) and the task's reference metrics.
+
+    Raises:
+        ValueError: from the model, e.g. a length beyond its maximum.
+    """
+    sums, loss, count = [], 0.0, 0
+    for batch in batches:
+        for i in range(0, len(batch), chunk):
+            sub = batch.index(torch.arange(i, min(i + chunk, len(batch)), device=batch.y.device))
+            out = model(task.inputs(sub))
+            loss += float(task.loss(out, sub)) * len(sub)
+            count += len(sub)
+            sums += [task.metric_sums(out, sub), task.reference_sums(sub)]
+    return {"loss": loss / count, **combine(sums)}
+
+
+def evaluate_lengths(model: nn.Module, task: TaskBase, sets: dict[str, list[Batch]],
+                     prefix: str = "test/") -> dict[str, float]:
+    """:func:`evaluate` on each test set: ``test/<metric>`` for the in-distribution set (key
+    ``""``), ``test/n_<n>/<metric>`` and ``test/n_<n>/supported`` (1 or 0) per test length.
+    A length beyond the longest training length that the model refuses (``ValueError``) is
+    recorded as ``supported = 0`` with no other metric."""
+    metrics: dict[str, float] = {}
+    for key, batches in sets.items():
+        head = prefix + (f"{key}/" if key else "")
+        try:
+            values = evaluate(model, task, batches)
+        except ValueError:
+            if not key or max(b.n for b in batches) <= task.n_max:
+                raise
+            metrics[head + "supported"] = 0.0
+            continue
+        metrics.update({head + k: v for k, v in values.items()})
+        if key:
+            metrics[head + "supported"] = 1.0
+    return metrics
+
+
+def _rotation_metrics(model: nn.Module, task: TaskBase, test: list[Batch], Q: Tensor) -> dict[str, float]:
+    """T2 evaluation: the test set in the rotated embedding ``Q E``, (a) with the model's knowledge
+    rotated (``test/rotated/*``), (b) with it unchanged (``test/rotated_fixed/*``)."""
+    rtask = task.rotated(Q)
+    metrics = {f"test/rotated_fixed/{k}": v for k, v in evaluate(model, rtask, test).items()}
+    try:
+        rmodel = rotate_model(model, Q)
+    except (NotImplementedError, KeyError, TypeError, ValueError):
+        return {**metrics, "test/rotated/supported": 0.0}
+    metrics.update({f"test/rotated/{k}": v for k, v in evaluate(rmodel, rtask, test).items()})
+    return {**metrics, "test/rotated/supported": 1.0}
+
+
+def _state(model: nn.Module, task: TaskBase) -> dict[str, Tensor]:
+    return copy.deepcopy({**model.state_dict(), **{f"task.{k}": v for k, v in task.state_dict().items()}})
+
+
+def _load(model: nn.Module, task: TaskBase, state: dict[str, Tensor]) -> None:
+    model.load_state_dict({k: v for k, v in state.items() if not k.startswith("task.")})
+    task.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("task.")})
 
 
 def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
-    """Train ``cfg.model`` on ``cfg.task`` and evaluate it (paper.md §13 protocol).
+    """Train ``cfg.model`` (and the task's learned ``E``/``U``) on ``cfg.task`` and evaluate it
+    (paper.md §13 protocol).
 
     Adam (or SGD) for ``cfg.train.max_steps`` steps on minibatches drawn with replacement from
-    exactly ``task.n_train`` examples; every ``eval_every`` steps the validation loss is measured
-    and the best parameters kept; the test set is evaluated once, with those parameters.
-    Streams: data ``(seed, "train")``, minibatch order ``(seed, "batches")`` and initialisation
-    ``(seed, "init")`` are independent generators; no global RNG is used.
+    exactly ``task.n_train`` examples (all training lengths pooled); every ``eval_every`` steps
+    the validation loss is measured and the best model and task state kept; the test sets
+    (in-distribution, and one per test length) are evaluated once, with that state.
+    Streams: data ``(seed, "train", …)``, minibatch order ``(seed, "batches")``, model
+    initialisation ``(seed, "init")`` and task initialisation ``(seed, "init", "task")`` are
+    independent generators; validation/test come from the task's own streams; no global RNG.
+    T2 (``task.rotation``): ``retrain`` starts from the rotated initialisation in the rotated
+    embedding; ``eval`` adds ``test/rotated/*`` and ``test/rotated_fixed/*``.
 
     Args:
         cfg: the trial's resolved config.
         device: ``cpu``, ``cuda`` or ``auto`` (see :func:`resolve_device`).
 
     Returns:
-        The final metrics (``test/rel_mse``, ``test/uniform_rel_mse``, ``val/loss``, ...), the
-        learning curve, the best parameters and the parameter count.
+        The final metrics (``test/rel_mse`` or ``test/acc``, ``test/n_<n>/…``, ``val/best_loss``,
+        ...), the learning curve, the best state and the parameter count.
 
     Raises:
         ValueError: for impossible sizes or an unavailable device.
+        NotImplementedError: ``rotation=retrain`` without ``harness.models.rotate``.
     """
     start = time.time()
     dev = resolve_device(device)
@@ -95,18 +196,28 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
         raise ValueError(f"train sizes must be positive, got {cfg.train}")
     task = build_task(cfg.task, dtype)
-    train, val, test = (b.to(dev) for b in (task.train_set(cfg.seed), task.val_set(), task.test_set()))
-    model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dev, dtype)
-    opt = _optimizer(cfg, model.parameters())
+    task.init_parameters(generator(cfg.seed, "init", "task"))
+    train, val = task.train_set(cfg.seed), task.val_set()
+    tests = task.test_sets()
+    model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dtype)
+    rotation = cfg.task.rotation
+    Q = rotation_matrix(cfg, task.d, dtype) if rotation is not Rotation.none else None
+    if rotation is Rotation.retrain:
+        model, task = rotate_model(model, Q), task.rotated(Q)
+    model, task = model.to(dev), task.to(dev)
+    train, val = [b.to(dev) for b in train], [b.to(dev) for b in val]
+    tests = {key: [b.to(dev) for b in batches] for key, batches in tests.items()}
+    opt = _optimizer(cfg, [*model.parameters(), *task.parameters()])
     order = generator(cfg.seed, "batches")
-    batch_size = min(cfg.train.batch_size, len(train))
+    total = sum(len(b) for b in train)
+    batch_size = min(cfg.train.batch_size, total)
 
-    best_val, best_state, best_step = math.inf, copy.deepcopy(model.state_dict()), 0
+    best_val, best_state, best_step = math.inf, _state(model, task), 0
     curve: list[dict[str, float]] = []
     diverged, running = False, []
     for step in range(1, cfg.train.max_steps + 1):
-        idx = torch.randint(len(train), (batch_size,), generator=order).to(dev)
-        loss = task.loss(model(train.x[idx]), train.index(idx))
+        idx = torch.randint(total, (batch_size,), generator=order).to(dev)
+        loss = _minibatch_loss(model, task, train, idx)
         if not torch.isfinite(loss):
             diverged = True
             break
@@ -115,18 +226,18 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
         opt.step()
         running.append(loss.item())
         if step % cfg.train.eval_every == 0 or step == cfg.train.max_steps:
-            _, val_loss = _evaluate(model, task, val)
-            curve.append({"step": step, "train/loss": sum(running) / len(running), "val/loss": val_loss})
+            val_metrics = evaluate(model, task, val)
+            curve.append({"step": step, "train/loss": sum(running) / len(running),
+                          **{f"val/{k}": v for k, v in val_metrics.items()}})
             running = []
-            if val_loss < best_val:  # NaN never compares smaller: a diverged state is never kept
-                best_val, best_step = val_loss, step
-                best_state = copy.deepcopy(model.state_dict())
+            if val_metrics["loss"] < best_val:  # NaN never compares smaller: never kept
+                best_val, best_step, best_state = val_metrics["loss"], step, _state(model, task)
 
-    model.load_state_dict(best_state)
-    test_pred, test_loss = _evaluate(model, task, test)
-    metrics = {"val/best_loss": best_val, "test/loss": test_loss, "train/best_step": float(best_step)}
-    metrics.update({f"test/{k}": v for k, v in task.metrics(test_pred, test).items()})
-    metrics.update({f"test/{k}": v for k, v in task.reference_metrics(test).items()})
+    _load(model, task, best_state)
+    metrics = {"val/best_loss": best_val, "train/best_step": float(best_step)}
+    metrics.update(evaluate_lengths(model, task, tests))
+    if rotation is Rotation.eval:
+        metrics.update(_rotation_metrics(model, task, tests[""], Q))
     return TrialResult(
         metrics=metrics,
         curve=curve,

@@ -1,59 +1,84 @@
-"""What every task provides: batches in embedding space, its loss and its metrics."""
+"""What every task provides (paper.md §11 data interface, §12 tasks): batches, the embedding and
+readout, the loss and the metrics. Also the seed streams and the options every task shares."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Dict, List, Optional, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 
 @dataclass
 class Batch:
-    """A batch of sequences in embedding space.
+    """A batch of ``B`` sequences of one length ``n`` (rows are tokens: the paper's ``Xᵀ``).
 
     Attributes:
-        x: inputs, shape ``(B, n, d)`` (rows are tokens: the paper's ``Xᵀ``).
-        y: targets, shape ``(B, n, d)`` for regression tasks.
+        x: real inputs ``(B, n, d)`` (regression tasks), or ``None`` for token tasks, whose
+            inputs the task embeds from ``tokens`` (see :meth:`TaskBase.inputs`).
+        y: targets: ``(B, n, d)`` floats (regression) or ``(B, n)`` token ids (token tasks).
+        tokens: input token ids ``(B, n)`` (token tasks), else ``None``.
+        mask: ``(B, n)`` bool, the positions that count in loss and metrics; ``None`` = all.
+        groups: named ``(B,)`` bool tags of examples (e.g. ``answer_in_input``); metrics are
+            also reported per group.
     """
 
-    x: Tensor
+    x: Optional[Tensor]
     y: Tensor
+    tokens: Optional[Tensor] = None
+    mask: Optional[Tensor] = None
+    groups: Dict[str, Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return self.x.shape[0]
+        return self.y.shape[0]
+
+    @property
+    def n(self) -> int:
+        """Sequence length."""
+        return self.y.shape[1]
 
     def index(self, idx: Tensor) -> "Batch":
         """The sub-batch at positions ``idx`` (a 1-D index tensor)."""
-        return Batch(self.x[idx], self.y[idx])
+        pick = lambda t: None if t is None else t[idx]  # noqa: E731
+        return Batch(pick(self.x), self.y[idx], pick(self.tokens), pick(self.mask),
+                     {k: v[idx] for k, v in self.groups.items()})
 
     def to(self, device: torch.device | str) -> "Batch":
         """The batch moved to ``device``."""
-        return Batch(self.x.to(device), self.y.to(device))
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Batch(move(self.x), self.y.to(device), move(self.tokens), move(self.mask),
+                     {k: v.to(device) for k, v in self.groups.items()})
 
 
-class Task(Protocol):
-    """Interface of a task family (style.md Part 1).
+class Rotation(Enum):
+    """T2 (paper.md §12, claim C5/C5b): ``none``; ``eval`` also evaluates the trained model in a
+    rotated embedding ``Q E``; ``retrain`` trains from the rotated initialisation in ``Q E``."""
 
-    ``d`` is the embedding dimension the model sees and ``n_max`` the longest training length.
+    none = "none"
+    eval = "eval"
+    retrain = "retrain"
+
+
+@dataclass
+class CommonConfig:
+    """Options every task family shares (its schema inherits them).
+
+    ``train_lengths``/``test_lengths`` are T5's sets of lengths (paper.md §12); an empty list
+    means the family's default. ``test/<metric>`` is measured on the in-distribution test set
+    (the training lengths); ``test/n_<n>/<metric>`` on each test length.
     """
 
-    d: int
-    n_max: int
-
-    def train_set(self, seed: int) -> Batch: ...
-
-    def val_set(self) -> Batch: ...
-
-    def test_set(self) -> Batch: ...
-
-    def loss(self, pred: Tensor, batch: Batch) -> Tensor: ...
-
-    def metrics(self, pred: Tensor, batch: Batch) -> dict[str, float]: ...
-
-    def reference_metrics(self, batch: Batch) -> dict[str, float]: ...
+    n_train: int = 256  # training examples (split evenly over the training lengths)
+    n_val: int = 512  # validation examples (checkpoint selection), split likewise
+    n_test: int = 2048  # test examples: in-distribution, and again per extra test length
+    train_lengths: List[int] = field(default_factory=list)
+    test_lengths: List[int] = field(default_factory=list)
+    rotation: Rotation = Rotation.none
+    rotation_seed: int = 0  # draws T2's orthogonal Q
 
 
 def derive_seed(*parts: object) -> int:
@@ -69,3 +94,139 @@ def derive_seed(*parts: object) -> int:
 def generator(*parts: object) -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with :func:`derive_seed` of ``parts``."""
     return torch.Generator().manual_seed(derive_seed(*parts))
+
+
+def haar_orthogonal(d: int, g: torch.Generator, dtype: torch.dtype = torch.float64) -> Tensor:
+    """A Haar-random ``Q ∈ O(d)`` (QR of a Gaussian, signs fixed by ``diag(R) > 0``), ``(d, d)``."""
+    q, r = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    return (q * torch.sign(torch.diagonal(r))).to(dtype)
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal counts, the remainder going to the first ones."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def check_positive(task: str, **sizes: int) -> None:
+    """Raises ``ValueError`` naming every size that is not positive (allowed: ≥ 1)."""
+    bad = {key: v for key, v in sizes.items() if v <= 0}
+    if bad:
+        raise ValueError(f"task {task!r} needs sizes ≥ 1, got {bad}")
+
+
+Sums = Dict[str, tuple]
+
+
+def combine(sums: Sequence[Sums]) -> dict[str, float]:
+    """Metric values ``Σ numerator / Σ denominator`` over chunks or lengths; a metric whose
+    denominator is 0 (an empty group) is left out."""
+    total: dict[str, list[float]] = {}
+    for part in sums:
+        for key, (num, den) in part.items():
+            acc = total.setdefault(key, [0.0, 0.0])
+            acc[0] += float(num)
+            acc[1] += float(den)
+    return {key: num / den for key, (num, den) in total.items() if den > 0}
+
+
+class TaskBase(nn.Module):
+    """Base of every task family. A task is an ``nn.Module`` so that a learned embedding ``E``
+    or unembedding ``U`` (paper.md §11) is trained, checkpointed and moved with the model.
+
+    Attributes:
+        d: embedding dimension the model sees.
+        n_max: the longest training length (what a model with a maximum length is built for).
+        lengths: the training lengths.
+        test_ns: the extra test lengths (T5).
+
+    Subclasses implement :meth:`sample_split` (and usually :meth:`inputs`, :meth:`loss`,
+    :meth:`metric_sums`). Sets are lists of :class:`Batch`, one per length.
+    """
+
+    d: int
+    n_max: int
+    lengths: list[int]
+    test_ns: list[int]
+
+    def __init__(self, cfg, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.cfg, self.dtype = cfg, dtype
+
+    def set_lengths(self, default: list[int], minimum: int = 1) -> None:
+        """Training lengths (``cfg.train_lengths`` or ``default``), test lengths and ``n_max``.
+
+        Raises:
+            ValueError: a length below ``minimum``, naming it and the allowed range.
+        """
+        self.lengths = sorted(set(self.cfg.train_lengths)) or list(default)
+        self.test_ns = list(self.cfg.test_lengths)
+        bad = [n for n in [*self.lengths, *self.test_ns] if n < minimum]
+        if bad:
+            raise ValueError(f"task {self.cfg.name!r}: lengths {bad} not allowed; allowed: n ≥ {minimum}")
+        self.n_max = max(self.lengths)
+
+    # --- data -------------------------------------------------------------------------
+    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
+        """``size`` examples of length ``n`` of ``split`` (train/val/test); ``seed`` is the
+        trial seed for ``train`` and ignored otherwise."""
+        raise NotImplementedError
+
+    def train_set(self, seed: int) -> list[Batch]:
+        """Exactly ``n_train`` examples from the trial's data stream ``(seed, "train")``."""
+        sizes = split_evenly(self.cfg.n_train, len(self.lengths))
+        return [self.sample_split("train", n, s, seed) for n, s in zip(self.lengths, sizes) if s]
+
+    def val_set(self) -> list[Batch]:
+        """``n_val`` validation examples at the training lengths (the task's own stream)."""
+        sizes = split_evenly(self.cfg.n_val, len(self.lengths))
+        return [self.sample_split("val", n, s, 0) for n, s in zip(self.lengths, sizes) if s]
+
+    def test_sets(self) -> dict[str, list[Batch]]:
+        """``{"": in-distribution set, "n_<n>": set at length n for each test length}``.
+
+        The in-distribution set has ``n_test`` examples at the training lengths; each test
+        length gets ``n_test`` more (the in-distribution examples, when it is a training length
+        with a single training length).
+        """
+        sets = {"": [self.sample_split("test", n, s, 0) for n, s in
+                     zip(self.lengths, split_evenly(self.cfg.n_test, len(self.lengths))) if s]}
+        for n in self.test_ns:
+            same = self.lengths == [n]
+            sets[f"n_{n}"] = sets[""] if same else [self.sample_split("test", n, self.cfg.n_test, 0)]
+        return sets
+
+    # --- embedding, readout, loss, metrics ----------------------------------------------
+    def init_parameters(self, g: torch.Generator) -> None:
+        """Initialise learned embedding/readout parameters (if any) from stream ``g``."""
+
+    def inputs(self, batch: Batch) -> Tensor:
+        """Model inputs ``(B, n, d)`` of ``batch``."""
+        return batch.x
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        """Scalar training loss of the model output ``out: (B, n, d)``."""
+        raise NotImplementedError
+
+    def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
+        """``{name: (numerator, denominator)}``; :func:`combine` turns them into metrics."""
+        raise NotImplementedError
+
+    def reference_sums(self, batch: Batch) -> Sums:
+        """Sums of trivial reference predictors (e.g. ``uniform_rel_mse``); default none."""
+        return {}
+
+    def metrics(self, out: Tensor, batch: Batch) -> dict[str, float]:
+        """Metrics of one output ``(B, n, d)`` on one batch."""
+        return combine([self.metric_sums(out, batch)])
+
+    def rotated(self, Q: Tensor) -> "TaskBase":
+        """The same task in the rotated embedding ``x ↦ Q x`` (paper.md §12 T2): a copy."""
+        raise NotImplementedError(f"task {self.cfg.name!r} has no rotated embedding")
+
+    def _copy(self) -> "TaskBase":
+        return copy.deepcopy(self)
+
+
+def config_fields(schema: type) -> set[str]:
+    """Names of a config dataclass's fields (used by tests and docs)."""
+    return {f.name for f in fields(schema)}

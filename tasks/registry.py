@@ -1,4 +1,9 @@
-"""Explicit registry of task families: stable short name → (config schema, class)."""
+"""Explicit registry of task families: stable short name → (config schema, class).
+
+A family's name is stored with every run (``task.name``); never rename one. Presets in
+``conf/task/`` pick a family and set its options; T2 (rotation) and T5 (lengths) are options of
+every family (:class:`tasks.base.CommonConfig`), used by their own presets.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from typing import Any
 
 import torch
 
-from tasks.base import Task
+from tasks.arithmetic import ArithmeticConfig, ArithmeticTask
+from tasks.base import TaskBase
+from tasks.selection import SelectionConfig, SelectionTask
 from tasks.teacher import TeacherConfig, TeacherTask
 
 
@@ -20,15 +27,18 @@ class TaskEntry:
 
 
 TASKS: dict[str, TaskEntry] = {
-    "teacher": TaskEntry(TeacherConfig, TeacherTask),
+    "teacher": TaskEntry(TeacherConfig, TeacherTask),  # T3
+    "arithmetic": TaskEntry(ArithmeticConfig, ArithmeticTask),  # T1
+    "selection": TaskEntry(SelectionConfig, SelectionTask),  # T4
 }
 
 
-def build_task(cfg: Any, dtype: torch.dtype = torch.float32) -> Task:
-    """Build the task named by ``cfg.name``.
+def build_task(cfg: Any, dtype: torch.dtype = torch.float32) -> TaskBase:
+    """Build the task named by ``cfg.name`` (an ``nn.Module``; see :class:`tasks.base.TaskBase`).
 
     Raises:
         KeyError: for an unregistered task, naming the registered ones.
+        ValueError: for bad sizes (raised by the family, naming the value and allowed range).
     """
     if cfg.name not in TASKS:
         raise KeyError(f"unknown task {cfg.name!r}; registered: {sorted(TASKS)}")

@@ -1,18 +1,25 @@
-"""T3a: student-teacher regression with a softmax-attention teacher (paper.md §12, T3(a)).
+"""T3: student-teacher regression with the teachers (a)-(g) of paper.md §12 T3.
 
-Inputs have ``n`` tokens with i.i.d. ``N(0, I_d/d)`` entries (columns of the paper's ``X``).
-The teacher is ``F* = X S_r(β Y*ᵀ W* Y*)ᵀ`` with ``Y* = Z*ᵀ X``, knowledge ``Z*: (d, k)`` and
-``W*: (k, k)`` drawn from ``teacher_seed``; every variant and seed learns the same function.
-The temperature ``β`` is calibrated once (on a calibration set from the teacher's own stream) so
-that the uniform-mixing predictor ``x̄ = mean_j x_j`` has relative MSE ``uniform_rel_mse``
-(paper.md §12 "Teacher scale": ≥ 0.5), i.e. the teacher attends sharply.
+Inputs have ``n`` tokens with i.i.d. ``N(0, I_d/d)`` entries (columns of the paper's ``X``);
+for the quartic teacher each sequence has its own random diagonal covariance (paper.md §12:
+otherwise ``YYᵀ/n`` tends to a constant and the quartic term collapses to a quadratic one).
+The teacher (:mod:`tasks.teachers`) and its knowledge ``Z*: (d, k)``, ``W*: (k, k)`` come from
+``teacher_seed``: every variant and seed learns the same function. ``k`` is the *teacher's*
+knowledge size ``k*``; the student's (``model.d1``, …) is a model option.
 
-Example (d=2, n=2, shapes only; rows are tokens)::
+Teacher scale (paper.md §12): the temperature ``β`` is calibrated once, at length ``n`` on a
+calibration set from the teacher's stream, so that the uniform-mixing predictor
+``x̄ = mean_j x_j`` has relative MSE ``uniform_rel_mse``. Teachers (b), (c) are far from uniform
+mixing at every ``β`` (their ``1/n`` output is small); for them ``β`` standardises the scores
+(std 1) instead, and ``test/uniform_rel_mse`` records the (larger) value.
 
-    x = [[0.3, -0.7], [1.1, 0.2]]          # (n, d): two tokens
-    y = s_11·x_1 + s_12·x_2, s_21·x_1 + s_22·x_2   # each output row is a convex mix of the inputs
+Example (softmax teacher, d=2, n=2, rows are tokens)::
 
-Relative MSE is ``Σ‖ŷ − y‖² / Σ‖y‖²`` over the whole set.
+    x = [[0.3, -0.7], [1.1, 0.2]]                # (n, d): two tokens
+    y = [s_11·x_1 + s_12·x_2, s_21·x_1 + s_22·x_2]  # each output row a convex mix of the inputs
+
+Metrics: ``rel_mse = Σ‖ŷ − y‖² / Σ‖y‖²`` over the whole set, ``mse``, and the reference
+``uniform_rel_mse`` of the uniform-mixing predictor.
 """
 
 from __future__ import annotations
@@ -24,21 +31,20 @@ import torch
 from scipy.optimize import brentq
 from torch import Tensor
 
-from tasks.base import Batch, generator
+from tasks.base import Batch, CommonConfig, Sums, TaskBase, check_positive, generator
+from tasks.teachers import Teacher, TeacherKind
 
 
 @dataclass
-class TeacherConfig:
+class TeacherConfig(CommonConfig):
     """Options of :class:`TeacherTask` (registry name ``teacher``)."""
 
     name: str = "teacher"
+    teacher: TeacherKind = TeacherKind.softmax  # which teacher, (a)-(g)
     d: int = 16  # embedding dimension
-    n: int = 8  # training sequence length
+    n: int = 8  # training length (when train_lengths is empty) and calibration length
     k: int = 4  # teacher knowledge size k*
     teacher_seed: int = 0  # fixes Z*, W*, β and the validation/test sets
-    n_train: int = 256  # training examples
-    n_val: int = 512  # validation examples (model selection)
-    n_test: int = 2048  # test examples
     uniform_rel_mse: float = 0.6  # calibrated relative MSE of the uniform-mixing predictor
 
 
@@ -47,80 +53,89 @@ def relative_mse(pred: Tensor, target: Tensor) -> float:
     return float(((pred - target) ** 2).sum() / (target**2).sum())
 
 
-class TeacherTask:
-    """Student-teacher regression, softmax teacher (T3a). Shapes: ``x, y: (B, n, d)``.
+class TeacherTask(TaskBase):
+    """Student-teacher regression (T3). Shapes: ``x, y: (B, n, d)``.
 
     Args:
         cfg: task options.
         dtype: floating dtype of every tensor it yields.
 
     Raises:
-        ValueError: for non-positive sizes, or a ``uniform_rel_mse`` outside (0, 1 − 1/n)
-            that no temperature reaches.
+        ValueError: for sizes < 1, or a ``uniform_rel_mse`` that no temperature reaches
+            (naming the reachable range).
     """
 
     def __init__(self, cfg: TeacherConfig, dtype: torch.dtype = torch.float32) -> None:
-        sizes = {"d": cfg.d, "n": cfg.n, "k": cfg.k, "n_train": cfg.n_train,
-                 "n_val": cfg.n_val, "n_test": cfg.n_test}
-        bad = {key: v for key, v in sizes.items() if v <= 0}
-        if bad:
-            raise ValueError(f"task 'teacher' needs positive sizes, got {bad}")
-        self.cfg, self.dtype = cfg, dtype
-        self.d, self.n_max = cfg.d, cfg.n
+        super().__init__(cfg, dtype)
+        check_positive("teacher", d=cfg.d, n=cfg.n, k=cfg.k, n_train=cfg.n_train,
+                       n_val=cfg.n_val, n_test=cfg.n_test)
+        self.d = cfg.d
+        self.set_lengths([cfg.n])
+        self.Q: Tensor | None = None  # T2: data seen in the rotated embedding x ↦ Q x
         g = generator(cfg.teacher_seed, "teacher")
-        self.Z = torch.randn(cfg.d, cfg.k, generator=g, dtype=torch.float64)  # (d, k): Y* = Zᵀ X
-        self.W = torch.randn(cfg.k, cfg.k, generator=g, dtype=torch.float64) / math.sqrt(cfg.k)
+        self.teacher = Teacher(cfg.teacher, cfg.d, cfg.k, g, cfg.teacher_seed)
         self.beta = self._calibrate(self._inputs(g, 1024, cfg.n, torch.float64))
 
     def _inputs(self, g: torch.Generator, size: int, n: int, dtype: torch.dtype) -> Tensor:
-        return torch.randn(size, n, self.d, generator=g, dtype=dtype) / math.sqrt(self.d)
-
-    def _teacher(self, x: Tensor, beta: float) -> Tensor:
-        yt = x @ self.Z.to(x.dtype)  # (B, n, k): the paper's Y*ᵀ
-        a = beta * yt @ self.W.to(x.dtype) @ yt.transpose(-1, -2)  # (B, n, n), query first
-        return torch.softmax(a, dim=-1) @ x  # (B, n, d)
+        x = torch.randn(size, n, self.d, generator=g, dtype=dtype) / math.sqrt(self.d)
+        if self.cfg.teacher is TeacherKind.quartic:  # per-sequence covariance diag(s)²
+            s = torch.exp(0.75 * torch.randn(size, 1, self.d, generator=g, dtype=dtype))
+            x = x * s / s.pow(2).mean(-1, keepdim=True).sqrt()  # (B, n, d), E‖x_j‖² = 1
+        return x
 
     def _calibrate(self, x: Tensor) -> float:
         target = self.cfg.uniform_rel_mse
         uniform = x.mean(dim=1, keepdim=True).expand_as(x)
 
         def gap(log_beta: float) -> float:
-            return relative_mse(uniform, self._teacher(x, math.exp(log_beta))) - target
+            return relative_mse(uniform, self.teacher(x, math.exp(log_beta))) - target
 
         lo, hi = math.log(1e-3), math.log(1e4)
-        if not gap(lo) < 0 < gap(hi):
-            raise ValueError(
-                f"task.uniform_rel_mse={target} is not reachable for n={self.cfg.n}; "
-                f"allowed: between {gap(lo) + target:.3f} and {gap(hi) + target:.3f}"
-            )
-        return math.exp(brentq(gap, lo, hi, xtol=1e-6))
+        g_lo, g_hi = gap(lo), gap(hi)
+        if g_lo < 0 < g_hi:
+            return math.exp(brentq(gap, lo, hi, xtol=1e-6))
+        if g_lo >= 0 and g_hi >= 0 and self.cfg.teacher in (TeacherKind.elementwise, TeacherKind.quartic):
+            return 1.0 / float(self.teacher.scores(x).std())  # scores of std 1: tanh is nonlinear
+        raise ValueError(
+            f"task.uniform_rel_mse={target} is not reachable for teacher={self.cfg.teacher.value}, "
+            f"n={self.cfg.n}; allowed: between {g_lo + target:.3f} and {g_hi + target:.3f}")
 
     def sample(self, g: torch.Generator, size: int, n: int) -> Batch:
         """``size`` fresh sequences of length ``n`` from stream ``g``."""
         x = self._inputs(g, size, n, self.dtype)
-        return Batch(x=x, y=self._teacher(x, self.beta))
+        return Batch(x=x, y=self.teacher(x, self.beta))
 
-    def train_set(self, seed: int) -> Batch:
-        """Exactly ``n_train`` training examples from the trial's data stream ``(seed, "train")``."""
-        return self.sample(generator(seed, "train"), self.cfg.n_train, self.cfg.n)
+    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
+        """Training data from ``(seed, "train", n)``; validation/test from the teacher's own
+        streams ``(teacher_seed, split, n)``, shared by every variant and seed."""
+        owner = seed if split == "train" else self.cfg.teacher_seed
+        return self.sample(generator(owner, split, n), size, n)
 
-    def val_set(self) -> Batch:
-        """The validation set, from the teacher's own stream (disjoint from every training one)."""
-        return self.sample(generator(self.cfg.teacher_seed, "val"), self.cfg.n_val, self.cfg.n)
+    def _target(self, batch: Batch) -> Tensor:
+        return batch.y if self.Q is None else batch.y @ self.Q.to(batch.y).T
 
-    def test_set(self) -> Batch:
-        """The test set, shared by every variant and seed (paired comparisons)."""
-        return self.sample(generator(self.cfg.teacher_seed, "test"), self.cfg.n_test, self.cfg.n)
+    def inputs(self, batch: Batch) -> Tensor:
+        """``x`` (or ``x Qᵀ`` in a rotated task): ``(B, n, d)``."""
+        return batch.x if self.Q is None else batch.x @ self.Q.to(batch.x).T
 
-    def loss(self, pred: Tensor, batch: Batch) -> Tensor:
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
         """Mean squared error (a scalar tensor)."""
-        return torch.mean((pred - batch.y) ** 2)
+        return torch.mean((out - self._target(batch)) ** 2)
 
-    def metrics(self, pred: Tensor, batch: Batch) -> dict[str, float]:
-        """``{"rel_mse": ..., "mse": ...}`` of a prediction ``(B, n, d)``."""
-        return {"rel_mse": relative_mse(pred, batch.y), "mse": float(self.loss(pred, batch))}
+    def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
+        """``rel_mse`` and ``mse`` of an output ``(B, n, d)``, as sums."""
+        y = self._target(batch)
+        err = ((out - y) ** 2).sum()
+        return {"rel_mse": (err, (y**2).sum()), "mse": (err, y.numel())}
 
-    def reference_metrics(self, batch: Batch) -> dict[str, float]:
-        """Relative MSE of the trivial predictors: ``uniform_rel_mse`` (token mean), ``zero_rel_mse``."""
+    def reference_sums(self, batch: Batch) -> Sums:
+        """``uniform_rel_mse`` of the token-mean predictor, and ``zero_rel_mse`` (= 1)."""
         uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
-        return {"uniform_rel_mse": relative_mse(uniform, batch.y), "zero_rel_mse": 1.0}
+        norm = (batch.y**2).sum()
+        return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
+
+    def rotated(self, Q: Tensor) -> "TeacherTask":
+        """A copy that feeds ``x Qᵀ`` and expects ``y Qᵀ`` (the data in the embedding ``Q E``)."""
+        task = self._copy()
+        task.Q = Q.detach().clone()
+        return task

@@ -1,0 +1,153 @@
+"""T4: selection and copy tasks, whose answer tokens occur in the input (paper.md §12 T4).
+
+Tokens are drawn from ``{0..V-1}`` and embedded by the task (:mod:`tasks.tokens`). Four kinds:
+
+* ``nearest`` (a), hidden-metric nearest neighbour: ``y_i = t_{j*(i)}``,
+  ``j*(i) = argmax_{j≠i} H[t_i, t_j]`` with the hidden metric ``H = P W* Pᵀ`` (``P: (V, k)``
+  token features, ``W*: (k, k)``). Every position counts. Example (``V=3``)::
+
+      H = [[0, 2, 1], [2, 0, 3], [1, 3, 0]], tokens [0, 1, 2]  →  y [1, 2, 1]
+
+* ``argmax`` (b), hidden-direction argmax: every position outputs the input token with the
+  largest hidden score ``u[t]`` (``u = P z*``). Example: ``u = [0.5, −1, 2, 0]``,
+  tokens [1, 3, 0] → y [0, 0, 0].
+* ``duplicate`` (c): ``n − 1`` distinct tokens, one of them repeated once; every position
+  outputs the repeated token (needs ``n − 1 ≤ V``). Example: tokens [3, 1, 4, 1] → y [1, 1, 1, 1].
+* ``recall`` (d), associative recall "k1 v1 k2 v2 … q → v": keys ``0..V/2−1`` (distinct),
+  values ``V/2..V−1``; the answer is read at the last position (``n`` odd). Example (``V=8``):
+  tokens [2, 5, 0, 7, 1, 4, 0] → y [·, ·, ·, ·, ·, ·, 7], mask only the last position.
+
+Metrics: ``acc`` (strict argmax on the masked positions) and ``loss`` (cross-entropy).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor
+
+from tasks.base import Batch, check_positive, generator
+from tasks.tokens import TokenConfig, TokenTask
+
+
+class SelectionKind(Enum):
+    """The selection tasks (a)-(d) of paper.md §12 T4."""
+
+    nearest = "nearest"
+    argmax = "argmax"
+    duplicate = "duplicate"
+    recall = "recall"
+
+
+@dataclass
+class SelectionConfig(TokenConfig):
+    """Options of :class:`SelectionTask` (registry name ``selection``)."""
+
+    name: str = "selection"
+    kind: SelectionKind = SelectionKind.nearest
+    V: int = 16  # vocabulary size
+    n: int = 8  # training length (when train_lengths is empty)
+    k: int = 4  # hidden-metric knowledge size (nearest, argmax)
+    task_seed: int = 0  # fixes the hidden metric/direction and the validation/test streams
+
+
+def nearest_targets(tokens: Tensor, H: Tensor) -> Tensor:
+    """``y_i = t_{j*(i)}``, ``j*(i) = argmax_{j≠i} H[t_i, t_j]``: tokens ``(B, n)`` → ``(B, n)``."""
+    s = H[tokens[:, :, None], tokens[:, None, :]]  # (B, n, n): s_ij = H[t_i, t_j]
+    eye = torch.eye(tokens.shape[1], dtype=torch.bool, device=tokens.device)
+    j = s.masked_fill(eye, float("-inf")).argmax(-1)  # (B, n)
+    return tokens.gather(1, j)
+
+
+def argmax_targets(tokens: Tensor, u: Tensor) -> Tensor:
+    """Every position: the input token with the largest ``u[t]``; ``(B, n)`` → ``(B, n)``."""
+    j = u[tokens].argmax(-1, keepdim=True)  # (B, 1)
+    return tokens.gather(1, j).expand_as(tokens)
+
+
+def duplicate_targets(tokens: Tensor) -> Tensor:
+    """Every position: the token that occurs twice; ``(B, n)`` → ``(B, n)``."""
+    same = (tokens[:, :, None] == tokens[:, None, :]).sum(-1)  # (B, n): occurrences of t_i
+    j = (same > 1).to(torch.int64).argmax(-1, keepdim=True)  # (B, 1): a duplicated position
+    return tokens.gather(1, j).expand_as(tokens)
+
+
+def recall_targets(tokens: Tensor) -> Tensor:
+    """The value paired with the query key (last token); ``(B, n)`` → ``(B,)``."""
+    keys, values = tokens[:, 0:-1:2], tokens[:, 1:-1:2]  # (B, p), (B, p)
+    j = (keys == tokens[:, -1:]).to(torch.int64).argmax(-1, keepdim=True)  # (B, 1)
+    return values.gather(1, j).squeeze(1)
+
+
+class SelectionTask(TokenTask):
+    """T4 selection tasks: tokens and targets ``(B, n)``, mask ``(B, n)``.
+
+    Training data come from ``(seed, "train", n)``; validation and test data from
+    ``(task_seed, split, n)`` (i.i.d. draws: the space of sequences is far larger than the sets).
+
+    Raises:
+        ValueError: sizes < 1; ``duplicate`` with ``n − 1 > V`` or ``n < 2``; ``recall`` with an
+            even ``n``, ``n < 3`` or more pairs than keys ``V/2``; ``nearest`` with ``n < 2``.
+    """
+
+    def __init__(self, cfg: SelectionConfig, dtype: torch.dtype = torch.float32) -> None:
+        check_positive("selection", V=cfg.V, n=cfg.n, k=cfg.k, n_train=cfg.n_train,
+                       n_val=cfg.n_val, n_test=cfg.n_test)
+        super().__init__(cfg, cfg.V, dtype)
+        self.set_lengths([cfg.n], minimum=3 if cfg.kind is SelectionKind.recall else 2)
+        for n in [*self.lengths, *self.test_ns]:
+            self._check_length(n)
+        g = generator(cfg.task_seed, "selection", cfg.kind.value)
+        P = torch.randn(cfg.V, cfg.k, generator=g, dtype=torch.float64)  # (V, k) token features
+        W = torch.randn(cfg.k, cfg.k, generator=g, dtype=torch.float64) / math.sqrt(cfg.k)
+        self.H = P @ W @ P.T  # (V, V): hidden metric
+        self.u = P @ torch.randn(cfg.k, generator=g, dtype=torch.float64)  # (V,): hidden direction
+
+    def _check_length(self, n: int) -> None:
+        kind, V = self.cfg.kind, self.cfg.V
+        if kind is SelectionKind.duplicate and n - 1 > V:
+            raise ValueError(f"task 'selection' (duplicate): length n={n} needs n − 1 ≤ V={V}")
+        if kind is SelectionKind.recall and (n % 2 == 0 or (n - 1) // 2 > V // 2):
+            raise ValueError(f"task 'selection' (recall): length n={n}; allowed: odd n with "
+                             f"(n − 1)/2 ≤ V/2 = {V // 2} pairs")
+
+    def _tokens(self, g: torch.Generator, size: int, n: int) -> Tensor:
+        kind, V = self.cfg.kind, self.cfg.V
+        if kind in (SelectionKind.nearest, SelectionKind.argmax):
+            return torch.randint(V, (size, n), generator=g)
+        if kind is SelectionKind.duplicate:
+            distinct = torch.rand(size, V, generator=g).argsort(-1)[:, : n - 1]  # (B, n-1)
+            dup = distinct.gather(1, torch.randint(n - 1, (size, 1), generator=g))  # (B, 1)
+            seq = torch.cat([distinct, dup], 1)  # (B, n)
+            return seq.gather(1, torch.rand(size, n, generator=g).argsort(-1))  # shuffled
+        p, half = (n - 1) // 2, V // 2
+        keys = torch.rand(size, half, generator=g).argsort(-1)[:, :p]  # (B, p) distinct keys
+        values = half + torch.randint(V - half, (size, p), generator=g)  # (B, p)
+        query = keys.gather(1, torch.randint(p, (size, 1), generator=g))  # (B, 1)
+        pairs = torch.stack([keys, values], -1).reshape(size, 2 * p)  # (B, 2p): k1 v1 k2 v2 …
+        return torch.cat([pairs, query], 1)
+
+    def targets(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """Targets and mask ``(B, n)`` of input tokens ``(B, n)``."""
+        kind = self.cfg.kind
+        mask = torch.ones_like(tokens, dtype=torch.bool)
+        if kind is SelectionKind.nearest:
+            return nearest_targets(tokens, self.H), mask
+        if kind is SelectionKind.argmax:
+            return argmax_targets(tokens, self.u), mask
+        if kind is SelectionKind.duplicate:
+            return duplicate_targets(tokens), mask
+        y = torch.zeros_like(tokens)
+        y[:, -1] = recall_targets(tokens)
+        mask[:, :-1] = False
+        return y, mask
+
+    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
+        """``size`` sequences of length ``n`` (streams in the class docstring)."""
+        owner = seed if split == "train" else self.cfg.task_seed
+        tokens = self._tokens(generator(owner, split, n), size, n)
+        y, mask = self.targets(tokens)
+        return Batch(x=None, y=y, tokens=tokens, mask=mask)

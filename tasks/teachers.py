@@ -1,0 +1,99 @@
+"""The teachers of T3 (paper.md §12 T3 (a)-(g)), as one class holding the teacher's knowledge.
+
+Rows are tokens: ``x: (B, n, d)`` is the paper's ``Xᵀ``, ``yt = x @ Z*: (B, n, k*)`` its
+``Y*ᵀ``, scores ``A = yt W* ytᵀ: (B, n, n)`` with the query first (paper.md §11.1), and every
+teacher returns ``F_rows: (B, n, d)``. ``β`` is the temperature (see :mod:`tasks.teacher`).
+
+=============  =====================================================================
+kind           F (paper's notation, columns are tokens)
+=============  =====================================================================
+softmax        (a) ``X S_r(β Y*ᵀ W* Y*)ᵀ``
+elementwise    (b) ``(1/n) X tanh(β Y*ᵀ W* Y*)ᵀ``
+quartic        (c) ``(1/n) X tanh(β Y*ᵀ B1 (Y* Y*ᵀ/n) B2 Y*)ᵀ``
+general        (d) ``X S_r(β Y*ᵀ W* Y*)ᵀ + c Z* tanh(W' Y*)``, ``c = 1/(2 sqrt(k* d))``
+noknow         (e) ``X S_r(β XᵀX)ᵀ`` (knowledge-free, Prop. 1)
+control        (f) ``φ(X) S_r(β XᵀX)ᵀ``, ``φ(x) = tanh(√d x)/√d`` coordinate-wise (not equivariant)
+positional     (g) ``X S_r(β (Y*ᵀ W* Y* + B_rel))ᵀ``, ``B_rel[i, j] = b[clip(j − i, −R, R)]``
+=============  =====================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+import torch
+from torch import Tensor
+
+from tasks.base import generator
+
+MAX_REL = 4  # R: relative offsets beyond ±R share one bias (keeps (g) length-generic)
+
+
+class TeacherKind(Enum):
+    """The teachers (a)-(g) of paper.md §12 T3."""
+
+    softmax = "softmax"
+    elementwise = "elementwise"
+    quartic = "quartic"
+    general = "general"
+    noknow = "noknow"
+    control = "control"
+    positional = "positional"
+
+
+class Teacher:
+    """Teacher knowledge ``Z*: (d, k)``, ``W*: (k, k)`` (from stream ``g``) and, per kind, the
+    extra tensors ``B1, B2`` (quartic), ``W'`` (general) or ``b`` (positional) from the stream
+    ``(teacher_seed, "teacher", kind)``. All float64; :meth:`__call__` casts to ``x``'s dtype.
+    """
+
+    def __init__(self, kind: TeacherKind, d: int, k: int, g: torch.Generator, teacher_seed: int) -> None:
+        self.kind, self.d, self.k = kind, d, k
+        self.Z = torch.randn(d, k, generator=g, dtype=torch.float64)  # (d, k): Y* = Zᵀ X
+        self.W = torch.randn(k, k, generator=g, dtype=torch.float64) / math.sqrt(k)
+        extra = generator(teacher_seed, "teacher", kind.value)
+        self.B1 = torch.randn(k, k, generator=extra, dtype=torch.float64) / math.sqrt(k)
+        self.B2 = torch.randn(k, k, generator=extra, dtype=torch.float64) / math.sqrt(k)
+        self.Wp = torch.randn(k, k, generator=extra, dtype=torch.float64) / math.sqrt(k)
+        self.b = 2.0 * torch.randn(2 * MAX_REL + 1, generator=extra, dtype=torch.float64)
+
+    def scores(self, x: Tensor) -> Tensor:
+        """Unscaled scores ``A: (B, n, n)`` (query first) of this teacher."""
+        c = lambda t: t.to(x.dtype)  # noqa: E731
+        if self.kind in (TeacherKind.noknow, TeacherKind.control):
+            return x @ x.transpose(-1, -2)  # (B, n, n): XᵀX
+        yt = x @ c(self.Z)  # (B, n, k)
+        if self.kind is TeacherKind.quartic:
+            cov = yt.transpose(-1, -2) @ yt / x.shape[-2]  # (B, k, k): Y*Y*ᵀ/n
+            return yt @ c(self.B1) @ cov @ c(self.B2) @ yt.transpose(-1, -2)
+        a = yt @ c(self.W) @ yt.transpose(-1, -2)  # (B, n, n)
+        if self.kind is TeacherKind.positional:
+            n = x.shape[-2]
+            pos = torch.arange(n, device=x.device)
+            rel = (pos[None, :] - pos[:, None]).clamp(-MAX_REL, MAX_REL) + MAX_REL  # (n, n): j − i
+            a = a + c(self.b).to(x.device)[rel]
+        return a
+
+    def __call__(self, x: Tensor, beta: float) -> Tensor:
+        """``F_rows: (B, n, d)`` of inputs ``x: (B, n, d)`` at temperature ``beta``."""
+        a = beta * self.scores(x)  # (B, n, n)
+        n = x.shape[-2]
+        if self.kind in (TeacherKind.elementwise, TeacherKind.quartic):
+            return torch.tanh(a) @ x / n
+        mix = torch.softmax(a, dim=-1)  # (B, n, n): normalised over keys j
+        if self.kind is TeacherKind.control:
+            root = math.sqrt(self.d)
+            return mix @ (torch.tanh(root * x) / root)  # coordinate-wise: basis-dependent
+        out = mix @ x
+        if self.kind is TeacherKind.general:
+            zt = self.Z.to(x.dtype) / (2 * math.sqrt(self.k * self.d))  # (d, k)
+            out = out + torch.tanh(x @ self.Z.to(x.dtype) @ self.Wp.to(x.dtype).T) @ zt.T  # Z g2
+        return out
+
+    def rotated(self, Q: Tensor) -> "Teacher":
+        """The teacher with its knowledge rotated, ``Z* ↦ Q Z*`` (exact for (a)-(e), (g))."""
+        other = object.__new__(Teacher)
+        other.__dict__.update(self.__dict__)
+        other.Z = Q.to(torch.float64) @ self.Z
+        return other

@@ -1,0 +1,139 @@
+"""Token tasks: embedding ``E`` and readout owned by the task (paper.md §11 data interface).
+
+Tokens ``t ∈ {0..V-1}`` are embedded as columns of ``E ∈ R^{d×V}``; in code ``x = Eᵀ[tokens]``,
+shape ``(B, n, d)``. Readout of the model output ``F_rows: (B, n, d)`` is tied,
+``logits = F_rows @ E`` (the paper's ``Eᵀ F``), or a learned unembedding ``U ∈ R^{V×d}``,
+``logits = F_rows @ Uᵀ``. Loss is cross-entropy on the masked positions. A prediction is correct
+only if the target's logit is *strictly* the largest (paper.md §12 T1: with a tied readout the
+absent tokens tie, and argmax's index tie-breaking would score by accident).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from tasks.base import Batch, CommonConfig, Sums, TaskBase, generator
+
+
+class Embedding(Enum):
+    """``onehot``: ``E = I``, ``d = V`` (the paper's); ``orthonormal``: fixed random orthonormal
+    columns, ``d ≥ V``; ``learned``: a parameter ``E: (d, V)`` trained with the model."""
+
+    onehot = "onehot"
+    orthonormal = "orthonormal"
+    learned = "learned"
+
+
+class Readout(Enum):
+    """``tied``: ``logits = Eᵀ F`` (keeps exact equivariance); ``learned``: ``U F``, ``U: (V, d)``."""
+
+    tied = "tied"
+    learned = "learned"
+
+
+@dataclass
+class TokenConfig(CommonConfig):
+    """Embedding and readout options of every token task."""
+
+    embedding: Embedding = Embedding.onehot
+    readout: Readout = Readout.tied
+    d: int = 0  # embedding dimension; 0 means V (required for onehot)
+    embedding_seed: int = 0  # draws the fixed orthonormal embedding
+
+
+def strictly_correct(logits: Tensor, target: Tensor) -> Tensor:
+    """``(…,)`` bool: the target's logit is strictly larger than every other logit.
+
+    ``logits: (…, V)``, ``target: (…)`` token ids.
+    """
+    true = logits.gather(-1, target.unsqueeze(-1))  # (…, 1)
+    others = logits.scatter(-1, target.unsqueeze(-1), float("-inf"))  # (…, V)
+    return true.squeeze(-1) > others.amax(-1)
+
+
+class TokenTask(TaskBase):
+    """Base of the token tasks (T1, T4): embedding, readout, loss and accuracy.
+
+    Args:
+        cfg: a :class:`TokenConfig` subclass.
+        V: vocabulary size.
+        dtype: floating dtype of ``E``, ``U`` and the embedded inputs.
+
+    Raises:
+        ValueError: ``onehot`` with ``d`` not in {0, V}; ``orthonormal`` with ``d < V``;
+            ``d < 0``.
+    """
+
+    def __init__(self, cfg: TokenConfig, V: int, dtype: torch.dtype) -> None:
+        super().__init__(cfg, dtype)
+        d = cfg.d or V
+        kind = cfg.embedding
+        if cfg.d < 0 or (kind is Embedding.onehot and d != V):
+            raise ValueError(f"task.d={cfg.d} with embedding=onehot; allowed: 0 or V={V}")
+        if kind is Embedding.orthonormal and d < V:
+            raise ValueError(f"task.d={d} with embedding=orthonormal; allowed: d ≥ V={V}")
+        self.V, self.d = V, d
+        if kind is Embedding.onehot:
+            E = torch.eye(V, dtype=dtype)
+        elif kind is Embedding.orthonormal:
+            g = generator(cfg.embedding_seed, "embedding")
+            q, _ = torch.linalg.qr(torch.randn(d, V, generator=g, dtype=torch.float64))
+            E = q.to(dtype)  # (d, V), orthonormal columns
+        else:
+            E = torch.zeros(d, V, dtype=dtype)
+        if kind is Embedding.learned:
+            self.E = nn.Parameter(E)
+        else:
+            self.register_buffer("E", E)
+        self.U = nn.Parameter(torch.zeros(V, d, dtype=dtype)) if cfg.readout is Readout.learned else None
+
+    def init_parameters(self, g: torch.Generator) -> None:
+        """Learned ``E`` and ``U`` get i.i.d. ``N(0, 1/d)`` entries (isotropic, so SGD commutes
+        with a rotation, paper.md §12 T2)."""
+        with torch.no_grad():
+            if isinstance(self.E, nn.Parameter):
+                self.E.copy_(torch.randn(self.E.shape, generator=g, dtype=self.dtype) / math.sqrt(self.d))
+            if self.U is not None:
+                self.U.copy_(torch.randn(self.U.shape, generator=g, dtype=self.dtype) / math.sqrt(self.d))
+
+    def inputs(self, batch: Batch) -> Tensor:
+        """``x = Eᵀ[tokens]``: ``(B, n, d)``."""
+        return self.E.T[batch.tokens]  # (B, n, d)
+
+    def logits(self, out: Tensor) -> Tensor:
+        """Readout of the model output ``(B, n, d)`` → logits ``(B, n, V)``."""
+        return out @ self.E if self.U is None else out @ self.U.T
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        """Mean cross-entropy over the masked positions."""
+        logits = self.logits(out)[batch.mask]  # (P, V)
+        return F.cross_entropy(logits, batch.y[batch.mask])
+
+    def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
+        """``acc`` (strict argmax over masked positions), ``loss`` (cross-entropy), and
+        ``acc_<group>`` / ``acc_not_<group>`` for each example group."""
+        logits = self.logits(out)
+        ok = strictly_correct(logits, batch.y) & batch.mask  # (B, n)
+        count = batch.mask.sum(-1)  # (B,)
+        ce = F.cross_entropy(logits[batch.mask], batch.y[batch.mask], reduction="sum")
+        sums: Sums = {"acc": (ok.sum(), count.sum()), "loss": (ce, count.sum())}
+        for name, tag in batch.groups.items():
+            for key, sel in ((name, tag), (f"not_{name}", ~tag)):
+                sums[f"acc_{key}"] = (ok[sel].sum(), count[sel].sum())
+        return sums
+
+    def rotated(self, Q: Tensor) -> "TokenTask":
+        """A copy in the rotated embedding: ``E ↦ Q E``, ``U ↦ U Qᵀ`` (paper.md §12 T2, C4)."""
+        task = self._copy()
+        with torch.no_grad():
+            Qc = Q.to(self.E)
+            task.E.copy_(Qc @ self.E)  # (d, V)
+            if task.U is not None:
+                task.U.copy_(self.U @ Qc.T)
+        return task
