@@ -1,5 +1,5 @@
-"""The model family of paper.md §11: registry, builders, and one file per family."""
+"""The model family of paper.md §11: registry, builders, ``rotate``, and one file per family."""
 
-from harness.models.registry import MODELS, build_model, count_parameters
+from harness.models.registry import MODELS, ModelEntry, build_model, count_parameters, rotate
 
-__all__ = ["MODELS", "build_model", "count_parameters"]
+__all__ = ["MODELS", "ModelEntry", "build_model", "count_parameters", "rotate"]

@@ -15,6 +15,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from harness.models.common import rotate_in_
+
 
 @dataclass
 class FlatMLPConfig:
@@ -34,9 +36,15 @@ class FlatMLP(nn.Module):
         n_max: the longest sequence it accepts (its input layer has ``n_max·d`` inputs).
         generator: the initialisation stream (uniform ±1/sqrt(fan_in), like ``nn.Linear``).
 
+    Claims ``orthogonal_knowledge`` only: rotating the input weight block of every position
+    ``W1^(t) ↦ W1^(t) Qᵀ``, the output blocks ``W^(t) ↦ Q W^(t)`` and ``b^(t) ↦ Q b^(t)`` (paper.md
+    §10.2, §11.2); its knowledge grows with ``n_max``.
+
     Raises:
         ValueError: for a non-positive size; in ``forward``, for ``n > n_max``.
     """
+
+    symmetries = frozenset({"orthogonal_knowledge"})
 
     def __init__(self, cfg: FlatMLPConfig, d: int, n_max: int, generator: torch.Generator) -> None:
         super().__init__()
@@ -68,3 +76,18 @@ class FlatMLP(nn.Module):
             if i < last:
                 h = torch.relu(h)
         return h.reshape(b, self.n_max, d)[:, :n]  # (B, n, d)
+
+    def span_knowledge(self) -> Tensor:
+        """Output weight columns and biases of every position: ``(d, n_max (hidden + 1))``."""
+        w = self.weights[-1].detach().reshape(self.n_max, self.d, -1)  # (n_max, d, hidden)
+        b = self.biases[-1].detach().reshape(self.n_max, self.d, 1)  # (n_max, d, 1)
+        return torch.cat([w, b], dim=-1).permute(1, 0, 2).reshape(self.d, -1)
+
+    @torch.no_grad()
+    def rotate_(self, q: Tensor) -> None:
+        """In place: per-position input blocks ``↦ W Qᵀ``, output blocks and biases ``↦ Q ·``."""
+        first = self.weights[0].view(-1, self.n_max, self.d)  # (hidden, n_max, d)
+        rotate_in_(first, q)
+        last = self.weights[-1].view(self.n_max, self.d, -1)  # (n_max, d, hidden)
+        last.copy_(q @ last)
+        rotate_in_(self.biases[-1].view(self.n_max, self.d), q)  # rows b^(t) ↦ (Q b^(t))ᵀ

@@ -1,0 +1,44 @@
+"""The named presets of ``conf/model/`` (the variant names MLflow shows), composed by Hydra.
+
+``preset_config("quad_sigma", ("model.sigma=relu",))`` returns the same config dataclass a run
+with ``model=quad_sigma model.sigma=relu`` gets. Used by the tests and ``python -m
+harness.models.table`` (docs/variants.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def preset_names() -> list[str]:
+    """Every preset in ``conf/model/``, sorted."""
+    return sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
+
+
+def preset_header(name: str) -> tuple[str, str]:
+    """``(paper id, formula)`` from the preset's first line ``# <id>: <formula>``."""
+    first = (CONF / "model" / f"{name}.yaml").read_text().splitlines()[0]
+    ident, _, formula = first.lstrip("# ").partition(": ")
+    return ident, formula
+
+
+@functools.lru_cache(maxsize=None)
+def preset_config(name: str, overrides: tuple[str, ...] = ()) -> Any:
+    """The model config dataclass of ``model=name`` plus Hydra ``overrides`` (``model.k=4``).
+
+    Raises:
+        hydra.errors.ConfigCompositionException: for an unknown preset or a bad override.
+    """
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from harness.config import register_configs  # imports harness.models: import it lazily
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"model={name}", *overrides])
+    return OmegaConf.to_object(cfg.model)
