@@ -1,0 +1,106 @@
+"""harness/symmetry.py on every preset (float32 and float64, cost), Haar sampling, span residual,
+and the C6 enumeration of finite-information monomials (paper.md §7, §13)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+
+import pytest
+import torch
+
+from harness.models import build_model, rotate
+from harness.models.presets import preset_config, preset_names
+from harness.symmetry import KEYS, haar_orthogonal, measure, span_residual
+
+PRESETS = preset_names()
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_measure_any_model_is_cheap(preset, dtype):
+    """The trial-end call: a batch of 64 at d=16, n=8, well under a second, model unchanged."""
+    model = build_model(preset_config(preset), 16, 8, gen(0)).to(dtype)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(64, 8, 16, generator=gen(1)).to(dtype)
+    seconds = []
+    for _ in range(3):  # best of three: a shared CI machine has noisy single timings
+        start = time.perf_counter()
+        errs = measure(model, x, gen(2))
+        seconds.append(time.perf_counter() - start)
+    assert min(seconds) < 1.0
+    assert set(errs) <= set(KEYS) and set(KEYS[:3]) <= set(errs)
+    assert all(isinstance(v, float) and v == v for v in errs.values())
+    tol = 1e-4 if dtype is torch.float32 else 1e-10
+    if "orthogonal_knowledge" in model.symmetries:
+        assert errs["symmetry/rotation_knowledge_err"] < tol
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), f"measure changed {k}"
+
+
+def test_haar_orthogonal_includes_reflections():
+    dets = []
+    for seed in range(20):
+        q = haar_orthogonal(6, gen(seed))
+        torch.testing.assert_close(q @ q.T, torch.eye(6, dtype=torch.float64), rtol=0, atol=1e-12)
+        dets.append(round(float(torch.linalg.det(q))))
+    assert set(dets) == {-1, 1}
+
+
+def test_rotate_returns_a_transformed_copy():
+    model = build_model(preset_config("residual"), 16, 8, gen(0)).double()
+    q = haar_orthogonal(16, gen(1))
+    rotated = rotate(model, q)
+    torch.testing.assert_close(rotated.W_Q, model.W_Q @ q.T)
+    torch.testing.assert_close(rotated.W_V, q @ model.W_V @ q.T)
+    assert not torch.equal(rotated.W_Q, model.W_Q)
+    with pytest.raises(TypeError):
+        rotate(torch.nn.Linear(3, 3), q)
+
+
+def test_span_residual_detects_output_outside_the_span():
+    x = torch.randn(2, 3, 16, generator=gen(0), dtype=torch.float64)
+    z = torch.randn(16, 4, generator=gen(1), dtype=torch.float64)
+    inside = torch.randn(2, 3, 3, generator=gen(2), dtype=torch.float64) @ x \
+        + torch.randn(2, 3, 4, generator=gen(3), dtype=torch.float64) @ z.T
+    assert span_residual(x, inside, z) < 1e-12
+    assert span_residual(x, inside, z[:, :0]) > 0.1  # the Z part is not in span(X)
+    with pytest.raises(ValueError, match="n \\+ k < d"):
+        span_residual(x, inside, torch.zeros(16, 13, dtype=torch.float64))
+
+
+# --- C6: enumeration of products of Y (k×n), Yᵀ (n×k), W (k×k) up to six factors ------------
+SHAPES = {"Y": ("k", "n"), "T": ("n", "k"), "W": ("k", "k")}  # T stands for Yᵀ
+ALTERNATING = re.compile(r"^TW*(YTW*)*Y$")  # Yᵀ B_1 (YYᵀ) B_2 ··· B_p Y, B_j = W^m
+
+
+def _shape(word: str) -> tuple[str, str] | None:
+    rows, cols = SHAPES[word[0]]
+    for f in word[1:]:
+        r, c = SHAPES[f]
+        if r != cols:  # k and n are independent symbols: a product must match for every n
+            return None
+        cols = c
+    return rows, cols
+
+
+def test_c6_every_length_free_nxn_product_is_an_even_alternating_monomial():
+    found = {0: 0, 1: 0, 2: 0, 4: 0, 6: 0}
+    for length in range(1, 7):
+        for word in map("".join, itertools.product("YTW", repeat=length)):
+            if _shape(word) != ("n", "n"):
+                continue
+            n_y = word.count("Y") + word.count("T")
+            assert n_y >= 2 and n_y % 2 == 0, word
+            assert ALTERNATING.match(word), word
+            found[n_y] += 1
+    assert found[0] == found[1] == 0  # no constant or linear term is n×n for every n
+    assert found[2] > 0 and found[4] > 0 and found[6] > 0
+    # the higher_order model's T_p are these words: T W (Y T W)^(p-1) Y
+    for p in (1, 2, 3):
+        assert ALTERNATING.match("TW" + "YTW" * (p - 1) + "Y")
