@@ -73,7 +73,7 @@ class TokenTask(TaskBase):
     def __init__(self, cfg: TokenConfig, V: int, dtype: torch.dtype) -> None:
         super().__init__(cfg, dtype)
         d = cfg.d or V
-        kind = cfg.embedding
+        kind = Embedding(cfg.embedding)
         if cfg.d < 0 or (kind is Embedding.onehot and d != V):
             raise ValueError(f"task.d={cfg.d} with embedding=onehot; allowed: 0 or V={V}")
         if kind is Embedding.orthonormal and d < V:

@@ -1,0 +1,245 @@
+"""The task suite (tasks/, issue 4): every preset's data contract, determinism, disjointness,
+docstring examples, learnability; T1's 110-example set; T2 rotation; T3(f) control; T5 lengths."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.models import build_model
+from harness.sweep import compose_trial
+from harness.trial import run_trial
+from tasks import build_task, combine
+from tasks.arithmetic import ArithmeticConfig, ArithmeticTask, Ops
+from tasks.base import generator, haar_orthogonal
+from tasks.selection import (SelectionConfig, SelectionKind, SelectionTask, argmax_targets,
+                             duplicate_targets, nearest_targets, recall_targets)
+from tasks.teacher import TeacherConfig, TeacherTask
+from tasks.teachers import TeacherKind
+from tasks.tokens import Embedding, strictly_correct
+
+PRESETS = sorted(p.stem for p in (Path(__file__).parent.parent / "conf" / "task").glob("*.yaml"))
+SMALL = ["task.n_train=48", "task.n_val=16", "task.n_test=24"]
+
+
+def _task_cfg(preset: str, *extra: str):
+    return compose_trial([f"task={preset}", *SMALL, *extra], []).config.task
+
+
+@pytest.fixture(scope="module")
+def tasks_by_preset():
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(Path(__file__).parent.parent / "conf"), version_base="1.3"):
+        cfgs = {p: _task_cfg(p) for p in PRESETS}
+    GlobalHydra.instance().clear()
+    return {p: (cfg, build_task(cfg)) for p, cfg in cfgs.items()}
+
+
+def _same(a, b) -> bool:
+    fields = ("x", "y", "tokens", "mask")
+    return all((getattr(a, f) is None and getattr(b, f) is None) or torch.equal(getattr(a, f), getattr(b, f))
+               for f in fields)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_yields_well_formed_batches(tasks_by_preset, preset):
+    cfg, task = tasks_by_preset[preset]
+    train = task.train_set(0)
+    assert sum(len(b) for b in train) == cfg.n_train
+    assert sum(len(b) for b in task.val_set()) == cfg.n_val
+    sets = task.test_sets()
+    assert sum(len(b) for b in sets[""]) == cfg.n_test
+    for batch in [*train, *sets[""], *(b for key, bs in sets.items() if key for b in bs)]:
+        x = task.inputs(batch)
+        assert x.shape == (len(batch), batch.n, task.d) and x.dtype == torch.float32
+        assert torch.isfinite(x).all()
+        if batch.tokens is None:  # regression: targets in embedding space
+            assert batch.y.shape == x.shape and torch.isfinite(batch.y).all()
+        else:
+            assert batch.y.dtype == torch.long and batch.mask.dtype == torch.bool
+            assert batch.tokens.min() >= 0 and batch.tokens.max() < task.V
+            assert batch.y[batch.mask].min() >= 0 and batch.y[batch.mask].max() < task.V
+            assert batch.mask.any(1).all()
+    assert task.n_max == max(task.lengths)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_is_deterministic_and_seeds_differ(tasks_by_preset, preset):
+    cfg, task = tasks_by_preset[preset]
+    again = build_task(cfg)
+    assert all(_same(a, b) for a, b in zip(task.train_set(3), again.train_set(3)))
+    assert all(_same(a, b) for a, b in zip(task.test_sets()[""], again.test_sets()[""]))
+    assert not all(_same(a, b) for a, b in zip(task.train_set(0), task.train_set(1)))
+    assert all(_same(a, b) for a, b in zip(task.val_set(), again.val_set()))
+
+
+@pytest.mark.parametrize("preset", [p for p in PRESETS if p.startswith("arithmetic")])
+def test_finite_tasks_keep_train_val_test_disjoint(tasks_by_preset, preset):
+    _, task = tasks_by_preset[preset]
+    for n, part in task.parts.items():
+        sets = [set(part[s].tolist()) for s in ("test", "val")]
+        assert not sets[0] & sets[1]
+        assert not (sets[0] | sets[1]) & set(part["train"].tolist())
+    rows = lambda bs: {tuple(t.tolist()) for b in bs for t in b.tokens}  # noqa: E731
+    train = rows(task.train_set(0)) | rows(task.train_set(1))
+    assert not train & rows(task.test_sets()[""]) and not train & rows(task.val_set())
+
+
+def test_t1_pool_is_exactly_the_110_valid_expressions():
+    task = ArithmeticTask(ArithmeticConfig())
+    tokens, _ = task.decode(task.pool(2), 2)
+    got = {tuple(t.tolist()) for t in tokens}
+    want = {tuple(task.encode(f"{a}{o}{b}").tolist()) for a in range(10) for b in range(10)
+            for o in "+-" if 0 <= (a + b if o == "+" else a - b) <= 9}
+    assert len(want) == 110 and got == want and len(task.pool(2)) == 110
+
+
+def test_t1_docstring_example_and_answer_in_input_split():
+    task = ArithmeticTask(ArithmeticConfig())
+    cases = {"2+1": (5, False), "2-1": (3, True), "3+0": (5, True), "1-1": (2, False), "5-0": (7, True)}
+    pool = task.pool(2)
+    tokens, _ = task.decode(pool, 2)
+    for text, (answer, in_input) in cases.items():
+        row = (tokens == task.encode(text)).all(1).nonzero().item()
+        batch = task.batch(pool[row:row + 1], 2)
+        assert batch.tokens[0].tolist() == task.encode(text).tolist()
+        assert batch.y[0, -1].item() == answer and batch.mask[0].tolist() == [False, False, True]
+        assert batch.groups["answer_in_input"][0].item() is in_input
+    assert task.encode("2+1").tolist() == [4, 0, 3]
+
+
+def test_t1_sizes_and_variants_are_checked():
+    with pytest.raises(ValueError, match="n_train=100.*allowed: n_train ≤ 50"):
+        ArithmeticTask(ArithmeticConfig(n_train=100))
+    with pytest.raises(ValueError, match="allowed: d ≥ V=12"):
+        ArithmeticTask(ArithmeticConfig(embedding=Embedding.orthonormal, d=8))
+    add = ArithmeticTask(ArithmeticConfig(ops=Ops.add, modular=True, terms=[3], n_train=100))
+    assert (add.train_set(0)[0].tokens[:, 1::2] == 0).all()  # only "+"
+    eq = ArithmeticTask(ArithmeticConfig(equals=True))
+    assert eq.V == 13 and (eq.train_set(0)[0].tokens[:, -1] == 12).all()
+
+
+def test_strict_argmax_does_not_score_ties():
+    logits = torch.tensor([[1.0, 1.0, 0.0], [2.0, 1.0, 0.0]])
+    assert strictly_correct(logits, torch.tensor([0, 0])).tolist() == [False, True]
+
+
+def test_t4_docstring_examples():
+    H = torch.tensor([[0.0, 2, 1], [2, 0, 3], [1, 3, 0]])
+    assert nearest_targets(torch.tensor([[0, 1, 2]]), H).tolist() == [[1, 2, 1]]
+    u = torch.tensor([0.5, -1, 2, 0])
+    assert argmax_targets(torch.tensor([[1, 3, 0]]), u).tolist() == [[0, 0, 0]]
+    assert duplicate_targets(torch.tensor([[3, 1, 4, 1]])).tolist() == [[1, 1, 1, 1]]
+    assert recall_targets(torch.tensor([[2, 5, 0, 7, 1, 4, 0]])).tolist() == [7]
+
+
+def test_t4_duplicates_and_recall_are_well_posed():
+    dup = SelectionTask(SelectionConfig(kind=SelectionKind.duplicate, n=8)).train_set(0)[0]
+    for row in dup.tokens:
+        assert len(set(row.tolist())) == 7
+    rec = SelectionTask(SelectionConfig(kind=SelectionKind.recall, n=9)).train_set(0)[0]
+    keys = rec.tokens[:, 0:-1:2]
+    assert all(len(set(k.tolist())) == 4 for k in keys) and (rec.mask.sum(1) == 1).all()
+    with pytest.raises(ValueError, match="n=10"):
+        SelectionTask(SelectionConfig(kind=SelectionKind.recall, n=10))
+    with pytest.raises(ValueError, match="n=20"):
+        SelectionTask(SelectionConfig(kind=SelectionKind.duplicate, n=20))
+
+
+def test_t3_docstring_example_outputs_are_convex_mixes():
+    task = TeacherTask(TeacherConfig(d=2, n=2, uniform_rel_mse=0.3))
+    x = torch.tensor([[[0.3, -0.7], [1.1, 0.2]]], dtype=torch.float64)
+    y = task.teacher(x, task.beta)
+    s = torch.softmax(task.beta * task.teacher.scores(x), -1)  # (1, n, n), rows sum to 1
+    assert torch.allclose(y, s @ x) and torch.allclose(s.sum(-1), torch.ones(1, 2, dtype=torch.float64))
+
+
+@functools.lru_cache(maxsize=None)
+def _teacher(kind: TeacherKind) -> TeacherTask:
+    return TeacherTask(TeacherConfig(teacher=kind, n_test=256), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("kind", list(TeacherKind))
+def test_t3_teachers_are_far_from_uniform_mixing(kind):
+    task = _teacher(kind)
+    ref = combine([task.reference_sums(b) for b in task.test_sets()[""]])
+    assert ref["uniform_rel_mse"] >= 0.5
+
+
+def _rotation_error(kind: TeacherKind, rotate_knowledge: bool) -> float:
+    task = _teacher(kind)
+    x = task.sample(generator(0, "probe"), 16, 8).x
+    Q = haar_orthogonal(task.d, generator(1, "Q"))
+    teacher = task.teacher.rotated(Q) if rotate_knowledge else task.teacher
+    err = teacher(x @ Q.T, task.beta) - task.teacher(x, task.beta) @ Q.T
+    return float(err.norm() / task.teacher(x, task.beta).norm())
+
+
+def test_t3f_control_teacher_is_not_equivariant_while_the_others_are():
+    assert _rotation_error(TeacherKind.control, False) > 1e-3
+    assert _rotation_error(TeacherKind.noknow, False) < 1e-10
+    for kind in (TeacherKind.softmax, TeacherKind.general, TeacherKind.quartic, TeacherKind.positional):
+        assert _rotation_error(kind, True) < 1e-10
+
+
+@pytest.mark.parametrize("preset,model", [
+    ("teacher", "softmax"), ("teacher_general", "mlp"), ("teacher_quartic", "mlp"),
+    ("arithmetic", "mlp"), ("arithmetic_learned", "softmax"), ("nearest", "softmax"),
+    ("argmax", "softmax"), ("duplicate", "mlp"), ("recall", "mlp"),
+])
+def test_loss_decreases_with_a_capable_model(hydra_conf, preset, model):
+    cfg = compose_trial([f"task={preset}", f"model={model}", *SMALL], []).config
+    task = build_task(cfg.task)
+    task.init_parameters(generator(0, "init", "task"))
+    net = build_model(cfg.model, task.d, task.n_max, generator(0, "init"))
+    batch = task.train_set(0)[0]
+    opt = torch.optim.Adam([*net.parameters(), *task.parameters()], lr=3e-2)
+    losses = []
+    for _ in range(30):
+        loss = task.loss(net(task.inputs(batch)), batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0]
+
+
+FAST = ["train.max_steps=12", "train.eval_every=4", "task.n_train=64", "task.n_val=32",
+        "task.n_test=64", "train.dtype=float64", "train.optimizer=sgd", "train.lr=0.5"]
+
+
+@pytest.mark.parametrize("preset,model", [("arithmetic_mod", "value"), ("arithmetic_learned", "softmax")])
+def test_t2_sgd_retrain_in_rotated_embedding_matches_the_unrotated_curve(hydra_conf, preset, model):
+    plain = run_trial(compose_trial([f"task={preset}", f"model={model}", *FAST], []).config)
+    rotated = run_trial(compose_trial([f"task={preset}", f"model={model}", "task.rotation=retrain",
+                                       *FAST], []).config)
+    for a, b in zip(plain.curve, rotated.curve):
+        for key in ("train/loss", "val/loss"):
+            assert b[key] == pytest.approx(a[key], rel=1e-6)
+    assert plain.curve[-1]["val/loss"] != plain.curve[0]["val/loss"]  # it did train
+
+
+def test_t2_eval_rotated_knowledge_keeps_accuracy(hydra_conf):
+    cfg = compose_trial(["task=arithmetic_rotation", "model=value", *FAST], []).config
+    result = run_trial(cfg)
+    assert result.metrics["test/rotated/supported"] == 1.0
+    assert result.metrics["test/rotated/acc"] == result.metrics["test/acc"]
+    assert result.metrics["test/rotated/loss"] == pytest.approx(result.metrics["test/loss"], rel=1e-9)
+    assert "test/rotated_fixed/acc" in result.metrics
+
+
+def test_t5_lengths_beyond_a_models_maximum_are_recorded_unsupported(hydra_conf):
+    extra = ["train.max_steps=4", "train.eval_every=2", "task.n_train=32", "task.n_val=16", "task.n_test=32"]
+    mlp = run_trial(compose_trial(["task=nearest_length", "model=mlp", *extra], []).config).metrics
+    assert mlp["test/n_8/supported"] == 1.0 and "test/n_8/acc" in mlp
+    assert mlp["test/n_64/supported"] == 0.0 and "test/n_64/acc" not in mlp
+    att = run_trial(compose_trial(["task=nearest_length", "model=softmax", *extra], []).config).metrics
+    assert att["test/n_64/supported"] == 1.0 and math.isfinite(att["test/n_64/acc"])
+    assert att["test/acc"] == att["test/n_8/acc"]  # one training length: same examples
