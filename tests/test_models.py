@@ -4,8 +4,11 @@ torch.nn.MultiheadAttention equivalence (C4), higher-order scale (§7)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 from harness.models import MODELS, count_parameters, rotate
 from harness.models.common import SYMMETRIES
@@ -223,3 +226,13 @@ def test_higher_order_scale():
         raw = [stds[False, n][p] for n in (8, 64, 512)]
         assert max(norm) / min(norm) < 3, norm
         assert max(raw) / min(raw) > 3 and raw[0] < raw[1] < raw[2], raw
+
+
+def test_every_preset_is_documented_and_swept():
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "variants.md").read_text()
+    grid = yaml.safe_load((root / "conf" / "ablation" / "variants.yaml").read_text())
+    swept = grid["ablation"]["grid"]["model"].split(",")
+    for preset in PRESETS:
+        assert f"| `{preset}` |" in doc, f"{preset} missing from docs/variants.md"
+    assert sorted(swept) == PRESETS

@@ -35,6 +35,26 @@ claimed symmetry (✓) and > 1e-3 for an absent one.
 * span: part of f(X) outside span(X, knowledge); only when n + k < d (`span_knowledge()`), else –
 
 Re-draw scale: matrices N(0, 1/m) with m their last axis, vectors and scalars N(0, 1).
+
+## The contract every family keeps
+
+* `harness/models/<family>.py`: a config dataclass (`name` = its registry key, enums for closed
+  choices) beside one `nn.Module` mapping `(B, n, d) → (B, n, d)`, rows are tokens (the paper's
+  Xᵀ), scores query-first (paper.md §11.1); every parameter drawn from the passed generator.
+* `symmetries`: the subset of `orthogonal_knowledge`, `orthogonal`, `permutation` it claims
+  (a class attribute, or set per instance where options decide, e.g. `transformer`).
+* `rotate_(Q)`: transforms its embedding-space tensors in place by the C4 rules;
+  `harness.models.rotate(model, Q)` returns a transformed deep copy.
+* `span_knowledge()`: the embedding vectors `(d, k)` whose span together with the input tokens
+  holds the output (`Z` for M0/M9, `Z_v` for a low-rank W_V, the columns of every output weight
+  and embedding-space bias for the rest; `(d, 0)` for pure `X g` forms), or `None` when no such
+  set exists (B7). This is how `symmetry.measure` learns the knowledge size k for the span
+  residual.
+* Families with a maximum length (`mlp`, `mixing`, `transformer` with learned PE) raise
+  `ValueError` naming `n_max` beyond it.
+* Register it in `harness/models/registry.py` (`MODELS`), add a preset `conf/model/<name>.yaml`
+  whose first line is `# <paper id>: <formula>`, add it to `EXPECTED` in `tests/test_models.py`
+  and to `conf/ablation/variants.yaml`, then regenerate this file.
 """
 
 
