@@ -108,6 +108,7 @@ class Config:
     ablation: AblationConfig = field(default_factory=AblationConfig)
     seed: int = 0  # derives the data, batch-order and initialisation streams separately
     dry_run: bool = False  # list the trials (id, variant, overrides) and exit
+    force: bool = False  # rerun trials that already have a FINISHED run (the old run is deleted)
 
 
 def register_configs() -> None:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from analysis.load import load_runs
-from analysis.plots import sample_efficiency
+from analysis.plots import sample_efficiency, with_error
 from harness.sweep import Trial
 from harness.tracking import Store, Tracker
 
@@ -25,12 +25,12 @@ def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_di
     The plot (PNG, PDF) and the table (CSV) go to ``out_dir`` and are logged as artifacts of the
     parent run ``parent``.
     """
-    df = load_runs(ablation, store.uri)
-    finished = df[df["status"] == "FINISHED"]
-    if finished.empty or "test/rel_mse" not in finished:
-        print("no finished trial with test/rel_mse: no plot", file=sys.stderr)
+    df = with_error(load_runs(ablation, store.uri))
+    finished = df[df["status"] == "FINISHED"].dropna(subset=["error"])
+    if finished.empty:
+        print("no finished trial with test/rel_mse or test/acc: no plot", file=sys.stderr)
         return
-    table = (finished.groupby(["variant", "task.n_train"])["test/rel_mse"]
+    table = (finished.groupby(["task", "variant", "task.n_train"])["error"]
              .agg(["mean", "std", "count"]).reset_index())
     out_dir.mkdir(parents=True, exist_ok=True)
     table_path = out_dir / "sample_efficiency.csv"

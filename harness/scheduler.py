@@ -11,7 +11,7 @@ import socket
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -43,6 +43,9 @@ def execute(trial: Trial, device: str, num_threads: int) -> Outcome:
         return Outcome(trial, None, traceback.format_exc(), node)
 
 
+OnStart = Optional[Callable[[Trial], None]]
+
+
 class SerialScheduler:
     """Trials one after another in the driver process (``cluster=serial``)."""
 
@@ -55,10 +58,12 @@ class SerialScheduler:
     def __exit__(self, *exc) -> None:
         return None
 
-    def run(self, trials: Sequence[Trial]) -> Iterator[Outcome]:
-        """Yield each trial's outcome in order."""
+    def run(self, trials: Sequence[Trial], on_start: OnStart = None) -> Iterator[Outcome]:
+        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each."""
         threads = max(1, round(self.cfg.cpus_per_trial))
         for trial in trials:
+            if on_start:
+                on_start(trial)
             yield execute(trial, self.cfg.device, threads)
 
 
@@ -69,6 +74,11 @@ class RayScheduler:
     ``cluster=ray`` connects to ``cluster.address`` and leaves the cluster running.
     A worker that dies is retried ``max_retries`` times by Ray; a trial's own exception is not
     retried (it is deterministic) and comes back as a failed outcome.
+
+    Trials are submitted in a window as wide as the cluster's free slots (its CPUs divided by
+    ``cpus_per_trial``, likewise for GPUs), so a submitted trial is a running trial: ``on_start``
+    marks it, and an interrupt cancels only what really runs. The window is re-read as trials
+    finish, so nodes that join a cluster are used.
     """
 
     def __init__(self, cfg: ClusterConfig) -> None:
@@ -83,7 +93,19 @@ class RayScheduler:
                      log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+        self._check_feasible()
         return self
+
+    def _check_feasible(self) -> None:
+        import ray
+
+        need = {"CPU": self.cfg.cpus_per_trial, "GPU": self.cfg.gpus_per_trial}
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        if not any(all(res.get(k, 0) >= v for k, v in need.items() if v > 0) for res in nodes):
+            have = [{k: res.get(k, 0) for k in need} for res in nodes]
+            ray.shutdown()
+            raise ValueError(f"no Ray node can run a trial asking for cluster.cpus_per_trial="
+                             f"{need['CPU']}, cluster.gpus_per_trial={need['GPU']}; nodes have {have}")
 
     def __exit__(self, *exc) -> None:
         import ray
@@ -92,8 +114,18 @@ class RayScheduler:
             ray.cancel(ref, force=True)
         ray.shutdown()
 
-    def run(self, trials: Sequence[Trial]) -> Iterator[Outcome]:
-        """Submit every trial, then yield outcomes as they complete."""
+    def _slots(self) -> int:
+        import ray
+
+        total = ray.cluster_resources()
+        slots = total.get("CPU", 0) / self.cfg.cpus_per_trial if self.cfg.cpus_per_trial > 0 else 1e9
+        if self.cfg.gpus_per_trial > 0:
+            slots = min(slots, total.get("GPU", 0) / self.cfg.gpus_per_trial)
+        return max(1, int(slots + 1e-9))
+
+    def run(self, trials: Sequence[Trial], on_start: OnStart = None) -> Iterator[Outcome]:
+        """Run every trial, at most a cluster's worth at once; yield outcomes as they complete."""
+
         import ray
 
         remote = ray.remote(execute).options(
@@ -103,15 +135,27 @@ class RayScheduler:
             retry_exceptions=False,
         )
         threads = max(1, round(self.cfg.cpus_per_trial))
-        by_ref = {remote.remote(t, self.cfg.device, threads): t for t in trials}
-        self._pending = list(by_ref)
-        while self._pending:
+        queue = list(trials)
+        by_ref: dict = {}
+        while queue or self._pending:
+            while queue and len(self._pending) < self._slots():
+                trial = queue.pop(0)
+                if on_start:
+                    on_start(trial)
+                ref = remote.remote(trial, self.cfg.device, threads)
+                by_ref[ref] = trial
+                self._pending.append(ref)
             done, self._pending = ray.wait(self._pending, num_returns=1)
             ref = done[0]
             try:
                 yield ray.get(ref)
-            except Exception as err:  # noqa: BLE001 - worker died after its retries
+            except Exception as err:  # noqa: BLE001 - the worker died and its retries are spent
                 yield Outcome(by_ref[ref], None, f"{type(err).__name__}: {err}", "unknown")
+            del by_ref[ref]
+
+    def running(self) -> int:
+        """How many submitted trials have not come back."""
+        return len(self._pending)
 
 
 def make_scheduler(cfg: ClusterConfig) -> SerialScheduler | RayScheduler:

@@ -21,10 +21,10 @@ from harness.config import Config
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "dry_run")
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "dry_run", "force")
 
 
 class SweepError(ValueError):
@@ -41,12 +41,14 @@ class Trial:
             ``softmax`` or ``softmax[d1=4]``; what MLflow and the plots show.
         overrides: this trial's grid point, as Hydra override strings.
         config: the resolved config (plain dataclasses; pickles to Ray).
+        task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
     """
 
     trial_id: str
     variant: str
     overrides: tuple[str, ...]
     config: Config
+    task: str = ""
 
 
 def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
@@ -107,7 +109,7 @@ def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:
     except Exception as err:
         cause = f" ({err.__cause__})" if err.__cause__ else ""
         raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
-    return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj)
+    return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj, str(choices["task"]))
 
 
 def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
@@ -119,6 +121,9 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     Raises:
         SweepError: for a grid that does not parse or a trial that does not compose.
     """
+    if cfg.ablation.name != "single" and not cfg.ablation.grid:
+        raise SweepError(f"ablation {cfg.ablation.name!r} has an empty grid; give ablation.grid "
+                         "at least one axis, e.g. seed: range(5)")
     parser = OverridesParser.create()
     replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
     points = grid_points(dict(cfg.ablation.grid), replaced) if cfg.ablation.grid else [[]]

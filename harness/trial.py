@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from harness.config import Config, DType, Optimizer
-from harness.models import build_model, count_parameters
+from harness.models import build_model, count_parameters, rotate
+from harness.symmetry import measure
 from tasks import Batch, TaskBase, build_task, combine
 from tasks.base import Rotation, generator, haar_orthogonal
 
@@ -72,19 +73,6 @@ def rotation_matrix(cfg: Config, d: int, dtype: torch.dtype) -> Tensor:
     return haar_orthogonal(d, generator(cfg.task.rotation_seed, "rotation"), dtype)
 
 
-def rotate_model(model: nn.Module, Q: Tensor) -> nn.Module:
-    """``harness.models.rotate(model, Q)``: every knowledge tensor transformed (paper.md C4).
-
-    Raises:
-        NotImplementedError: if ``harness.models`` has no ``rotate`` yet.
-    """
-    from harness import models
-
-    if not hasattr(models, "rotate"):
-        raise NotImplementedError("harness.models.rotate is not available")
-    return models.rotate(model, Q)
-
-
 def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: Tensor) -> Tensor:
     """Loss of the examples ``idx`` of the concatenated training set (one part per length),
     each length's mean loss weighted by its share of the minibatch."""
@@ -105,14 +93,17 @@ def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: T
 def evaluate(model: nn.Module, task: TaskBase, batches: list[Batch], chunk: int = 1024) -> dict[str, float]:
     """Metrics of ``model`` on a set (one batch per length): the task's metrics pooled over
     chunks and lengths, plus ``loss`` (mean per example) and the task's reference metrics.
+    Long sequences are evaluated in smaller chunks (pairwise models hold ``(B, n, n, ·)``
+    tensors): at most ``2**20 / n²`` sequences at once.
 
     Raises:
         ValueError: from the model, e.g. a length beyond its maximum.
     """
     sums, loss, count = [], 0.0, 0
     for batch in batches:
-        for i in range(0, len(batch), chunk):
-            sub = batch.index(torch.arange(i, min(i + chunk, len(batch)), device=batch.y.device))
+        size = max(1, min(chunk, 2**20 // batch.n**2))
+        for i in range(0, len(batch), size):
+            sub = batch.index(torch.arange(i, min(i + size, len(batch)), device=batch.y.device))
             out = model(task.inputs(sub))
             loss += float(task.loss(out, sub)) * len(sub)
             count += len(sub)
@@ -148,8 +139,8 @@ def _rotation_metrics(model: nn.Module, task: TaskBase, test: list[Batch], Q: Te
     rtask = task.rotated(Q)
     metrics = {f"test/rotated_fixed/{k}": v for k, v in evaluate(model, rtask, test).items()}
     try:
-        rmodel = rotate_model(model, Q)
-    except (NotImplementedError, KeyError, TypeError, ValueError):
+        rmodel = rotate(model, Q)
+    except (KeyError, TypeError, ValueError):
         return {**metrics, "test/rotated/supported": 0.0}
     metrics.update({f"test/rotated/{k}": v for k, v in evaluate(rmodel, rtask, test).items()})
     return {**metrics, "test/rotated/supported": 1.0}
@@ -188,7 +179,6 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
 
     Raises:
         ValueError: for impossible sizes or an unavailable device.
-        NotImplementedError: ``rotation=retrain`` without ``harness.models.rotate``.
     """
     start = time.time()
     dev = resolve_device(device)
@@ -203,7 +193,7 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     rotation = cfg.task.rotation
     Q = rotation_matrix(cfg, task.d, dtype) if rotation is not Rotation.none else None
     if rotation is Rotation.retrain:
-        model, task = rotate_model(model, Q), task.rotated(Q)
+        model, task = rotate(model, Q), task.rotated(Q)
     model, task = model.to(dev), task.to(dev)
     train, val = [b.to(dev) for b in train], [b.to(dev) for b in val]
     tests = {key: [b.to(dev) for b in batches] for key, batches in tests.items()}
@@ -238,6 +228,9 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     metrics.update(evaluate_lengths(model, task, tests))
     if rotation is Rotation.eval:
         metrics.update(_rotation_metrics(model, task, tests[""], Q))
+    probe = tests[""][0]  # symmetry of the trained model on one test batch (cheap)
+    probe = probe.index(torch.arange(min(64, len(probe)), device=probe.y.device))
+    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry")))
     return TrialResult(
         metrics=metrics,
         curve=curve,

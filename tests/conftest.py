@@ -34,3 +34,42 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _cli(args: list[str], cwd: Path, timeout: int = 600, **env) -> "subprocess.CompletedProcess":
+    import os
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture()
+def run_cli():
+    """``run_cli(["harness", "+ablation=smoke"], cwd)``: the real CLI in a subprocess."""
+    return _cli
+
+
+@pytest.fixture(scope="module")
+def run_cli_module():
+    """:func:`run_cli` for module-scoped fixtures."""
+    return _cli
+
+
+def _trial_runs(uri: str, experiment: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    return [r for r in runs if "trial_id" in r.data.tags]
+
+
+@pytest.fixture()
+def trial_runs():
+    """``trial_runs(uri, experiment)``: the experiment's child (trial) runs."""
+    return _trial_runs

@@ -1,0 +1,235 @@
+"""Resume, interrupts, killed workers, divergence and bad input (the driver's fault handling)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+FAST = ["train.max_steps=40", "train.eval_every=20", "task.n_val=64", "task.n_test=128"]
+
+
+def _uri(cwd: Path) -> str:
+    return f"sqlite:///{cwd / 'mlflow.db'}"
+
+
+def _popen(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _wait_for(predicate, timeout: float = 240.0, every: float = 0.5, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the driver exited early: {proc.communicate()[1][-2000:]}")
+        try:
+            value = predicate()
+        except Exception:  # noqa: BLE001 - the store may be mid-creation; poll again
+            value = None
+        if value:
+            return value
+        time.sleep(every)
+    raise TimeoutError("condition not reached")
+
+
+@pytest.mark.slow
+def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tmp_path, trial_runs):
+    # 6 trials of a few seconds each on 2 CPUs; SIGINT the driver once 2 have finished
+    args = ["harness", "+ablation=smoke", "model=mlp", "train.max_steps=2000"]
+    proc = _popen(args, tmp_path)
+    _wait_for(lambda: sum(r.info.status == "FINISHED" for r in trial_runs(_uri(tmp_path), "smoke")) >= 2,
+              proc=proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    first = trial_runs(_uri(tmp_path), "smoke")
+    statuses = Counter(r.info.status for r in first)
+    assert "RUNNING" not in statuses
+    assert 2 <= statuses["FINISHED"] < 6 and statuses["KILLED"] >= 1
+    finished_first = statuses["FINISHED"]
+
+    again = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"6 trials: {finished_first} already finished (skipped), {6 - finished_first} finished now" in again.stdout
+    runs = trial_runs(_uri(tmp_path), "smoke")
+    finished = Counter(r.data.tags["trial_id"] for r in runs if r.info.status == "FINISHED")
+    assert len(finished) == 6 and set(finished.values()) == {1}
+    assert not any(r.info.status == "RUNNING" for r in runs)
+    print(f"resume: first invocation finished {finished_first}, second {6 - finished_first}")
+
+
+def test_stale_running_run_is_closed_by_the_next_invocation(tmp_path, run_cli, trial_runs):
+    from mlflow.tracking import MlflowClient
+
+    args = ["harness", "cluster=serial", *FAST]
+    assert run_cli(args, tmp_path).returncode == 0
+    client = MlflowClient(_uri(tmp_path))
+    exp = client.get_experiment_by_name("single").experiment_id
+    ghost = client.create_run(exp, tags={"trial_id": "deadbeef"}).info.run_id  # a driver died here
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 already finished (skipped)" in proc.stdout and "closed 1 stale RUNNING" in proc.stdout
+    assert client.get_run(ghost).info.status == "KILLED"
+
+
+def test_force_reruns_and_leaves_one_finished_run_per_trial(tmp_path, run_cli, trial_runs):
+    args = ["harness", "cluster=serial", *FAST]
+    assert run_cli(args, tmp_path).returncode == 0
+    proc = run_cli([*args, "force=true"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "0 already finished (skipped), 1 finished now" in proc.stdout
+    runs = trial_runs(_uri(tmp_path), "single")
+    assert [r.info.status for r in runs] == ["FINISHED"]
+
+
+def test_changed_config_gets_a_new_trial(tmp_path, run_cli, trial_runs):
+    args = ["harness", "cluster=serial", *FAST]
+    assert run_cli(args, tmp_path).returncode == 0
+    proc = run_cli([*args, "train.lr=0.001"], tmp_path)
+    assert "0 already finished (skipped), 1 finished now" in proc.stdout
+    assert len(trial_runs(_uri(tmp_path), "single")) == 2
+
+
+@pytest.mark.slow
+def test_killed_worker_is_retried_and_the_sweep_completes(tmp_path, trial_runs):
+    args = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=6000", "train.eval_every=1000"]
+    proc = _popen(args, tmp_path)
+    pid = _wait_for(lambda: subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True,
+                                           text=True).stdout.split(), proc=proc)[0]
+    time.sleep(1.0)
+    os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    runs = trial_runs(_uri(tmp_path), "smoke")
+    assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
+
+
+@pytest.mark.slow
+def test_retries_spent_records_failed_and_the_sweep_completes(tmp_path, trial_runs):
+    args = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=6000", "train.eval_every=1000", "cluster.max_retries=0"]
+    proc = _popen(args, tmp_path)
+    pid = _wait_for(lambda: subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True,
+                                           text=True).stdout.split(), proc=proc)[0]
+    time.sleep(1.0)
+    os.kill(int(pid), signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    assert "FAILED" in err
+    runs = trial_runs(_uri(tmp_path), "smoke")
+    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]
+
+
+def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf, tmp_path, monkeypatch):
+    """A trial that raises at run time (here: its data set cannot be drawn) is recorded FAILED
+    with the error text; the other trials of the sweep still finish."""
+    from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
+    from harness.driver import run_sweep
+    from harness.sweep import compose_trial
+    from harness.tracking import Tracker, resolve_store
+    import harness.trial as trial_module
+
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
+    original = trial_module.run_trial
+
+    def flaky(cfg, device="cpu"):
+        if cfg.seed == 1:
+            raise RuntimeError("boom: cannot draw the data")
+        return original(cfg, device)
+
+    monkeypatch.setattr("harness.scheduler.run_trial", flaky)
+    store = resolve_store(TrackingConfig(), tmp_path)
+    summary = run_sweep(trials, ClusterConfig(scheduler=SchedulerKind.serial), Tracker(store), "unit", [])
+    assert summary.finished == 2 and len(summary.failed) == 1
+    assert "boom" in summary.failed[0] and trials[1].trial_id in summary.failed[0]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store.uri)
+    runs = client.search_runs([client.get_experiment_by_name("unit").experiment_id])
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert len(failed) == 1 and "boom" in failed[0].data.tags["error"]
+
+
+def test_divergence_is_finished_with_a_tag_and_the_sweep_goes_on(tmp_path, run_cli, trial_runs):
+    args = ["harness", "+ablation=smoke", "cluster=serial", *FAST, "model=mlp", "task.n_train=64",
+            "seed=0", "train.lr=1e30"]
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 diverged" in proc.stdout and "DIVERGED" in proc.stderr
+    runs = trial_runs(_uri(tmp_path), "smoke")
+    assert [(r.info.status, r.data.tags["diverged"]) for r in runs] == [("FINISHED", "true")]
+    assert "test/rel_mse" in runs[0].data.metrics
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory, run_cli_module):
+    """A folder whose MLflow store holds one finished single-trial sweep (made once per module)."""
+    folder = tmp_path_factory.mktemp("populated")
+    assert run_cli_module(["harness", "cluster=serial", *FAST], folder).returncode == 0
+    return folder
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("+ablation=nope", "ablation/nope"),
+    ("model=nope", "model/nope"),
+    ("task=nope", "task/nope"),
+    ("model.sigma=foo", "expected one of"),
+    ("train.lr=abc", "train.lr"),
+    ("seed=x", "seed"),
+    ("task.n_train=0", "n_train"),
+    ("task.d=0", "'d': 0"),
+    ("model.d1=0", "d1=0"),
+    ("train.max_steps=0", "train.max_steps"),
+    ("+ablation=empty", "empty grid"),
+    ("tracking=server tracking.uri=file:///tmp/mlruns", "file stores are not supported"),
+    ("tracking.db_path=missing/sub/mlflow.db", "does not exist"),
+    ("cluster.cpus_per_trial=64", "no Ray node can run a trial"),
+])
+def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_path, run_cli, populated,
+                                                                          override, message):
+    shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
+    shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
+    before = _digest(tmp_path / "mlflow.db")
+    extra = tmp_path / "extra_conf" / "ablation"
+    extra.mkdir(parents=True)
+    (extra / "empty.yaml").write_text("# @package _global_\nablation:\n  name: empty\n  grid: {}\n")
+    args = ["harness", *override.split(), f"hydra.searchpath=[file://{extra.parent}]"]
+    if "cpus_per_trial" in override:
+        args.append("cluster.num_cpus=2")
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 2, (proc.stdout[-1000:], proc.stderr[-2000:])
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert _digest(tmp_path / "mlflow.db") == before
+
+
+def test_read_only_store_folder_is_rejected(tmp_path, run_cli):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    made_read_only = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    try:
+        try:
+            (folder / "probe").touch()
+            pytest.skip("cannot make a folder read-only here")
+        except OSError:
+            pass
+        proc = run_cli(["harness", "cluster=serial", "tracking.db_path=ro/mlflow.db"], tmp_path)
+        assert proc.returncode == 2
+        assert "read-only" in proc.stderr
+    finally:
+        if made_read_only:
+            subprocess.run(["chattr", "-i", str(folder)])
+        folder.chmod(0o755)
