@@ -128,6 +128,23 @@ class TokenTask(TaskBase):
                 sums[f"acc_{key}"] = (ok[sel].sum(), count[sel].sum())
         return sums
 
+    def majority_class(self) -> int:
+        """The most frequent target token over the masked positions of the validation set
+        (ties: the smallest id); computed once and cached. It is fitted on validation, never on
+        test, and is the same for every seed and variant (paper.md §13: trivial reference)."""
+        if getattr(self, "_majority", None) is None:
+            counts = torch.zeros(self.V, dtype=torch.long)
+            for b in self.val_set():
+                counts += torch.bincount(b.y[b.mask].cpu(), minlength=self.V)
+            self._majority = int(counts.argmax())  # first maximum on ties
+        return self._majority
+
+    def reference_sums(self, batch: Batch) -> Sums:
+        """``majority_acc``: accuracy of always predicting :meth:`majority_class` on the masked
+        positions (logged as ``test/majority_acc``; its error is ``1 − majority_acc``)."""
+        hit = (batch.y == self.majority_class()) & batch.mask  # (B, n)
+        return {"majority_acc": (hit.sum(), batch.mask.sum())}
+
     def rotated(self, Q: Tensor) -> "TokenTask":
         """A copy in the rotated embedding: ``E ↦ Q E``, ``U ↦ U Qᵀ`` (paper.md §12 T2, C4)."""
         task = self._copy()
