@@ -1,0 +1,353 @@
+"""Statistics on a runs table (one row per trial, :func:`analysis.load.load_runs`), paper.md §13.
+
+Every interval is a percentile bootstrap over seeds (trials) with an explicit
+``numpy.random.Generator(seed)``, so each result is a deterministic function of its inputs and
+``seed``. Quantiles are taken conservatively (``lower``/``higher`` order statistics), so
+identical values give a zero-width interval and infinite values (a target never reached) stay
+infinite. Only FINISHED runs with a finite value enter a statistic; FAILED, KILLED and diverged
+trials are counted by :func:`counts`, never silently dropped from the report.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+B = 2000  # bootstrap resamples
+LEVEL = 0.95
+
+
+def add_error(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with ``error``, ``error_name`` and ``reference_error`` added.
+
+    ``error`` is ``test/rel_mse`` (regression tasks) or ``1 − test/acc`` (token tasks);
+    ``reference_error`` is the trivial predictor's error on the same test set: the uniform-mixing
+    (token-mean) predictor's ``test/uniform_rel_mse``, or the majority-class predictor's
+    ``1 − test/majority_acc``; NaN where the run did not log one. ``reference_name`` names it.
+    ``task`` falls back to ``task.name`` for runs without a task tag.
+    """
+    out = df.copy()
+    nan = pd.Series(np.nan, index=out.index)
+    rel, acc = out.get("test/rel_mse", nan), out.get("test/acc", nan)
+    regression = rel.notna()
+    out["error"] = rel.where(regression, 1.0 - acc)
+    out["error_name"] = np.where(regression, "test relative MSE", "test error (1 − accuracy)")
+    uniform, majority = out.get("test/uniform_rel_mse", nan), out.get("test/majority_acc", nan)
+    out["reference_error"] = uniform.where(regression, 1.0 - majority)
+    out["reference_name"] = np.where(regression, "uniform mixing", "majority class")
+    fallback = out["task.name"] if "task.name" in out else "task"
+    out["task"] = out["task"].fillna(fallback) if "task" in out else fallback
+    return out
+
+
+def diverged(df: pd.DataFrame) -> pd.Series:
+    """Boolean series: the run's ``diverged`` tag is true (``True``/``"true"``); False if absent."""
+    if "diverged" not in df:
+        return pd.Series(False, index=df.index)
+    return df["diverged"].astype(str).str.lower().eq("true")
+
+
+def finished(df: pd.DataFrame, value: str | None = None) -> pd.DataFrame:
+    """FINISHED rows (all rows if there is no ``status`` column), with a finite ``value``."""
+    out = df[df["status"] == "FINISHED"] if "status" in df else df
+    if value is not None:
+        out = out[np.isfinite(pd.to_numeric(out[value], errors="coerce"))]
+    return out
+
+
+def counts(df: pd.DataFrame, by: Sequence[str] = ("task", "variant")) -> pd.DataFrame:
+    """Trials per group by outcome: ``total``, ``finished``, ``failed``, ``killed``, ``running``
+    and ``diverged`` (FINISHED runs whose training loss became non-finite; their metrics are
+    from the last finite state). Groups sort by their values (numbers as numbers)."""
+    status = df["status"].astype(str)
+    flags = pd.DataFrame({"total": 1, "finished": status.eq("FINISHED"), "failed": status.eq("FAILED"),
+                          "killed": status.eq("KILLED"), "running": status.eq("RUNNING"),
+                          "diverged": status.eq("FINISHED") & diverged(df)}, index=df.index)
+    flags = flags.astype(int)
+    if not by:
+        return flags.sum().to_frame().T.reset_index(drop=True)
+    return flags.groupby([df[c] for c in by], dropna=False).sum().reset_index()
+
+
+def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task.n_train"),
+              lr: str = "train.lr", criterion: str = "val/best_loss") -> pd.DataFrame:
+    """The rows at the learning rate chosen per ``group`` on validation loss (paper.md §13).
+
+    Rule: per group and learning rate, the mean of ``criterion`` over the FINISHED runs with a
+    finite value; the lr with the smallest mean is chosen (ties: the smallest lr). Test metrics
+    are never looked at. All rows of the chosen lr are returned, FAILED and diverged ones
+    included (so that :func:`counts` still sees them), with a column ``lr_chosen``. A group with
+    no usable run keeps all its rows and ``lr_chosen = NaN``. With one lr (or no ``lr`` column)
+    the table is returned unchanged apart from ``lr_chosen``.
+
+    Raises:
+        KeyError: a ``group`` column or ``criterion`` is missing while several lrs exist.
+    """
+    out = df.copy()
+    if lr not in out or out[lr].nunique(dropna=True) <= 1:
+        out["lr_chosen"] = out[lr] if lr in out else np.nan
+        return out
+    group = list(group)
+    ok = finished(out, criterion)
+    mean = ok.groupby([*group, lr])[criterion].mean().reset_index()
+    best = mean.sort_values([criterion, lr], kind="stable").drop_duplicates(group)
+    best = best[group + [lr]].rename(columns={lr: "lr_chosen"})
+    out = out.merge(best, on=group, how="left")
+    keep = out["lr_chosen"].isna() | np.isclose(out[lr], out["lr_chosen"])
+    return out[keep].reset_index(drop=True)
+
+
+def _interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """Conservative percentile interval of bootstrap ``samples``; NaNs dropped; NaN if empty."""
+    s = np.asarray(samples, dtype=float)
+    s = s[~np.isnan(s)]
+    if s.size == 0:
+        return np.nan, np.nan
+    a = (1 - level) / 2
+    return float(np.quantile(s, a, method="lower")), float(np.quantile(s, 1 - a, method="higher"))
+
+
+def bootstrap_means(values: np.ndarray, rng: np.random.Generator, n_resamples: int = B) -> np.ndarray:
+    """``(n_resamples,)`` means of ``values`` resampled with replacement (all NaN if empty)."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return np.full(n_resamples, np.nan)
+    idx = rng.integers(0, values.size, (n_resamples, values.size))
+    return values[idx].mean(axis=1)
+
+
+def mean_ci(df: pd.DataFrame, by: Sequence[str], value: str = "error", seed: int = 0,
+            n_resamples: int = B, level: float = LEVEL) -> pd.DataFrame:
+    """Mean of ``value`` over the FINISHED runs (seeds) of each ``by`` group, with a percentile
+    bootstrap interval of the mean (``level``, default 95%).
+
+    Returns columns ``*by``, ``n_runs``, ``mean``, ``lo``, ``hi``, sorted by ``by`` (numbers as
+    numbers). With ``n_runs = 1`` the interval is ``[mean, mean]``: read it with ``n_runs``.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key, grp in finished(df, value).groupby(list(by), sort=True):
+        x = grp[value].to_numpy(float)
+        lo, hi = _interval(bootstrap_means(x, rng, n_resamples), level)
+        rows.append({**dict(zip(by, key)), "n_runs": len(x), "mean": x.mean(), "lo": lo, "hi": hi})
+    return pd.DataFrame(rows, columns=[*by, "n_runs", "mean", "lo", "hi"])
+
+
+def paired_difference(df: pd.DataFrame, value: str, a: str, b: str,
+                      pair_on: Sequence[str] = ("task", "task.n_train", "seed"),
+                      column: str = "variant", by: Sequence[str] = (), seed: int = 0,
+                      n_resamples: int = B, level: float = LEVEL) -> pd.DataFrame:
+    """Paired differences ``value[a] − value[b]`` over runs matched on ``pair_on`` (paper.md §13:
+    the same seeds for every variant), pooled within each ``by`` group (``()``: one row).
+
+    Returns columns ``*by``, ``a``, ``b``, ``n_pairs``, ``mean``, ``lo``, ``hi`` (percentile
+    bootstrap of the mean difference over pairs) and ``excludes_zero`` (see :func:`excludes_zero`).
+    Only FINISHED runs with a finite value pair up; unmatched runs are left out (``n_pairs``).
+
+    Raises:
+        ValueError: a pair key matches more than one run of ``a`` or ``b`` (e.g. several
+            learning rates: apply :func:`select_lr` first).
+    """
+    keys = list(dict.fromkeys([*by, *pair_on]))
+    ok = finished(df, value)
+    sides = []
+    for name in (a, b):
+        side = ok[ok[column] == name][keys + [value]]
+        if side.duplicated(keys).any():
+            raise ValueError(f"{column}={name!r} has several runs per {keys}; select_lr first")
+        sides.append(side)
+    pairs = sides[0].merge(sides[1], on=keys, suffixes=("_a", "_b"))
+    pairs["diff"] = pairs[f"{value}_a"] - pairs[f"{value}_b"]
+    rng = np.random.default_rng(seed)
+    groups = pairs.groupby(list(by), sort=True) if by else [((), pairs)]
+    rows = []
+    for key, grp in groups:
+        d = grp["diff"].to_numpy(float)
+        lo, hi = _interval(bootstrap_means(d, rng, n_resamples), level)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "a": a, "b": b, "n_pairs": len(d),
+                     "mean": d.mean() if len(d) else np.nan, "lo": lo, "hi": hi})
+    out = pd.DataFrame(rows, columns=[*by, "a", "b", "n_pairs", "mean", "lo", "hi"])
+    out["excludes_zero"] = excludes_zero(out)
+    return out
+
+
+def excludes_zero(result: pd.DataFrame | Mapping[str, float]) -> pd.Series | bool:
+    """Verdict rule: the interval ``[lo, hi]`` lies strictly on one side of 0 (``lo > 0`` or
+    ``hi < 0``). Accepts a table with ``lo``/``hi`` columns (→ boolean Series) or one row."""
+    return (result["lo"] > 0) | (result["hi"] < 0)
+
+
+def _curves(grp: pd.DataFrame, x: str, y: str, rng: np.random.Generator,
+            n_resamples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sizes ``(k,)`` ascending, the mean curve ``(k,)`` and bootstrap curves ``(n_resamples, k)``
+    (seeds resampled with replacement independently at each size: the trials at different sizes
+    are separate runs)."""
+    levels = sorted(grp[x].unique())
+    mean = np.array([grp.loc[grp[x] == v, y].mean() for v in levels])
+    boot = np.stack([bootstrap_means(grp.loc[grp[x] == v, y].to_numpy(float), rng, n_resamples)
+                     for v in levels], axis=1)
+    return np.asarray(levels, dtype=float), mean, boot
+
+
+def _slopes(logx: np.ndarray, curves: np.ndarray) -> np.ndarray:
+    """OLS slopes of ``log curves`` (``(m, k)``) on ``logx`` (``(k,)``); NaN where a point ≤ 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logy = np.where(curves > 0, np.log(np.where(curves > 0, curves, 1.0)), np.nan)
+    dx = logx - logx.mean()
+    return ((logy - logy.mean(axis=1, keepdims=True)) * dx).sum(axis=1) / (dx**2).sum()
+
+
+def loglog_slope(df: pd.DataFrame, x: str = "task.n_train", y: str = "error",
+                 by: Sequence[str] = ("task", "variant"), seed: int = 0,
+                 n_resamples: int = B, level: float = LEVEL) -> pd.DataFrame:
+    """Slope of ``log mean(y)`` against ``log x``: OLS through the per-``x`` means over seeds
+    (FINISHED runs), one fit per ``by`` group, with a percentile bootstrap interval (seeds
+    resampled at each ``x``; a resample whose mean at some ``x`` is ≤ 0 is left out).
+
+    Returns ``*by``, ``n_sizes`` (distinct ``x`` values), ``slope``, ``slope_lo``, ``slope_hi``.
+    ``slope`` is NaN with fewer than two sizes or a mean error ≤ 0 (log undefined).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key, grp in finished(df, y).groupby(list(by), sort=True):
+        sizes, mean, boot = _curves(grp, x, y, rng, n_resamples)
+        row = {**dict(zip(by, key)), "n_sizes": len(sizes), "slope": np.nan,
+               "slope_lo": np.nan, "slope_hi": np.nan}
+        if len(sizes) >= 2:
+            logx = np.log(sizes)
+            row["slope"] = float(_slopes(logx, mean[None])[0])
+            row["slope_lo"], row["slope_hi"] = _interval(_slopes(logx, boot), level)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, "n_sizes", "slope", "slope_lo", "slope_hi"])
+
+
+def crossing(sizes: np.ndarray, curves: np.ndarray, target: float) -> np.ndarray:
+    """Where each curve (``(m, k)`` errors at ascending ``sizes``) first reaches ``≤ target``.
+
+    Between the last size above the target and the first at or below it, ``log size`` is
+    interpolated linearly in ``log error`` (in ``error`` when that point's error is 0). A curve
+    already at or below the target at the smallest size gives that size (an upper bound); one
+    that never reaches it gives ``inf``; a NaN curve gives NaN. Returns ``(m,)``.
+    """
+    curves = np.atleast_2d(curves)
+    reached = curves <= target
+    first = reached.argmax(axis=1)
+    rows = np.arange(len(curves))
+    prev = np.maximum(first - 1, 0)
+    x0, x1 = np.log(sizes[prev]), np.log(sizes[first])
+    y0, y1 = curves[rows, prev], curves[rows, first]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = (y1 > 0) & (y0 > 0)
+        t = np.where(logs, (np.log(target) - np.log(y0)) / (np.log(y1) - np.log(y0)),
+                     (target - y0) / (y1 - y0))
+        out = np.exp(x0 + np.clip(np.nan_to_num(t), 0, 1) * (x1 - x0))
+    out = np.where(first == 0, sizes[0], out)
+    out = np.where(reached.any(axis=1), out, np.inf)
+    return np.where(np.isnan(curves).any(axis=1), np.nan, out)
+
+
+def samples_to_target(df: pd.DataFrame, target: float | Mapping[str, float], x: str = "task.n_train",
+                      y: str = "error", by: Sequence[str] = ("task", "variant"), seed: int = 0,
+                      n_resamples: int = B, level: float = LEVEL) -> pd.DataFrame:
+    """The smallest training-set size at which the mean error over seeds reaches ``target``
+    (paper.md §13 "samples to reach X%"), by :func:`crossing` on the per-``x`` mean curve of
+    FINISHED runs, with a percentile bootstrap interval (seeds resampled at each size).
+
+    Args:
+        target: an error level (> 0), or ``{task: level}`` (``by`` must contain ``task``).
+
+    Returns:
+        ``*by``, ``target``, ``n_to_target`` (``inf`` if never reached), ``n_to_target_lo``,
+        ``n_to_target_hi``.
+
+    Raises:
+        ValueError: a target ≤ 0. KeyError: a task missing from a ``target`` mapping.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key, grp in finished(df, y).groupby(list(by), sort=True):
+        labels = dict(zip(by, key))
+        goal = float(target[labels["task"]] if isinstance(target, Mapping) else target)
+        if not goal > 0:
+            raise ValueError(f"target must be > 0, got {goal} for {labels}")
+        sizes, mean, boot = _curves(grp, x, y, rng, n_resamples)
+        lo, hi = _interval(crossing(sizes, boot, goal), level)
+        rows.append({**labels, "target": goal, "n_to_target": float(crossing(sizes, mean, goal)[0]),
+                     "n_to_target_lo": lo, "n_to_target_hi": hi})
+    return pd.DataFrame(rows, columns=[*by, "target", "n_to_target", "n_to_target_lo", "n_to_target_hi"])
+
+
+def default_targets(df: pd.DataFrame, fraction: float = 0.5) -> dict[str, float]:
+    """Per task, ``fraction`` × the trivial reference predictor's mean error (``reference_error``
+    of :func:`add_error`), e.g. half the uniform-mixing relative MSE; tasks without a reference
+    get ``fraction`` × the largest mean error measured on that task."""
+    ok = finished(df, "error")
+    targets = {}
+    for task, grp in ok.groupby("task"):
+        ref = grp["reference_error"].mean() if "reference_error" in grp else np.nan
+        base = ref if np.isfinite(ref) and ref > 0 else grp.groupby("variant")["error"].mean().max()
+        targets[task] = fraction * float(base)
+    return targets
+
+
+def per_length(df: pd.DataFrame, trained: Mapping[str, list[int]] | None = None) -> pd.DataFrame:
+    """Tidy per-length test errors from the ``test/n_<n>/<metric>`` columns (paper.md §12 T5).
+
+    One row per run and test length: ``run_id``, ``task``, ``variant``, ``seed``, ``status``,
+    ``n`` (int), ``error`` (``rel_mse`` or ``1 − acc``), ``reference_error`` (uniform mixing or
+    majority class, NaN if not logged) and ``supported`` (False where the model refused the
+    length: ``test/n_<n>/supported = 0``; its error is NaN). Empty if no run has such columns.
+    With ``trained`` (``{task: training lengths}``, :func:`training_lengths`) and a table from
+    :func:`add_error`, a task with a single training length ``L`` also gets, for each run with
+    no ``test/n_L`` metrics, its in-distribution ``error`` at ``n = L``.
+    """
+    pattern = r"^test/n_(\d+)/(rel_mse|acc|supported|uniform_rel_mse|majority_acc)$"
+    cols = df.columns[df.columns.str.match(pattern)]
+    ids = [c for c in ("run_id", "task", "variant", "seed", "status") if c in df]
+    if not len(cols):
+        return pd.DataFrame(columns=[*ids, "n", "error", "reference_error", "supported"])
+    long = df[ids + list(cols)].melt(id_vars=ids, var_name="key", value_name="v").dropna(subset=["v"])
+    parts = long["key"].str.extract(pattern)
+    long["n"], long["metric"] = parts[0].astype(int), parts[1]
+    wide = long.pivot_table(index=[*ids, "n"], columns="metric", values="v", aggfunc="first").reset_index()
+    nan = pd.Series(np.nan, index=wide.index)
+    rel, acc = wide.get("rel_mse", nan), wide.get("acc", nan)
+    wide["error"] = rel.where(rel.notna(), 1.0 - acc)
+    ref = wide.get("uniform_rel_mse", nan)
+    wide["reference_error"] = ref.where(ref.notna(), 1.0 - wide.get("majority_acc", nan))
+    wide["supported"] = wide.get("supported", pd.Series(1.0, index=wide.index)).fillna(1.0) > 0
+    if trained is not None and "error" in df:
+        single = {t: ls[0] for t, ls in trained.items() if len(ls) == 1}
+        base = df[df["task"].isin(list(single)) & df["run_id"].isin(wide["run_id"])]
+        extra = base[ids + ["error", "reference_error"]].assign(n=base["task"].map(single), supported=True)
+        have = set(zip(wide["run_id"], wide["n"]))
+        extra = extra[[(r, n) not in have for r, n in zip(extra["run_id"], extra["n"])]]
+        wide = pd.concat([wide, extra], ignore_index=True) if len(extra) else wide
+    order = [c for c in ("task", "variant", "seed") if c in wide] + ["n"]
+    return wide[[*ids, "n", "error", "reference_error", "supported"]].sort_values(order, ignore_index=True)
+
+
+def _int_list(text: object) -> list[int]:
+    """``"[4, 8]"`` → ``[4, 8]``; anything else (NaN, ``"[]"``) → ``[]``."""
+    digits = str(text).strip("[]() ").replace(",", " ").split()
+    return [int(float(v)) for v in digits if v.replace(".", "", 1).isdigit()]
+
+
+def training_lengths(df: pd.DataFrame) -> dict[str, list[int]]:
+    """Per task, the training sequence lengths from the logged params: ``task.train_lengths``;
+    when that is empty, T1's ``task.terms`` (``n = 2L − 1``, +1 with ``task.equals``) or the
+    family's single length ``task.n``. Empty list where none can be read."""
+    out: dict[str, list[int]] = {}
+    for task, grp in df.groupby("task"):
+        row = grp.iloc[0]
+        lengths = _int_list(row.get("task.train_lengths"))
+        if not lengths and _int_list(row.get("task.terms")):
+            extra = int(str(row.get("task.equals")).lower() == "true")
+            lengths = [2 * L - 1 + extra for L in _int_list(row.get("task.terms"))]
+        if not lengths and pd.notna(row.get("task.n", np.nan)):
+            lengths = [int(row["task.n"])]
+        out[task] = sorted(set(lengths))
+    return out
