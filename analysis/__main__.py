@@ -25,7 +25,7 @@ import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import plots, stats, tables
+from analysis import lengths, plots, stats, tables
 from analysis.load import load_runs
 from harness.config import register_configs
 from harness.tracking import resolve_store
@@ -53,7 +53,7 @@ def write_all(df: pd.DataFrame, tracking_uri: str, out: Path) -> list[Path]:
         return paths
     paths += plots.sample_efficiency(df, out / "sample_efficiency")
     paths += tables.write_table(tables.sample_efficiency_table(df), out / "sample_efficiency_table")
-    if not stats.per_length(stats.finished(df)).empty:
+    if not lengths.per_length(stats.finished(df)).empty:
         paths += plots.length_generalisation(df, out / "length_generalisation")
     if any(c.startswith("symmetry/") for c in df.columns):
         paths += tables.write_table(tables.symmetry_table(df), out / "symmetry")

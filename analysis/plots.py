@@ -17,7 +17,7 @@ import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis import stats  # noqa: E402
+from analysis import lengths, stats  # noqa: E402
 from analysis.stats import add_error as with_error  # noqa: E402,F401  (older name, kept importable)
 
 PANEL = (5.2, 4.2)
@@ -139,8 +139,8 @@ def length_generalisation(df: pd.DataFrame, out: Path, seed: int = 0) -> list[Pa
     data = with_error(df)
     chosen = stats.select_lr(data, group=("task", "variant", "task.n_train")) if "train.lr" in data else data
     runs = stats.finished(chosen)
-    trained = stats.training_lengths(runs)
-    long = stats.per_length(runs, trained)
+    trained = lengths.training_lengths(runs)
+    long = lengths.per_length(runs, trained)
     if long.empty:
         raise ValueError("no run has test/n_<n>/<metric> columns; nothing to plot")
     tasks = sorted(long["task"].unique())
@@ -178,7 +178,7 @@ def length_generalisation(df: pd.DataFrame, out: Path, seed: int = 0) -> list[Pa
 def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
                     metrics: Sequence[str] = ("train/loss", "val/loss")) -> list[Path]:
     """Learning curves of the given runs from MLflow's metric histories (one panel per metric,
-    one line per run labelled ``variant seed=… n_train=…``, log-scaled loss against step).
+    one line per run labelled ``task variant seed=… n_train=…``, log-scaled loss against step).
 
     Returns:
         ``[png, pdf]``.
@@ -193,7 +193,8 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     for run_id in run_ids:
         run = client.get_run(run_id)
         p, tags = run.data.params, run.data.tags
-        label = f"{tags.get('variant', run_id[:8])} seed={p.get('seed', '?')} n_train={p.get('task.n_train', '?')}"
+        label = (f"{tags.get('task', '')} {tags.get('variant', run_id[:8])} seed={p.get('seed', '?')} "
+                 f"n_train={p.get('task.n_train', '?')}")
         for ax, key in zip(axes, metrics):
             hist = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
             if hist:

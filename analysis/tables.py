@@ -97,13 +97,14 @@ def _fmt(v: object) -> str:
 
 def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
     """Strings for display: every ``X``, ``X_lo``, ``X_hi`` triple as one column ``X [lo, hi]``,
-    numbers to 3 significant digits, integers as integers, NaN as ``–`` and inf as ``∞``."""
+    numbers to 3 significant digits, integers as integers, NaN as ``–`` (a NaN estimate without
+    its interval) and inf as ``∞``."""
     out = pd.DataFrame(index=df.index)
     for col in df.columns:
         if re.search(r"_(lo|hi)$", col) and col[:-3] in df:
             continue
         if f"{col}_lo" in df and f"{col}_hi" in df:
-            out[col] = [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+            out[col] = [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" if pd.notna(m) else "–"
                         for m, lo, hi in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"])]
         else:
             out[col] = df[col].map(_fmt)

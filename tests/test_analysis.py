@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import plots, stats, tables
+from analysis import lengths, plots, stats, tables
 
 SIZES = [64, 256, 1024]
 
@@ -140,10 +140,10 @@ def test_per_length_and_training_lengths():
     df["test/n_16/rel_mse"], df["test/n_16/supported"] = 0.5, 1.0
     df["test/n_32/supported"] = np.where(df["variant"] == "mlp", 0.0, 1.0)
     df["test/n_32/rel_mse"] = np.where(df["variant"] == "mlp", np.nan, 0.7)
-    long = stats.per_length(df)
+    long = lengths.per_length(df)
     refused = long[~long["supported"]]
     assert set(refused["variant"]) == {"mlp"} and set(refused["n"]) == {32}
-    assert stats.training_lengths(df) == {"teacher": [4, 8]}
+    assert lengths.training_lengths(df) == {"teacher": [4, 8]}
 
 
 def test_figures_written_and_non_empty(tmp_path):
