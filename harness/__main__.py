@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config import register_configs
 from harness.driver import print_summary, run_sweep
 from harness.report import print_trials, summarise
-from harness.sweep import SweepError, expand
+from harness.sweep import SweepError, expand_suite
 from harness.tracking import StoreError, Tracker, check_store, resolve_store
 from harness.validate import preflight
 
@@ -42,30 +42,36 @@ def main(cfg: DictConfig) -> None:
     _ENTERED = True
     cli = list(HydraConfig.get().overrides.task)
     try:
-        trials = expand(cfg, cli)
-        preflight(trials, cfg.cluster.device)
+        ablations = expand_suite(cfg, cli)
+        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if not cfg.dry_run:
             check_store(store)
     except (SweepError, StoreError) as err:
         _bad_input(err)
     if cfg.dry_run:
-        print_trials(trials)
+        for name, trials in ablations:
+            print(f"== {name}")
+            print_trials(trials)
         return
     signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        summary = run_sweep(trials, OmegaConf.to_object(cfg.cluster), Tracker(store),
-                            cfg.ablation.name, cli, force=cfg.force)
-    except KeyboardInterrupt:
-        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
-              "recorded, and the same command resumes", file=sys.stderr)
-        sys.exit(130)
-    except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
-        _bad_input(err)
-    print_summary(summary)
-    summarise(cfg.ablation.name, store, Tracker(store), summary.parent_id,
-              Path(HydraConfig.get().runtime.output_dir))
-    sys.exit(1 if summary.failed else 0)
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    any_failed = False
+    for name, trials in ablations:
+        try:
+            summary = run_sweep(trials, OmegaConf.to_object(cfg.cluster), Tracker(store), name, cli,
+                                force=cfg.force)
+        except KeyboardInterrupt:
+            print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+                  "recorded, and the same command resumes", file=sys.stderr)
+            sys.exit(130)
+        except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
+            _bad_input(err)
+        print_summary(summary)
+        summarise(name, store, Tracker(store), summary.parent_id,
+                  out_dir / name if len(ablations) > 1 else out_dir)
+        any_failed = any_failed or bool(summary.failed)
+    sys.exit(1 if any_failed else 0)
 
 
 def cli() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -89,11 +89,26 @@ class AblationConfig:
     """An ablation: its name (= MLflow experiment) and a grid of Hydra overrides.
 
     Each grid entry is ``key: values`` in Hydra's override grammar (``a,b,c``, ``range(5)``);
-    the cross product of the entries is the set of trials.
+    the cross product of the entries is the set of trials. A *suite* (e.g. ``paper``) has no grid
+    but a list of ablation names, which the command expands and runs one after another.
     """
 
     name: str = "single"
     grid: Dict[str, str] = field(default_factory=dict)
+    suite: List[str] = field(default_factory=list)  # a suite: run these ablations in turn
+
+
+@dataclass
+class ScaleConfig:
+    """Sizes of the paper suite's ablations (``scale=default|full|tiny``), interpolated into their
+    grids and step budgets. Not part of a trial's identity: what it sets is already in the trial's
+    own config, so adding seeds or sizes later keeps the finished trials' ids."""
+
+    name: str = "default"
+    seeds: str = "range(5)"  # Hydra grammar: the seed axis of every ablation
+    n_train: str = "64,256,1024"  # the sample-efficiency axis
+    lrs: str = "0.003,0.01"  # learning-rate grid; the analysis picks one per variant on validation
+    steps: int = 600  # step budget of every trial (train.max_steps)
 
 
 @dataclass
@@ -106,6 +121,7 @@ class Config:
     cluster: ClusterConfig = MISSING
     tracking: TrackingConfig = MISSING
     ablation: AblationConfig = field(default_factory=AblationConfig)
+    scale: ScaleConfig = MISSING
     seed: int = 0  # derives the data, batch-order and initialisation streams separately
     dry_run: bool = False  # list the trials (id, variant, overrides) and exit
     force: bool = False  # rerun trials that already have a FINISHED run (the old run is deleted)
@@ -119,6 +135,7 @@ def register_configs() -> None:
     cs.store(group="train", name="train_schema", node=TrainConfig)
     cs.store(group="cluster", name="cluster_schema", node=ClusterConfig)
     cs.store(group="tracking", name="tracking_schema", node=TrackingConfig)
+    cs.store(group="scale", name="scale_schema", node=ScaleConfig)
     for name, entry in MODELS.items():
         cs.store(group="model", name=f"{name}_schema", node=entry.schema)
     for name, entry in TASKS.items():

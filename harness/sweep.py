@@ -24,7 +24,7 @@ from harness.config import Config
 RESULTS_VERSION = 2
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "dry_run", "force")
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "dry_run", "force")
 
 
 class SweepError(ValueError):
@@ -121,12 +121,14 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     Raises:
         SweepError: for a grid that does not parse or a trial that does not compose.
     """
+    if cfg.ablation.suite:
+        raise SweepError(f"{cfg.ablation.name!r} is a suite; expand it with expand_suite()")
     if cfg.ablation.name != "single" and not cfg.ablation.grid:
         raise SweepError(f"ablation {cfg.ablation.name!r} has an empty grid; give ablation.grid "
                          "at least one axis, e.g. seed: range(5)")
     parser = OverridesParser.create()
     replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
-    points = grid_points(dict(cfg.ablation.grid), replaced) if cfg.ablation.grid else [[]]
+    points = grid_points(OmegaConf.to_container(cfg.ablation.grid, resolve=True), replaced) if cfg.ablation.grid else [[]]
     trials = [compose_trial(cli_overrides, point) for point in points]
     seen: dict[str, Trial] = {}
     for trial in trials:
@@ -137,3 +139,24 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
             )
         seen[trial.trial_id] = trial
     return trials
+
+
+def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[str, list[Trial]]]:
+    """The ablations to run: ``[(name, trials)]``; one entry unless ``cfg`` is a suite, whose
+    ablations are composed with the same command-line overrides (``+ablation=SUITE`` replaced).
+
+    Raises:
+        SweepError: as :func:`expand`, or for a suite naming an unknown ablation.
+    """
+    if not cfg.ablation.suite:
+        return [(cfg.ablation.name, expand(cfg, cli_overrides))]
+    rest = [o for o in cli_overrides if not o.lstrip("+~").startswith("ablation=")]
+    out = []
+    for name in cfg.ablation.suite:
+        cli = [f"+ablation={name}", *rest]
+        try:
+            sub = compose(config_name="config", overrides=cli)
+        except Exception as err:
+            raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
+        out.append((sub.ablation.name, expand(sub, cli)))
+    return out

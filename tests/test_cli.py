@@ -57,8 +57,8 @@ def test_dry_run_lists_trials_and_records_nothing(tmp_path):
     proc = _run(["harness", "+ablation=smoke", "seed=0", "dry_run=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
-    assert lines[0] == "9 trials"
-    assert any("mlp" in line and "task.n_train=1024" in line for line in lines[1:])
+    assert lines[:2] == ["== smoke", "9 trials"]
+    assert any("mlp" in line and "task.n_train=1024" in line for line in lines[2:])
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
 
 

@@ -22,7 +22,7 @@ def _expand(cli: list[str]):
 
 def _stated_count(name: str) -> int:
     header = (CONF / "ablation" / f"{name}.yaml").read_text()
-    match = re.search(r"^# Trials:.*=\s*(\d+)\s*$", header, re.MULTILINE)
+    match = re.search(r"^# Trials:.*?=\s*(\d+)", header, re.MULTILINE)
     assert match, f"ablation {name} must state its trial count in a '# Trials: ... = N' line"
     return int(match.group(1))
 
