@@ -7,6 +7,7 @@ and expanded to its cross product. Each trial is composed with ``hydra.compose``
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hydra import compose
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -92,24 +94,67 @@ def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
     return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])
 
 
-def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:
-    """Compose one trial from the command-line overrides and one grid point.
+class Composer:
+    """Composes the trials of one invocation.
 
-    Raises:
-        SweepError: if Hydra cannot compose it (unknown key, group option, wrong type), with
-            Hydra's message and its cause.
+    Hydra composes once per combination of config-group choices in a grid point (``model=…``,
+    ``task=…``) with the command-line overrides; a point's value overrides (``task.n_train=64``,
+    ``seed=3``), parsed by Hydra's override grammar, are then set on a copy with OmegaConf, whose
+    structured-config checks reject unknown keys and wrong types as Hydra would. A point that
+    adds or deletes keys (``+key=``, ``~key``) is composed by Hydra in full.
     """
-    overrides = [*point, *cli_overrides]
-    try:
+
+    def __init__(self, cli_overrides: Sequence[str]) -> None:
+        self.cli = list(cli_overrides)
+        self.parser = OverridesParser.create()
+        self.groups = set(GlobalHydra.instance().config_loader().list_groups(""))
+        self._cache: dict[tuple[str, ...], tuple[DictConfig, dict]] = {}
+
+    def _compose(self, overrides: list[str]) -> tuple[DictConfig, dict]:
         cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-        choices = cfg.hydra.runtime.choices
+        choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
         with open_dict(cfg):
             del cfg["hydra"]
-        obj = OmegaConf.to_object(cfg)
-    except Exception as err:
-        cause = f" ({err.__cause__})" if err.__cause__ else ""
-        raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
-    return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj, str(choices["task"]))
+        return cfg, choices
+
+    def trial(self, point: Sequence[str]) -> Trial:
+        """The trial of one grid point.
+
+        Raises:
+            SweepError: if it cannot be composed (unknown key or group option, wrong type),
+                with Hydra's or OmegaConf's message and its cause.
+        """
+        overrides = [*point, *self.cli]
+        try:
+            parsed = self.parser.parse_overrides(list(point))
+            plain = not any(o.is_add() or o.is_force_add() or o.is_delete() or o.is_sweep_override()
+                            or o.is_hydra_override() for o in parsed)
+            groups = tuple(o.input_line for o in parsed if o.key_or_group in self.groups)
+            if plain:
+                key = groups
+                if key not in self._cache:
+                    self._cache[key] = self._compose([*groups, *self.cli])
+                base, choices = self._cache[key]
+                cfg = copy.deepcopy(base)
+                for o in parsed:
+                    if o.key_or_group not in self.groups:
+                        OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+            else:
+                cfg, choices = self._compose(overrides)
+            obj = OmegaConf.to_object(cfg)
+        except Exception as err:
+            cause = f" ({err.__cause__})" if err.__cause__ else ""
+            raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
+        return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj, str(choices["task"]))
+
+
+def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:
+    """Compose one trial from the command-line overrides and one grid point (see :class:`Composer`).
+
+    Raises:
+        SweepError: if it cannot be composed.
+    """
+    return Composer(cli_overrides).trial(point)
 
 
 def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
@@ -129,7 +174,8 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     parser = OverridesParser.create()
     replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
     points = grid_points(OmegaConf.to_container(cfg.ablation.grid, resolve=True), replaced) if cfg.ablation.grid else [[]]
-    trials = [compose_trial(cli_overrides, point) for point in points]
+    composer = Composer(cli_overrides)
+    trials = [composer.trial(point) for point in points]
     seen: dict[str, Trial] = {}
     for trial in trials:
         if trial.trial_id in seen:

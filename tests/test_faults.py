@@ -100,15 +100,30 @@ def test_changed_config_gets_a_new_trial(tmp_path, run_cli, trial_runs):
     assert len(trial_runs(_uri(tmp_path), "single")) == 2
 
 
+def _kill_running_trials(proc: subprocess.Popen) -> list[int]:
+    """SIGKILL every Ray worker that is executing a trial, once both trials are running."""
+    def busy():
+        found = subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True, text=True)
+        pids = [int(p) for p in found.stdout.split()]
+        return pids if len(pids) >= 2 else None
+
+    _wait_for(busy, proc=proc)
+    time.sleep(2.0)
+    pids = busy() or []
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+KILL_ARGS = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=8000",
+             "train.eval_every=1000"]
+
+
 @pytest.mark.slow
-def test_killed_worker_is_retried_and_the_sweep_completes(tmp_path, trial_runs):
-    args = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=6000", "train.eval_every=1000"]
-    proc = _popen(args, tmp_path)
-    pid = _wait_for(lambda: subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True,
-                                           text=True).stdout.split(), proc=proc)[0]
-    time.sleep(1.0)
-    os.kill(int(pid), signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
+def test_killed_workers_are_retried_and_the_sweep_completes(tmp_path, trial_runs):
+    proc = _popen(KILL_ARGS, tmp_path)
+    assert len(_kill_running_trials(proc)) == 2
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     runs = trial_runs(_uri(tmp_path), "smoke")
     assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
@@ -116,17 +131,15 @@ def test_killed_worker_is_retried_and_the_sweep_completes(tmp_path, trial_runs):
 
 @pytest.mark.slow
 def test_retries_spent_records_failed_and_the_sweep_completes(tmp_path, trial_runs):
-    args = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=6000", "train.eval_every=1000", "cluster.max_retries=0"]
-    proc = _popen(args, tmp_path)
-    pid = _wait_for(lambda: subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True,
-                                           text=True).stdout.split(), proc=proc)[0]
-    time.sleep(1.0)
-    os.kill(int(pid), signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 1
-    assert "FAILED" in err
+    proc = _popen([*KILL_ARGS, "cluster.max_retries=0"], tmp_path)
+    assert len(_kill_running_trials(proc)) == 2
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err[-3000:]
+    assert err.count("FAILED") == 2
     runs = trial_runs(_uri(tmp_path), "smoke")
-    assert sorted(r.info.status for r in runs) == ["FAILED", "FINISHED"]
+    assert [r.info.status for r in runs] == ["FAILED", "FAILED"]
+    assert all("died" in r.data.tags["error"].lower() or "crash" in r.data.tags["error"].lower()
+               for r in runs), [r.data.tags["error"][:200] for r in runs]
 
 
 def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf, tmp_path, monkeypatch):

@@ -55,7 +55,8 @@ OK, ORTH, PERM = "orthogonal_knowledge", "orthogonal", "permutation"
 EXPECTED = {
     "general": {OK, PERM}, "xg": {OK, PERM}, "xg_noknow": {OK, ORTH, PERM},
     "quad_sigma": {OK, PERM}, "quad_sigma_nonorm": {OK, PERM}, "relu_attention": {OK, PERM},
-    "softmax": {OK, PERM}, "softmax_free": {OK, PERM}, "value": {OK, PERM},
+    "softmax": {OK, PERM}, "softmax_unscaled": {OK, PERM}, "softmax_free": {OK, PERM},
+    "value": {OK, PERM},
     "value_lowrank": {OK, PERM}, "residual": {OK, PERM}, "multihead": {OK, PERM},
     "higher_order": {OK, PERM}, "higher_order_gram": {OK, PERM}, "zg2": {OK, PERM},
     "zg2_mixing": {OK, PERM}, "transformer": {OK, PERM}, "transformer_ln": {PERM},

@@ -3,13 +3,13 @@ and the C6 enumeration of finite-information monomials (paper.md §7, §13)."""
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 
 import pytest
 import torch
 
+from harness.fip import ALTERNATING, enumerate_terms, word_shape
 from harness.models import build_model, rotate
 from harness.models.presets import preset_config, preset_names
 from harness.symmetry import KEYS, haar_orthogonal, measure, span_residual
@@ -75,31 +75,16 @@ def test_span_residual_detects_output_outside_the_span():
 
 
 # --- C6: enumeration of products of Y (k×n), Yᵀ (n×k), W (k×k) up to six factors ------------
-SHAPES = {"Y": ("k", "n"), "T": ("n", "k"), "W": ("k", "k")}  # T stands for Yᵀ
-ALTERNATING = re.compile(r"^TW*(YTW*)*Y$")  # Yᵀ B_1 (YYᵀ) B_2 ··· B_p Y, B_j = W^m
-
-
-def _shape(word: str) -> tuple[str, str] | None:
-    rows, cols = SHAPES[word[0]]
-    for f in word[1:]:
-        r, c = SHAPES[f]
-        if r != cols:  # k and n are independent symbols: a product must match for every n
-            return None
-        cols = c
-    return rows, cols
-
-
 def test_c6_every_length_free_nxn_product_is_an_even_alternating_monomial():
-    found = {0: 0, 1: 0, 2: 0, 4: 0, 6: 0}
-    for length in range(1, 7):
-        for word in map("".join, itertools.product("YTW", repeat=length)):
-            if _shape(word) != ("n", "n"):
-                continue
-            n_y = word.count("Y") + word.count("T")
-            assert n_y >= 2 and n_y % 2 == 0, word
-            assert ALTERNATING.match(word), word
-            found[n_y] += 1
-    assert found[0] == found[1] == 0  # no constant or linear term is n×n for every n
+    result = enumerate_terms(6)
+    found = result["y_counts"]
+    for word in result["words"]:
+        n_y = word.count("Y") + word.count("T")
+        assert n_y >= 2 and n_y % 2 == 0, word
+        assert ALTERNATING.match(word), word
+    assert result["all_even_alternating"]
+    assert found[0] == found[1] == 0
+    assert word_shape("TWY") == ("n", "n") and word_shape("YW") is None  # no constant or linear term is n×n for every n
     assert found[2] > 0 and found[4] > 0 and found[6] > 0
     # the higher_order model's T_p are these words: T W (Y T W)^(p-1) Y
     for p in (1, 2, 3):

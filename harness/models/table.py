@@ -68,8 +68,9 @@ def _order(name: str) -> tuple[int, int, str]:
     return (ident[0] == "B", int(digits or 0), name)
 
 
-def rows() -> list[str]:
-    """One markdown table row per preset, in paper order."""
+def measure_presets() -> list[dict]:
+    """Every preset in paper order: ``id, preset, family, formula, params, symmetries`` (claimed)
+    and the float64 errors ``symmetry/*`` on re-drawn O(1) weights (see the preamble)."""
     out = []
     for name in sorted(preset_names(), key=_order):
         ident, formula = preset_header(name)
@@ -79,13 +80,21 @@ def rows() -> list[str]:
         redraw_(model, torch.Generator().manual_seed(2))
         x = torch.randn(B, N, D, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
         errs = measure(model, x, torch.Generator().manual_seed(4))
-        sym = model.symmetries
-        span = errs.get("symmetry/span_residual")
+        out.append({"id": ident, "preset": name, "family": cfg.name, "formula": formula,
+                    "params": n_params, "symmetries": frozenset(model.symmetries), **errs})
+    return out
+
+
+def rows() -> list[str]:
+    """One markdown table row per preset, in paper order."""
+    out = []
+    for r in measure_presets():
+        sym, span = r["symmetries"], r.get("symmetry/span_residual")
         out.append(
-            f"| {ident} | `{name}` | `{cfg.name}` | {formula} | {n_params} "
-            f"| {_fmt(errs['symmetry/rotation_knowledge_err'], 'orthogonal_knowledge' in sym)} "
-            f"| {_fmt(errs['symmetry/rotation_err'], 'orthogonal' in sym)} "
-            f"| {_fmt(errs['symmetry/permutation_err'], 'permutation' in sym)} "
+            f"| {r['id']} | `{r['preset']}` | `{r['family']}` | {r['formula']} | {r['params']} "
+            f"| {_fmt(r['symmetry/rotation_knowledge_err'], 'orthogonal_knowledge' in sym)} "
+            f"| {_fmt(r['symmetry/rotation_err'], 'orthogonal' in sym)} "
+            f"| {_fmt(r['symmetry/permutation_err'], 'permutation' in sym)} "
             f"| {'–' if span is None else f'{span:.0e}'} |"
         )
     return out
