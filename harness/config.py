@@ -112,6 +112,17 @@ class ScaleConfig:
 
 
 @dataclass
+class ReportConfig:
+    """``python -m analysis.report``: which suite, whether to run it first (finished trials are
+    skipped), and where the Markdown report goes (figures and tables beside it, in a folder of
+    the same name without ``.md``)."""
+
+    suite: str = "paper"
+    run: bool = True
+    out: str = "docs/report.md"
+
+
+@dataclass
 class Config:
     """The whole config of one invocation, and (after sweep expansion) of one trial."""
 
@@ -122,6 +133,7 @@ class Config:
     tracking: TrackingConfig = MISSING
     ablation: AblationConfig = field(default_factory=AblationConfig)
     scale: ScaleConfig = MISSING
+    report: ReportConfig = field(default_factory=ReportConfig)
     seed: int = 0  # derives the data, batch-order and initialisation streams separately
     dry_run: bool = False  # list the trials (id, variant, overrides) and exit
     force: bool = False  # rerun trials that already have a FINISHED run (the old run is deleted)

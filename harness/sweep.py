@@ -26,7 +26,7 @@ from harness.config import Config
 RESULTS_VERSION = 2
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "dry_run", "force")
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force")
 
 
 class SweepError(ValueError):

@@ -34,11 +34,15 @@ def preset_config(name: str, overrides: tuple[str, ...] = ()) -> Any:
         hydra.errors.ConfigCompositionException: for an unknown preset or a bad override.
     """
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
     from harness.config import register_configs  # imports harness.models: import it lazily
 
     register_configs()
+    overrides = [f"model={name}", *overrides]
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra app (e.g. analysis.report)
+        return OmegaConf.to_object(compose(config_name="config", overrides=overrides).model)
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"model={name}", *overrides])
+        cfg = compose(config_name="config", overrides=overrides)
     return OmegaConf.to_object(cfg.model)

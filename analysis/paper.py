@@ -1,0 +1,108 @@
+"""The claims C1–C12 of paper.md §13 as decidable parts (rules in :mod:`analysis.claims`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.claims import (Claim, Comparison, fip_part, pairs_part, runs_part, symmetry_part,
+                             variants)
+
+ROT_Z, ROT, PERM, SPAN = ("symmetry/rotation_knowledge_err", "symmetry/rotation_err",
+                          "symmetry/permutation_err", "symmetry/span_residual")
+M_FAMILY = ["general", "xg", "xg_noknow", "quad_sigma", "quad_sigma_nonorm", "relu_attention",
+            "softmax", "softmax_unscaled", "softmax_free", "value", "value_lowrank", "residual",
+            "multihead", "higher_order", "higher_order_gram", "zg2", "zg2_mixing"]  # M0-M9
+ATTENTION = ["softmax", "value", "residual", "multihead", "transformer", "transformer_pe",
+             "transformer_sin", "transformer_causal"]
+NOT_PERMUTATION = ["transformer_pe", "transformer_causal", "mlp", "mixing", "gru", "cnn"]
+ABSENT = "test/acc_not_answer_in_input"
+
+
+def _transfer(df: pd.DataFrame, control: bool) -> pd.DataFrame:
+    """Rotation runs in eval mode with the relative gap of the test loss, rotated vs unrotated."""
+    df = df[(df["task.rotation"] == "eval") & (df["test/rotated/supported"] == 1)]
+    df = df[(df["variant"] == "coordwise") == control]
+    return df.assign(gap=(df["test/rotated/loss"] - df["test/loss"]).abs() / df["test/loss"].abs())
+
+
+CLAIMS = [
+    Claim("C1", "Prop. 1: f(QX) = Q f(X) iff f = X g(XᵀX)", "E", exact=[
+        symmetry_part("M2 (Prop. 1 form) is orthogonal equivariant without rotating any parameter",
+                      ["xg_noknow"], ROT, True),
+        symmetry_part("self-attention with fixed weights is not", ["softmax", "value", "residual"], ROT, False),
+        symmetry_part("M2's output lies in the span of its input tokens", ["xg_noknow"], SPAN, True),
+    ]),
+    Claim("C2", "the arithmetic counterexample: a Prop-1 model cannot tell \"2+1\" from \"2−1\"", "E", exact=[
+        runs_part("trained M2 never produces an answer absent from the input", "arithmetic",
+                  variants("xg_noknow"), ABSENT, lambda v: bool((v == 0).all()),
+                  "test accuracy on answers absent from the input"),
+    ]),
+    Claim("C3", "Prop. 2: f(QX, QZ) = Q f(X, Z) for the knowledge forms M0–M9", "E", exact=[
+        symmetry_part("every M0–M9 preset, knowledge rotated", M_FAMILY, ROT_Z, True),
+    ]),
+    Claim("C4", "self-attention lies in the family: equivariant once every embedding-space weight "
+          "rotates; LayerNorm breaks it", "E", exact=[
+        symmetry_part("SA, MHA and RMSNorm transformers, all weights rotated", ATTENTION, ROT_Z, True),
+        symmetry_part("a transformer with LayerNorm", ["transformer_ln"], ROT_Z, False),
+    ]),
+    Claim("C5", "f(·, QZ) realises the task in the rotated embedding QE", "E", exact=[
+        runs_part("trained models with rotated knowledge: test loss in QE equals that in E",
+                  "rotation", lambda df: _transfer(df, False), "gap", lambda v: bool((v <= 1e-9).all()),
+                  "relative |Δ test loss|"),
+        runs_part("the coordinate-wise control B7 does not transfer", "rotation",
+                  lambda df: _transfer(df, True), "gap", lambda v: bool((v > 1e-6).any()),
+                  "relative |Δ test loss|"),
+    ]),
+    Claim("C5b", "training respects the symmetry: SGD tracks the rotated trajectory, Adam deviates",
+          "E/S", exact=[
+        pairs_part("SGD from the rotated initialisation on rotated data", "sgd", equal=True),
+        pairs_part("Adam from the rotated initialisation on rotated data", "adam", equal=False),
+    ]),
+    Claim("C6", "finite information ⇒ no constant or linear terms; quadratic is the lowest order",
+          "E", exact=[fip_part]),
+    Claim("C7", "the refined forms are permutation equivariant; absolute positions break it", "E", exact=[
+        symmetry_part("every M0–M9 preset", M_FAMILY, PERM, True),
+        symmetry_part("positions, causal mask, B1, B2, B5, B6", NOT_PERMUTATION, PERM, False),
+        runs_part("trained attention, RMSNorm transformer, Deep Sets stay equivariant", "permutation",
+                  variants("softmax", "transformer", "deepsets"), PERM,
+                  lambda v: bool((v <= 1e-4).all()), "trained permutation error"),
+        runs_part("trained models with positions, masks, recurrence or convolution do not",
+                  "permutation", variants("transformer_pe", "transformer_causal", "gru", "cnn", "mlp"),
+                  PERM, lambda v: bool((v > 1e-3).all()), "trained permutation error"),
+    ]),
+    Claim("C8", "X g1(Zᵀ X) is the important part; Z g2 is less important", "E+S", exact=[
+        runs_part("Xg1-only forms (M1, M3, M4) with a tied readout never produce an absent answer",
+                  "arithmetic", variants("xg", "relu_attention", "softmax"), ABSENT,
+                  lambda v: bool((v == 0).all()), "test accuracy on answers absent from the input"),
+    ], comparisons=[
+        Comparison("knowledge_forms", "nearest", "xg", "zg2"),
+        Comparison("knowledge_forms", "teacher_general", "xg", "zg2"),
+        Comparison("arithmetic", "arithmetic", "softmax", "value", kind="equivalent", value="absent_error"),
+    ]),
+    Claim("C9", "attention-like forms are natural: they learn these tasks more efficiently, and the "
+          "non-equivariant control turns the ranking", "S", comparisons=[
+        Comparison("control", "teacher", "softmax", "mlp"),
+        Comparison("knowledge_forms", "nearest", "xg", "mlp"),
+        Comparison("control", "teacher_control", "coordwise", "softmax"),
+    ]),
+    Claim("C10", "the only difference from real attention is that softmax is not elementwise",
+          "S", comparisons=[
+        Comparison("sigma_vs_softmax", "teacher", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=tanh]",
+                   kind="equivalent"),
+        Comparison("sigma_vs_softmax", "teacher", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=relu]",
+                   kind="equivalent"),
+        Comparison("sigma_vs_softmax", "teacher_elementwise", "quad_sigma[sigma=tanh]",
+                   "quad_sigma[sigma=softmax]", kind="equivalent"),
+    ]),
+    Claim("C11", "XᵀX is uninformative under one-hot embeddings", "S", comparisons=[
+        Comparison("higher_order", "duplicate", "higher_order", "higher_order_gram", kind="equivalent"),
+    ]),
+    Claim("C12", "the practical components: W_V matters where the output leaves span(X); norms and "
+          "the 1/√d1 scale are reparameterisations; knowledge must reach the teacher's size",
+          "S", comparisons=[
+        Comparison("residual_value", "teacher_general", "value", "softmax"),
+        Comparison("practical", "teacher_general", "transformer", "transformer_ln", kind="equivalent"),
+        Comparison("practical", "teacher_general", "softmax", "softmax_unscaled", kind="equivalent"),
+        Comparison("knowledge_size", "teacher", "softmax_free[k=4]", "softmax_free[k=2]"),
+    ]),
+]
