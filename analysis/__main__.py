@@ -21,48 +21,15 @@ import sys
 from pathlib import Path
 
 import hydra
-import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import lengths, plots, stats, tables
+from analysis.outputs import write_all
 from analysis.load import load_runs
 from harness.config import register_configs
 from harness.tracking import resolve_store
 
 register_configs()
-MAX_CURVES = 8
-
-
-def curve_runs(df: pd.DataFrame, limit: int = MAX_CURVES) -> list[str]:
-    """Run ids for the learning-curve figure: per task × variant, the FINISHED run with the
-    largest ``task.n_train`` and then the smallest ``seed``; at most ``limit``."""
-    ok = stats.finished(stats.add_error(df))
-    order = [c for c in ("task.n_train", "seed") if c in ok]
-    ok = ok.sort_values(order, ascending=[False, True][:len(order)]) if order else ok
-    return list(ok.drop_duplicates(["task", "variant"])["run_id"].head(limit))
-
-
-def write_all(df: pd.DataFrame, tracking_uri: str, out: Path) -> list[Path]:
-    """Every figure and table of the module docstring for the runs ``df``; returns the paths."""
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "runs.csv", index=False)
-    paths = [out / "runs.csv", *tables.write_table(stats.counts(df), out / "counts")]
-    if stats.finished(stats.add_error(df), "error").empty:
-        print("no finished trial with test/rel_mse or test/acc: no figures", file=sys.stderr)
-        return paths
-    paths += plots.sample_efficiency(df, out / "sample_efficiency")
-    paths += tables.write_table(tables.sample_efficiency_table(df), out / "sample_efficiency_table")
-    if not lengths.per_length(stats.finished(df)).empty:
-        paths += plots.length_generalisation(df, out / "length_generalisation")
-    if any(c.startswith("symmetry/") for c in df.columns):
-        paths += tables.write_table(tables.symmetry_table(df), out / "symmetry")
-    runs = curve_runs(df)
-    if runs:
-        paths += plots.learning_curves(tracking_uri, runs, out / "learning_curves")
-    return paths
-
-
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
@@ -73,7 +40,7 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     out = Path(HydraConfig.get().runtime.output_dir)
-    paths = write_all(df, store.uri, out)
+    paths = write_all(df, out, tracking_uri=store.uri, runs_csv=True)
     counts = df["status"].value_counts().to_dict()
     print(f"{len(df)} trial runs {counts}")
     for path in paths:

@@ -21,9 +21,10 @@ from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import lengths, plots, stats, tables
+from analysis import claims, stats
 from analysis.claims import Evidence, decide
 from analysis.load import load_runs
+from analysis.outputs import write_all
 from analysis.paper import CLAIMS
 from harness.config import register_configs
 from harness.fip import enumerate_terms
@@ -31,7 +32,7 @@ from harness.models.table import measure_presets
 from harness.tracking import Tracker, git_commit, resolve_store
 
 register_configs()
-RULES = (sys.modules["analysis.claims"].__doc__ or "").split("\n\n", 1)[1].strip()
+RULES = (claims.__doc__ or "").split("\n\n", 1)[1].strip()
 
 
 def _sweeps(name: str, uri: str) -> pd.DataFrame:
@@ -43,21 +44,6 @@ def _sweeps(name: str, uri: str) -> pd.DataFrame:
     sweeps = sweeps.dropna(subset=["end_time"])
     wall = pd.to_datetime(sweeps["end_time"], utc=True) - pd.to_datetime(sweeps["start_time"], utc=True)
     return sweeps.assign(wall_s=wall.dt.total_seconds())
-
-
-def ablation_outputs(name: str, df: pd.DataFrame, out: Path) -> list[Path]:
-    """Figures (PNG, PDF) and tables (CSV, Markdown) of one ablation's runs into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = tables.write_table(stats.counts(df), out / "counts")
-    if stats.finished(stats.add_error(df), "error").empty:
-        return paths
-    paths += plots.sample_efficiency(df, out / "sample_efficiency")
-    paths += tables.write_table(tables.sample_efficiency_table(df), out / "sample_efficiency_table")
-    if not lengths.per_length(stats.finished(df)).empty:
-        paths += plots.length_generalisation(df, out / "length_generalisation")
-    if any(c.startswith("symmetry/") for c in df.columns):
-        paths += tables.write_table(tables.symmetry_table(df), out / "symmetry")
-    return paths
 
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path, rel: str) -> list[str]:
@@ -96,7 +82,7 @@ def write_report(cfg: DictConfig, names: list[str], store, out: Path) -> dict[st
     sections, total, wall = [], 0, 0.0
     for name in names:
         df, sweeps = runs[name], _sweeps(name, store.uri) if not runs[name].empty else pd.DataFrame()
-        paths = ablation_outputs(name, df, folder / name) if not df.empty else []
+        paths = write_all(df, folder / name) if not df.empty else []
         if not sweeps.empty:
             for path in paths:
                 tracker.client.log_artifact(sweeps.iloc[0]["run_id"], str(path), "report")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
-import pytest
 
 from analysis.claims import (CONTRADICTED, INCONCLUSIVE, SUPPORTED, Comparison, Evidence, combine,
                              compare, decide, runs_part, symmetry_part, variants)

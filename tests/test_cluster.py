@@ -9,7 +9,6 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ and the C6 enumeration of finite-information monomials (paper.md §7, §13)."""
 
 from __future__ import annotations
 
-import re
 import time
 
 import pytest

@@ -125,3 +125,10 @@ def rotate_in_(w: Tensor, q: Tensor) -> None:
 def rotate_out_(w: Tensor, q: Tensor) -> None:
     """``W ↦ Q W`` for an output weight ``W: (d, ...)`` (also knowledge ``Z`` and a bias ``b``)."""
     w.copy_(torch.tensordot(q, w, dims=([1], [0])))
+
+
+def require_positive(family: str, **sizes: int) -> None:
+    """Raise ``ValueError`` naming ``family`` and every size if any size is not positive."""
+    if min(sizes.values()) <= 0:
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise ValueError(f"{family} needs positive sizes, got {shown}")

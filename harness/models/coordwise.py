@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import normal, rotate_out_
+from harness.models.common import normal, rotate_out_, require_positive
 
 __all__ = ["CoordWise", "CoordWiseConfig"]
 
@@ -38,8 +38,7 @@ class CoordWise(nn.Module):
 
     def __init__(self, cfg: CoordWiseConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.k) <= 0:
-            raise ValueError(f"coordwise needs positive sizes, got d={d}, k={cfg.k}")
+        require_positive("coordwise", d=d, k=cfg.k)
         self.cfg = cfg
         self.Z = normal(generator, d, cfg.k, std=1 / math.sqrt(d))
         self.W = normal(generator, cfg.k, cfg.k, std=1.0)

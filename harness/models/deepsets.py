@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, rotate_in_, rotate_out_
+from harness.models.common import MLP, rotate_in_, rotate_out_, require_positive
 
 __all__ = ["DeepSets", "DeepSetsConfig"]
 
@@ -39,8 +39,7 @@ class DeepSets(nn.Module):
 
     def __init__(self, cfg: DeepSetsConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.hidden, cfg.p) <= 0:
-            raise ValueError(f"deepsets needs positive sizes, got d={d}, hidden={cfg.hidden}, p={cfg.p}")
+        require_positive("deepsets", d=d, hidden=cfg.hidden, p=cfg.p)
         self.d = d
         self.psi = MLP([d, cfg.hidden, cfg.p], generator)
         self.phi = MLP([d + cfg.p, cfg.hidden, d], generator)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix, normal, rotate_out_
+from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive
 
 __all__ = ["General", "GeneralConfig"]
 
@@ -56,9 +56,7 @@ class General(nn.Module):
 
     def __init__(self, cfg: GeneralConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.k, cfg.hidden, cfg.p) <= 0:
-            raise ValueError(f"general needs positive sizes, got d={d}, k={cfg.k}, "
-                             f"hidden={cfg.hidden}, p={cfg.p}")
+        require_positive("general", d=d, k=cfg.k, hidden=cfg.hidden, p=cfg.p)
         self.cfg = cfg
         k = cfg.k
         self.Z = normal(generator, d, k, std=1 / math.sqrt(d))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix
+from harness.models.common import MLP, Mix, require_positive
 
 __all__ = ["Gram", "GramConfig"]
 
@@ -49,8 +49,7 @@ class Gram(nn.Module):
 
     def __init__(self, cfg: GramConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.hidden) <= 0:
-            raise ValueError(f"xg_noknow needs positive sizes, got d={d}, hidden={cfg.hidden}")
+        require_positive("xg_noknow", d=d, hidden=cfg.hidden)
         self.cfg, self.d = cfg, d
         self.phi = MLP([3, cfg.hidden, 1], generator)
 

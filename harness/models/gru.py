@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import rotate_in_, rotate_out_
+from harness.models.common import rotate_in_, rotate_out_, require_positive
 
 __all__ = ["GRUSeq2Seq", "GRUConfig"]
 
@@ -56,8 +56,7 @@ class GRUSeq2Seq(nn.Module):
 
     def __init__(self, cfg: GRUConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.hidden, cfg.n_layers) <= 0:
-            raise ValueError(f"gru needs positive sizes, got d={d}, hidden={cfg.hidden}, n_layers={cfg.n_layers}")
+        require_positive("gru", d=d, hidden=cfg.hidden, n_layers=cfg.n_layers)
         self.encoder = _gru(d, cfg, generator)
         self.decoder = _gru(d, cfg, generator)
         bound = 1 / math.sqrt(cfg.hidden)

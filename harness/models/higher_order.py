@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import Sigma, mix_weights, normal, rotate_out_
+from harness.models.common import Sigma, mix_weights, normal, rotate_out_, require_positive
 
 __all__ = ["HigherOrder", "HigherOrderConfig"]
 
@@ -58,8 +58,7 @@ class HigherOrder(nn.Module):
 
     def __init__(self, cfg: HigherOrderConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.order, cfg.k) <= 0:
-            raise ValueError(f"higher_order needs positive sizes, got d={d}, order={cfg.order}, k={cfg.k}")
+        require_positive("higher_order", d=d, order=cfg.order, k=cfg.k)
         self.cfg, self.d = cfg, d
         self.Z = normal(generator, d, cfg.k, std=1 / math.sqrt(d))
         self.B = nn.ParameterList(normal(generator, p, cfg.k, cfg.k, std=1 / math.sqrt(cfg.k))

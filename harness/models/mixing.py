@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import Sigma, mix_weights, normal
+from harness.models.common import Sigma, mix_weights, normal, require_positive
 
 __all__ = ["Mixing", "MixingConfig"]
 
@@ -44,8 +44,7 @@ class Mixing(nn.Module):
 
     def __init__(self, cfg: MixingConfig, d: int, n_max: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, n_max) <= 0:
-            raise ValueError(f"mixing needs positive sizes, got d={d}, n_max={n_max}")
+        require_positive("mixing", d=d, n_max=n_max)
         self.cfg, self.d, self.n_max = cfg, d, n_max
         self.M = normal(generator, n_max, n_max, std=1.0)
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from harness.models.common import rotate_in_
+from harness.models.common import rotate_in_, require_positive
 
 
 @dataclass
@@ -48,11 +48,7 @@ class FlatMLP(nn.Module):
 
     def __init__(self, cfg: FlatMLPConfig, d: int, n_max: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, n_max, cfg.hidden, cfg.depth) <= 0:
-            raise ValueError(
-                f"mlp needs positive sizes, got d={d}, n_max={n_max}, "
-                f"hidden={cfg.hidden}, depth={cfg.depth}"
-            )
+        require_positive("mlp", d=d, n_max=n_max, hidden=cfg.hidden, depth=cfg.depth)
         self.d, self.n_max = d, n_max
         widths = [n_max * d] + [cfg.hidden] * cfg.depth + [n_max * d]
         self.weights = nn.ParameterList()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import Sigma, mix_weights, normal, rotate_in_
+from harness.models.common import Sigma, mix_weights, normal, rotate_in_, require_positive
 
 __all__ = ["MultiheadAttention", "MultiheadConfig"]
 
@@ -55,9 +55,7 @@ class MultiheadAttention(nn.Module):
 
     def __init__(self, cfg: MultiheadConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.n_heads, cfg.d1, cfg.d2) <= 0:
-            raise ValueError(f"multihead needs positive sizes, got d={d}, n_heads={cfg.n_heads}, "
-                             f"d1={cfg.d1}, d2={cfg.d2}")
+        require_positive("multihead", d=d, n_heads=cfg.n_heads, d1=cfg.d1, d2=cfg.d2)
         self.cfg, self.d = cfg, d
         h, std = cfg.n_heads, 1 / math.sqrt(d)
         self.W_Q = normal(generator, h, cfg.d1, d, std=std)

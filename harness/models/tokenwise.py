@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, rotate_in_, rotate_out_
+from harness.models.common import MLP, rotate_in_, rotate_out_, require_positive
 
 __all__ = ["TokenMLP", "TokenMLPConfig"]
 
@@ -35,8 +35,7 @@ class TokenMLP(nn.Module):
 
     def __init__(self, cfg: TokenMLPConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.hidden, cfg.depth) <= 0:
-            raise ValueError(f"tokenwise needs positive sizes, got d={d}, hidden={cfg.hidden}, depth={cfg.depth}")
+        require_positive("tokenwise", d=d, hidden=cfg.hidden, depth=cfg.depth)
         self.mlp = MLP([d] + [cfg.hidden] * cfg.depth + [d], generator)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -21,7 +21,7 @@ from enum import Enum
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Sigma, normal, rotate_in_, rotate_out_
+from harness.models.common import MLP, Sigma, normal, rotate_in_, rotate_out_, require_positive
 from harness.models.multihead import MultiheadAttention, MultiheadConfig
 
 __all__ = ["Norm", "PosEncoding", "Transformer", "TransformerConfig"]
@@ -124,9 +124,7 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: TransformerConfig, d: int, n_max: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, n_max, cfg.n_layers, cfg.d_ff) <= 0:
-            raise ValueError(f"transformer needs positive sizes, got d={d}, n_max={n_max}, "
-                             f"n_layers={cfg.n_layers}, d_ff={cfg.d_ff}")
+        require_positive("transformer", d=d, n_max=n_max, n_layers=cfg.n_layers, d_ff=cfg.d_ff)
         self.cfg, self.d, self.n_max = cfg, d, n_max
         self.blocks = nn.ModuleList(Block(cfg, d, generator) for _ in range(cfg.n_layers))
         if cfg.pos_encoding is PosEncoding.learned:

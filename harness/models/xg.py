@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix, normal, rotate_out_
+from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive
 
 __all__ = ["XG", "XGConfig"]
 
@@ -50,8 +50,7 @@ class XG(nn.Module):
 
     def __init__(self, cfg: XGConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.k, cfg.hidden) <= 0:
-            raise ValueError(f"xg needs positive sizes, got d={d}, k={cfg.k}, hidden={cfg.hidden}")
+        require_positive("xg", d=d, k=cfg.k, hidden=cfg.hidden)
         self.cfg, self.d = cfg, d
         self.Z = normal(generator, d, cfg.k, std=1 / math.sqrt(d))
         self.phi = MLP([2 * cfg.k, cfg.hidden, 1], generator)

@@ -19,7 +19,7 @@ from enum import Enum
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, normal, rotate_out_
+from harness.models.common import MLP, normal, rotate_out_, require_positive
 
 __all__ = ["ZG2", "ZG2Config", "ZG2Mode"]
 
@@ -59,8 +59,7 @@ class ZG2(nn.Module):
 
     def __init__(self, cfg: ZG2Config, d: int, generator: torch.Generator) -> None:
         super().__init__()
-        if min(d, cfg.k, cfg.hidden) <= 0:
-            raise ValueError(f"zg2 needs positive sizes, got d={d}, k={cfg.k}, hidden={cfg.hidden}")
+        require_positive("zg2", d=d, k=cfg.k, hidden=cfg.hidden)
         self.cfg = cfg
         self.Z = normal(generator, d, cfg.k, std=1 / math.sqrt(d))
         if cfg.mode is ZG2Mode.tokenwise:
