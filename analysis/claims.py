@@ -150,9 +150,15 @@ def runs_part(what: str, ablation: str, select: Callable[[pd.DataFrame], pd.Data
     ``select`` picks (inconclusive when there are none)."""
     def check(ev: Evidence) -> Part:
         df = ev.runs.get(ablation)
-        if df is None or df.empty or metric not in df:
+        if df is None or df.empty:
             return Part(what, INCONCLUSIVE, "no runs")
-        values = stats.finished(select(df), metric)[metric]
+        try:
+            df = select(df)
+        except KeyError as err:  # a metric the selection needs was never logged
+            return Part(what, INCONCLUSIVE, f"no runs with {err}")
+        if metric not in df:
+            return Part(what, INCONCLUSIVE, f"no runs with {metric}")
+        values = stats.finished(df, metric)[metric]
         if values.empty:
             return Part(what, INCONCLUSIVE, "no runs")
         verdict = SUPPORTED if rule(values) else CONTRADICTED

@@ -61,6 +61,11 @@ def test_exact_parts():
     zero = runs_part("", "abl", variants("p"), "m", lambda v: bool((v == 0).all()), "m")
     assert zero(ev).verdict == SUPPORTED
     assert runs_part("", "nope", variants("p"), "m", lambda v: True, "m")(ev).verdict == INCONCLUSIVE
+    derived = runs_part("", "abl", lambda df: df.assign(g=df["m"] + 1), "g",
+                        lambda v: bool((v == 1).all()), "g")  # a column the selection derives
+    assert derived(ev).verdict == SUPPORTED
+    missing = runs_part("", "abl", lambda df: df.assign(g=df["absent"]), "g", lambda v: True, "g")
+    assert missing(ev).verdict == INCONCLUSIVE
 
 
 def test_every_claim_of_the_paper_is_decided():
