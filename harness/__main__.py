@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.config import register_configs
 from harness.driver import print_summary, run_sweep
 from harness.report import print_trials, summarise
+from harness.scheduler import make_scheduler
 from harness.sweep import SweepError, expand_suite
 from harness.tracking import StoreError, Tracker, check_store, resolve_store
 from harness.validate import preflight
@@ -57,20 +58,20 @@ def main(cfg: DictConfig) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     any_failed = False
-    for name, trials in ablations:
-        try:
-            summary = run_sweep(trials, OmegaConf.to_object(cfg.cluster), Tracker(store), name, cli,
-                                force=cfg.force)
-        except KeyboardInterrupt:
-            print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
-                  "recorded, and the same command resumes", file=sys.stderr)
-            sys.exit(130)
-        except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
-            _bad_input(err)
-        print_summary(summary)
-        summarise(name, store, Tracker(store), summary.parent_id,
-                  out_dir / name if len(ablations) > 1 else out_dir)
-        any_failed = any_failed or bool(summary.failed)
+    try:
+        with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:  # Ray starts once
+            for name, trials in ablations:
+                summary = run_sweep(trials, scheduler, Tracker(store), name, cli, force=cfg.force)
+                print_summary(summary)
+                summarise(name, store, Tracker(store), summary.parent_id,
+                          out_dir / name if len(ablations) > 1 else out_dir)
+                any_failed = any_failed or bool(summary.failed)
+    except KeyboardInterrupt:
+        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+              "recorded, and the same command resumes", file=sys.stderr)
+        sys.exit(130)
+    except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
+        _bad_input(err)
     sys.exit(1 if any_failed else 0)
 
 

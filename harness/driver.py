@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from harness.config import ClusterConfig
-from harness.scheduler import Outcome, make_scheduler
+from harness.scheduler import Outcome, RayScheduler, SerialScheduler
 from harness.sweep import Trial
 from harness.tracking import Tracker
+
+
+Scheduler = RayScheduler | SerialScheduler
 
 
 @dataclass
@@ -38,7 +40,7 @@ def _describe(outcome: Outcome) -> str:
     return f"{t.trial_id} {t.variant} {' '.join(t.overrides)}"
 
 
-def run_sweep(trials: list[Trial], cluster: ClusterConfig, tracker: Tracker, ablation: str,
+def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablation: str,
               cli: list[str], force: bool = False) -> SweepSummary:
     """Run the trials of ``ablation`` not yet finished and record each outcome as it arrives.
 
@@ -46,42 +48,41 @@ def run_sweep(trials: list[Trial], cluster: ClusterConfig, tracker: Tracker, abl
     are cancelled, their runs and the parent run are closed as KILLED, and the exception
     propagates; everything that finished stays recorded.
 
-    Raises:
-        ValueError: if the cluster cannot run a trial (before anything is recorded).
+    ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
+    the ablations of a suite so that Ray starts once.
     """
-    with make_scheduler(cluster) as scheduler:
-        experiment = tracker.experiment(ablation)
-        stale = tracker.close_stale(experiment)
-        finished = tracker.finished_trials(experiment)
-        todo = trials if force else [t for t in trials if t.trial_id not in finished]
-        parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
-        summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
-        running: dict[str, str] = {}
+    experiment = tracker.experiment(ablation)
+    stale = tracker.close_stale(experiment)
+    finished = tracker.finished_trials(experiment)
+    todo = trials if force else [t for t in trials if t.trial_id not in finished]
+    parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
+    summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
+    running: dict[str, str] = {}
 
-        def on_start(trial: Trial) -> None:
-            running[trial.trial_id] = tracker.start_trial(experiment, parent, ablation, trial)
+    def on_start(trial: Trial) -> None:
+        running[trial.trial_id] = tracker.start_trial(experiment, parent, ablation, trial)
 
-        status = "KILLED"
-        try:
-            with tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
-                for outcome in scheduler.run(todo, on_start):
-                    old = finished.get(outcome.trial.trial_id, []) if force else []
-                    tracker.finish_trial(running.pop(outcome.trial.trial_id), outcome, old)
-                    if outcome.error is not None:
-                        last = outcome.error.strip().splitlines()[-1]
-                        summary.failed.append(f"{_describe(outcome)}: {last}")
-                    else:
-                        summary.finished += 1
-                        if outcome.result.diverged:
-                            summary.diverged.append(_describe(outcome))
-                    bar.update(1)
-                    bar.set_postfix(done=summary.finished, failed=len(summary.failed),
-                                    remaining=bar.total - bar.n)
-            status = "FINISHED"
-        finally:
-            for run_id in running.values():
-                tracker.end_run(run_id, "KILLED")
-            tracker.end_run(parent, status)
+    status = "KILLED"
+    try:
+        with tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
+            for outcome in scheduler.run(todo, on_start):
+                old = finished.get(outcome.trial.trial_id, []) if force else []
+                tracker.finish_trial(running.pop(outcome.trial.trial_id), outcome, old)
+                if outcome.error is not None:
+                    last = outcome.error.strip().splitlines()[-1]
+                    summary.failed.append(f"{_describe(outcome)}: {last}")
+                else:
+                    summary.finished += 1
+                    if outcome.result.diverged:
+                        summary.diverged.append(_describe(outcome))
+                bar.update(1)
+                bar.set_postfix(done=summary.finished, failed=len(summary.failed),
+                                remaining=bar.total - bar.n)
+        status = "FINISHED"
+    finally:
+        for run_id in running.values():
+            tracker.end_run(run_id, "KILLED")
+        tracker.end_run(parent, status)
     return summary
 
 

@@ -147,6 +147,7 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     with the error text; the other trials of the sweep still finish."""
     from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
     from harness.driver import run_sweep
+    from harness.scheduler import SerialScheduler
     from harness.sweep import compose_trial
     from harness.tracking import Tracker, resolve_store
     import harness.trial as trial_module
@@ -161,7 +162,8 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
 
     monkeypatch.setattr("harness.scheduler.run_trial", flaky)
     store = resolve_store(TrackingConfig(), tmp_path)
-    summary = run_sweep(trials, ClusterConfig(scheduler=SchedulerKind.serial), Tracker(store), "unit", [])
+    with SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial)) as scheduler:
+        summary = run_sweep(trials, scheduler, Tracker(store), "unit", [])
     assert summary.finished == 2 and len(summary.failed) == 1
     assert "boom" in summary.failed[0] and trials[1].trial_id in summary.failed[0]
     from mlflow.tracking import MlflowClient
