@@ -1,6 +1,9 @@
 """Statistics on a runs table (one row per trial, :func:`analysis.load.load_runs`), paper.md §13.
 
-Every interval is a percentile bootstrap over seeds (trials) with an explicit
+Verdicts use Student-t intervals and TOST (:func:`t_interval`, :func:`tost`, scipy): with 5
+seeds a percentile bootstrap under-covers, so the bootstrap below serves plot bands only.
+
+Every bootstrap interval is a percentile bootstrap over seeds (trials) with an explicit
 ``numpy.random.Generator(seed)``, so each result is a deterministic function of its inputs and
 ``seed``. Quantiles are taken conservatively (``lower``/``higher`` order statistics), so
 identical values give a zero-width interval and infinite values (a target never reached) stay
@@ -14,9 +17,59 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 B = 2000  # bootstrap resamples
 LEVEL = 0.95
+
+
+def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean of ``values`` (e.g. per-seed paired differences) and its two-sided Student-t interval
+    at ``level`` with n − 1 degrees of freedom (``scipy.stats.ttest_1samp``), paper.md §13.
+
+    NaNs are dropped. Returns ``(mean, lo, hi)``; with fewer than two values the bounds are NaN
+    (no interval from one seed); with zero spread the interval is ``[mean, mean]``.
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return np.nan, np.nan, np.nan
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, np.nan, np.nan
+    if np.ptp(x) == 0:
+        return mean, mean, mean
+    ci = sps.ttest_1samp(x, 0.0).confidence_interval(confidence_level=level)
+    return mean, float(ci.low), float(ci.high)
+
+
+def tost(values: Sequence[float] | np.ndarray, delta: float, alpha: float = 0.05) -> dict[str, float | bool]:
+    """Two one-sided t-tests (TOST) that the mean of ``values`` lies inside ``(−delta, delta)``
+    (paper.md §13 equivalence): H0 mean ≤ −δ and H0 mean ≥ δ, each a one-sided
+    ``scipy.stats.ttest_1samp`` at ``alpha``. Equivalent ⇔ both rejected ⇔ the (1 − 2α) t-interval
+    lies inside ±δ.
+
+    Returns ``p`` (the larger one-sided p-value), ``equivalent`` (``p < alpha``), and ``lo``,
+    ``hi`` of the (1 − 2α) interval. With fewer than two values: ``p`` NaN, not equivalent; with
+    zero spread: equivalent iff ``|mean| < delta``.
+
+    Raises:
+        ValueError: ``delta`` not > 0.
+    """
+    if not delta > 0:
+        raise ValueError(f"the equivalence margin must be > 0, got {delta}")
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    mean, lo, hi = t_interval(x, 1 - 2 * alpha)
+    if x.size < 2:
+        return {"p": np.nan, "equivalent": False, "lo": lo, "hi": hi}
+    if np.ptp(x) == 0:
+        inside = abs(mean) < delta
+        return {"p": 0.0 if inside else 1.0, "equivalent": inside, "lo": lo, "hi": hi}
+    p_low = sps.ttest_1samp(x, -delta, alternative="greater").pvalue
+    p_high = sps.ttest_1samp(x, delta, alternative="less").pvalue
+    p = float(max(p_low, p_high))
+    return {"p": p, "equivalent": p < alpha, "lo": lo, "hi": hi}
 
 
 def add_error(df: pd.DataFrame) -> pd.DataFrame:
@@ -72,29 +125,44 @@ def counts(df: pd.DataFrame, by: Sequence[str] = ("task", "variant")) -> pd.Data
 
 
 def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task.n_train"),
-              lr: str = "train.lr", criterion: str = "val/best_loss") -> pd.DataFrame:
-    """The rows at the learning rate chosen per ``group`` on validation loss (paper.md §13).
+              lr: str = "train.lr", criterion: str = "val/best_error",
+              tie_break: str = "val/best_loss") -> pd.DataFrame:
+    """The rows at the learning rate chosen per ``group`` on validation (paper.md §13 "Selection").
 
-    Rule: per group and learning rate, the mean of ``criterion`` over the FINISHED runs with a
-    finite value; the lr with the smallest mean is chosen (ties: the smallest lr). Test metrics
-    are never looked at. All rows of the chosen lr are returned, FAILED and diverged ones
-    included (so that :func:`counts` still sees them), with a column ``lr_chosen``. A group with
-    no usable run keeps all its rows and ``lr_chosen = NaN``. With one lr (or no ``lr`` column)
-    the table is returned unchanged apart from ``lr_chosen``.
+    Rule: per group and learning rate, the mean over seeds of ``criterion`` (the task's error
+    metric on validation: relative MSE, or 1 − accuracy) over FINISHED runs, ties broken by the
+    mean ``tie_break`` (validation loss), then by the smaller lr. An lr with any diverged FINISHED seed (or a
+    non-finite criterion) is not eligible (paper.md §13 *diverged*). Test metrics are never looked at.
+    All rows of the chosen lr are returned (FAILED and diverged ones included, so that
+    :func:`counts` still sees them), with columns ``lr_chosen``, ``lr_grid`` (the sorted tried lrs,
+    as a tuple) and ``lr_eligible`` (how many lrs were eligible). A group with no eligible lr keeps
+    all its rows with ``lr_chosen = NaN``. Without an ``lr`` column, or with one lr, nothing is
+    dropped. Runs logged before ``criterion`` existed fall back to ``tie_break``.
 
     Raises:
-        KeyError: a ``group`` column or ``criterion`` is missing while several lrs exist.
+        KeyError: a ``group`` column is missing while several lrs exist.
     """
     out = df.copy()
-    if lr not in out or out[lr].nunique(dropna=True) <= 1:
-        out["lr_chosen"] = out[lr] if lr in out else np.nan
+    if criterion not in out:
+        criterion = tie_break
+    if lr not in out:
+        out["lr_chosen"], out["lr_grid"], out["lr_eligible"] = np.nan, [()] * len(out), 0
         return out
     group = list(group)
-    ok = finished(out, criterion)
-    mean = ok.groupby([*group, lr])[criterion].mean().reset_index()
-    best = mean.sort_values([criterion, lr], kind="stable").drop_duplicates(group)
-    best = best[group + [lr]].rename(columns={lr: "lr_chosen"})
-    out = out.merge(best, on=group, how="left")
+    done = out["status"] == "FINISHED"  # FAILED/KILLED runs are counted, not judged here
+    runs = out[done].assign(_ok=~diverged(out[done])
+                            & np.isfinite(pd.to_numeric(out[done][criterion], errors="coerce")))
+    runs["_tie"] = pd.to_numeric(runs[tie_break], errors="coerce") if tie_break in runs else 0.0
+    per_lr = runs.groupby([*group, lr], dropna=False).agg(
+        ok=("_ok", "all"), crit=(criterion, "mean"), tie=("_tie", "mean")).reset_index()
+    grids = per_lr.groupby(group, dropna=False)[lr].agg(lambda v: tuple(sorted(v))).rename("lr_grid")
+    eligible = per_lr[per_lr["ok"]]
+    n_eligible = eligible.groupby(group, dropna=False)[lr].size().rename("lr_eligible")
+    best = (eligible.sort_values(["crit", "tie", lr], kind="stable").drop_duplicates(group)
+            [[*group, lr]].rename(columns={lr: "lr_chosen"}))
+    out = (out.merge(best, on=group, how="left").merge(grids.reset_index(), on=group, how="left")
+              .merge(n_eligible.reset_index(), on=group, how="left"))
+    out["lr_eligible"] = out["lr_eligible"].fillna(0).astype(int)
     keep = out["lr_chosen"].isna() | np.isclose(out[lr], out["lr_chosen"])
     return out[keep].reset_index(drop=True)
 

@@ -218,9 +218,10 @@ class Tracker:
         ts = result.end_ms
         metrics = [Metric(k, float(v), ts, 0) for k, v in result.metrics.items()]
         metrics.append(Metric("n_params", float(result.n_params), ts, 0))
-        for point in result.curve:
-            step = int(point["step"])
-            metrics += [Metric(k, float(v), ts, step) for k, v in point.items() if k != "step"]
+        for point in result.curve:  # each point carries the time it was measured
+            step, when = int(point["step"]), int(point.get("time_ms", ts))
+            metrics += [Metric(k, float(v), when, step) for k, v in point.items()
+                        if k not in ("step", "time_ms")]
         for chunk in _chunks(metrics, _BATCH["metrics"]):
             self.client.log_batch(run_id, metrics=chunk)
         self.client.log_batch(run_id, tags=[RunTag("diverged", str(result.diverged).lower()),

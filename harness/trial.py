@@ -62,6 +62,33 @@ def resolve_device(name: str) -> torch.device:
     raise ValueError(f"cluster.device={name!r}; allowed: cpu, cuda, cuda:N, auto")
 
 
+def selection_error(metrics: dict[str, float]) -> float:
+    """The task's error metric from a metrics dict (paper.md §13, "Selection"): ``rel_mse``
+    (regression) if present, else ``1 − acc`` (token tasks). Checkpoints and learning rates are
+    selected on it (validation only), ties broken by the loss.
+
+    Raises:
+        KeyError: the metrics have neither ``rel_mse`` nor ``acc``.
+    """
+    if "rel_mse" in metrics:
+        return float(metrics["rel_mse"])
+    if "acc" in metrics:
+        return 1.0 - float(metrics["acc"])
+    raise KeyError(f"metrics have neither 'rel_mse' nor 'acc': {sorted(metrics)}")
+
+
+def budget_summary(curve: list[dict[str, float]], max_steps: int) -> dict[str, float]:
+    """What the *budget-limited* precondition of paper.md §13 reads, from the best-so-far
+    validation error of the learning curve: ``val/best_error_at_80``, ``val/best_error_at_90``
+    (best-so-far at the last evaluation at or before 80% and 90% of ``max_steps``; NaN if none)
+    and ``val/evals_last_20`` (evaluations after 80% of the budget)."""
+    def at(fraction: float) -> float:
+        points = [p["val/best_error"] for p in curve if p["step"] <= fraction * max_steps]
+        return points[-1] if points else math.nan
+    return {"val/best_error_at_80": at(0.8), "val/best_error_at_90": at(0.9),
+            "val/evals_last_20": float(sum(p["step"] > 0.8 * max_steps for p in curve))}
+
+
 def _optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     if cfg.train.optimizer is Optimizer.adam:
         return torch.optim.Adam(params, lr=cfg.train.lr)
@@ -202,7 +229,8 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     total = sum(len(b) for b in train)
     batch_size = min(cfg.train.batch_size, total)
 
-    best_val, best_state, best_step = math.inf, _state(model, task), 0
+    best = (math.inf, math.inf)  # (val error, val loss) of the kept state: selection key
+    best_state, best_step = _state(model, task), 0
     curve: list[dict[str, float]] = []
     diverged, running = False, []
     for step in range(1, cfg.train.max_steps + 1):
@@ -217,14 +245,18 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
         running.append(loss.item())
         if step % cfg.train.eval_every == 0 or step == cfg.train.max_steps:
             val_metrics = evaluate(model, task, val)
-            curve.append({"step": step, "train/loss": sum(running) / len(running),
-                          **{f"val/{k}": v for k, v in val_metrics.items()}})
+            key = (selection_error(val_metrics), val_metrics["loss"])
+            if key < best:  # NaN never compares smaller: never kept
+                best, best_step, best_state = key, step, _state(model, task)
+            curve.append({"step": step, "time_ms": time.time() * 1000.0,
+                          "train/loss": sum(running) / len(running),
+                          **{f"val/{k}": v for k, v in val_metrics.items()},
+                          "val/error": key[0], "val/best_error": best[0]})
             running = []
-            if val_metrics["loss"] < best_val:  # NaN never compares smaller: never kept
-                best_val, best_step, best_state = val_metrics["loss"], step, _state(model, task)
 
     _load(model, task, best_state)
-    metrics = {"val/best_loss": best_val, "train/best_step": float(best_step)}
+    metrics = {"val/best_error": best[0], "val/best_loss": best[1], "train/best_step": float(best_step),
+               **budget_summary(curve, cfg.train.max_steps)}
     metrics.update(evaluate_lengths(model, task, tests))
     if rotation is Rotation.eval:
         metrics.update(_rotation_metrics(model, task, tests[""], Q))

@@ -50,10 +50,28 @@ def test_attention_student_beats_the_uniform_predictor_and_the_curve_is_recorded
     assert not result.diverged
 
 
-def test_best_validation_checkpoint_is_kept(hydra_conf):
+def test_best_validation_checkpoint_is_selected_by_the_error_metric(hydra_conf):
     result = run_trial(_trial(hydra_conf))
-    best = min(p["val/loss"] for p in result.curve)
-    assert result.metrics["val/best_loss"] == pytest.approx(best)
+    key = min((p["val/rel_mse"], p["val/loss"]) for p in result.curve)
+    assert result.metrics["val/best_error"] == pytest.approx(key[0])
+    assert result.metrics["val/best_loss"] == pytest.approx(key[1])
+    best = [p for p in result.curve if p["val/rel_mse"] == key[0]][0]
+    assert result.metrics["train/best_step"] == best["step"]
+    times = [p["time_ms"] for p in result.curve]
+    assert times == sorted(times) and times[0] < times[-1]  # measured as it goes
+
+
+def test_token_task_checkpoint_is_selected_by_accuracy_not_loss():
+    """Selection reads 1 − accuracy (ties by loss), never the loss alone (paper.md §13)."""
+    from harness.trial import budget_summary, selection_error
+    assert selection_error({"acc": 0.75, "loss": 2.0}) == pytest.approx(0.25)
+    assert selection_error({"rel_mse": 0.1, "loss": 2.0}) == pytest.approx(0.1)
+    with pytest.raises(KeyError, match="rel_mse"):
+        selection_error({"loss": 1.0})
+    curve = [{"step": s, "val/best_error": 1.0 / s} for s in range(10, 101, 10)]
+    summary = budget_summary(curve, 100)
+    assert summary == {"val/best_error_at_80": 1 / 80, "val/best_error_at_90": 1 / 90,
+                       "val/evals_last_20": 2.0}
 
 
 def test_divergence_stops_early_with_last_finite_metrics(hydra_conf):
