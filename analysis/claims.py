@@ -1,20 +1,15 @@
-"""The claims of paper.md §13 and the rules that decide them from recorded runs.
+"""The claims C1–C12 of paper.md §13 and the exact checks (E rows) that test their identities.
 
-Every verdict is derived by a stated rule, never written by hand:
+E rows check the implementation of an identity: they cannot come out the other way unless the
+code is wrong, so the report lists them as **checks**, apart from the empirical verdicts.
 
-* **Exact claims** (E): measured errors against tolerances. Random models are measured in
-  float64 on weights re-drawn at O(1) scale (``harness.models.table.measure_presets``): a claimed
-  symmetry holds if its error is ≤ 1e-10, a symmetry is broken if its error is > 1e-3. Trained
-  models (float32) hold a symmetry if their error is ≤ 1e-4.
-* **Statistical claims** (S): a comparison "A has lower test error than B" is evaluated at the
-  largest training-set size both have, after choosing each variant's learning rate on validation
-  loss (:func:`analysis.stats.select_lr`), by the 95% paired bootstrap interval over seeds of
-  ``error_B − error_A``: *supported* if it lies above 0, *contradicted* if below 0, otherwise
-  *inconclusive*. An equivalence "A and B are equally good" is *supported* if that interval lies
-  within ±25% of A's mean error, *contradicted* if it excludes 0 and its mean is beyond ±25%,
-  otherwise *inconclusive*.
-* A claim is *supported* if all its parts are, *contradicted* if any part is, else
-  *inconclusive* (also when a part has no runs).
+* Random models are measured in float64 on weights re-drawn at O(1) scale
+  (``harness.models.table.measure_presets``): a claimed symmetry holds if its error is ≤ 1e-10,
+  a symmetry is broken if its error is > 1e-3.
+* Trained models (float32) hold a symmetry if their error is ≤ 1e-4.
+
+The statistical parts (S rows) are pre-registered in the ablation files and decided by
+:mod:`analysis.protocol`.
 """
 
 from __future__ import annotations
@@ -28,25 +23,8 @@ import pandas as pd
 from analysis import stats
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
-EXACT_TOL, BROKEN_TOL, TRAINED_TOL, MARGIN = 1e-10, 1e-3, 1e-4, 0.25
-
-
-DERIVED = {  # comparison values computed from logged metrics (lower is better)
-    "absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"],
-}
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A statistical prediction: ``better`` has lower error than ``worse`` on ``task`` in
-    ``ablation`` (``kind="better"``), or both are equally good (``kind="equivalent"``)."""
-
-    ablation: str
-    task: str
-    better: str
-    worse: str
-    kind: str = "better"
-    value: str = "error"  # or a key of DERIVED, e.g. "absent_error" (1 − accuracy on absent answers)
+EXACT_TOL, BROKEN_TOL, TRAINED_TOL = 1e-10, 1e-3, 1e-4
+PASSED, FAILED, INCOMPLETE = "passed", "failed", "incomplete"
 
 
 @dataclass
@@ -60,13 +38,14 @@ class Part:
 
 @dataclass
 class Claim:
-    """A claim of paper.md §13 with its exact checks and statistical comparisons."""
+    """A claim of paper.md §13 with its exact checks; its statistical parts live in the ablation
+    files (``ablation.parts``) and are decided by :func:`analysis.protocol.decide_part`."""
 
     id: str
     statement: str
-    kind: str
+    kind: str  # E, S, E+S, E/S (paper.md §13)
     exact: list[Callable[["Evidence"], Part]] = field(default_factory=list)
-    comparisons: list[Comparison] = field(default_factory=list)
+    paper: str = ""  # what the paper says, in our words
 
 
 @dataclass
@@ -77,51 +56,6 @@ class Evidence:
     runs: dict[str, pd.DataFrame]
     presets: pd.DataFrame
     fip: dict
-
-
-def combine(verdicts: list[str]) -> str:
-    """Supported if all parts are, contradicted if any is, else inconclusive."""
-    if not verdicts:
-        return INCONCLUSIVE
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    return SUPPORTED if all(v == SUPPORTED for v in verdicts) else INCONCLUSIVE
-
-
-def compare(runs: dict[str, pd.DataFrame], c: Comparison, seed: int = 0) -> Part:
-    """Decide one :class:`Comparison` by the paired rule of the module docstring."""
-    what = (f"{c.ablation} / {c.task}: `{c.better}` "
-            f"{'lower ' + c.value + ' than' if c.kind == 'better' else 'as good as'} `{c.worse}`"
-            + ("" if c.value == "error" else f" ({c.value})"))
-    df = runs.get(c.ablation)
-    if df is None or df.empty:
-        return Part(what, INCONCLUSIVE, "no runs")
-    if c.value in DERIVED:
-        if "test/acc_not_answer_in_input" not in df:
-            return Part(what, INCONCLUSIVE, f"no runs with {c.value}")
-        df = df.assign(**{c.value: DERIVED[c.value](df)})
-    df = stats.select_lr(stats.add_error(df))
-    df = df[(df["task"] == c.task) & df["variant"].isin([c.better, c.worse])]
-    ok = stats.finished(df, c.value)
-    sizes = [set(ok[ok["variant"] == v]["task.n_train"]) for v in (c.better, c.worse)]
-    common = sorted(sizes[0] & sizes[1])
-    if not common:
-        return Part(what, INCONCLUSIVE, "no paired runs")
-    at = ok[ok["task.n_train"] == common[-1]]
-    diff = stats.paired_difference(at, c.value, a=c.worse, b=c.better, seed=seed).iloc[0]
-    ref = float(at[at["variant"] == c.better][c.value].mean())
-    lo, hi, mean = float(diff["lo"]), float(diff["hi"]), float(diff["mean"])
-    if c.kind == "better":
-        verdict = SUPPORTED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
-    else:
-        band = MARGIN * abs(ref)
-        inside = -band <= lo and hi <= band
-        verdict = (SUPPORTED if inside else CONTRADICTED
-                   if (lo > 0 or hi < 0) and abs(mean) > band else INCONCLUSIVE)
-    name = "error" if c.value == "error" else c.value
-    evidence = (f"n_train={common[-1]}, {int(diff['n_pairs'])} paired seeds: {name}({c.better}) = "
-                f"{ref:.4g}, {name}({c.worse}) − {name}({c.better}) = {mean:.3g} [{lo:.3g}, {hi:.3g}]")
-    return Part(what, verdict, evidence)
 
 
 def _preset_errors(ev: Evidence, presets: list[str], key: str) -> pd.Series:
@@ -204,7 +138,11 @@ def fip_part(ev: Evidence) -> Part:
                 verdict, f"{len(ev.fip['words'])} words; by number of Y factors: {counts}")
 
 
-def decide(claim: Claim, ev: Evidence, seed: int = 0) -> tuple[str, list[Part]]:
-    """The claim's verdict and its decided parts."""
-    parts = [check(ev) for check in claim.exact] + [compare(ev.runs, c, seed) for c in claim.comparisons]
-    return combine([p.verdict for p in parts]), parts
+def check(claim: Claim, ev: Evidence) -> tuple[str, list[Part]]:
+    """The claim's exact checks and their combined status: ``passed`` if every check is
+    supported, ``failed`` if any is contradicted, else ``incomplete`` (a check had no data)."""
+    parts = [run(ev) for run in claim.exact]
+    verdicts = [p.verdict for p in parts]
+    status = (FAILED if CONTRADICTED in verdicts else PASSED if parts and all(v == SUPPORTED for v in verdicts)
+              else INCOMPLETE)
+    return status, parts

@@ -84,6 +84,48 @@ class TrackingConfig:
     uri: Optional[str] = None  # server: e.g. http://127.0.0.1:5000
 
 
+class Test(Enum):
+    """How a statistical part is decided (paper.md §13): a paired difference (Student-t 95%
+    interval) or an equivalence (TOST, paired 90% interval inside ±delta)."""
+
+    difference = "difference"
+    equivalence = "equivalence"
+
+
+class Role(Enum):
+    """A *deciding* part decides its claim; a *sanity* part is shown and never decides; an
+    *observation* is reported with its interval and no verdict at all."""
+
+    deciding = "deciding"
+    sanity = "sanity"
+    observation = "observation"
+
+
+@dataclass
+class PartConfig:
+    """One pre-registered statistical part of a claim (paper.md §13, S rows), stated in the
+    ablation file before its runs exist.
+
+    The paired per-seed difference is ``value(b) − value(a)`` at the largest ``task.n_train``
+    both arms have (``value = auc``: over every size), after each arm's learning rate is chosen
+    on validation. ``difference``: the hypothesis is that ``a`` has the lower value (``d > 0``).
+    ``equivalence`` with ``sides = 2``: ``|d| < delta``; with ``sides = 1``: ``a`` does not beat
+    ``b`` by ``delta`` or more (``d < delta``).
+    """
+
+    claim: str = MISSING  # C1 … C12
+    name: str = MISSING  # what the part says, e.g. "adding Zg2 does not lower error on selection"
+    task: str = MISSING  # task preset the arms are compared on
+    a: str = MISSING  # arm label (variant, plus other swept axes)
+    b: str = MISSING
+    test: Test = Test.difference
+    delta: float = MISSING  # absolute margin in the value's units (error; mean log error for auc)
+    sides: int = 2  # equivalence only: 1 (one-sided, see above) or 2
+    role: Role = Role.deciding
+    value: str = "error"  # error | absent_error | auc
+    lr_bound: Optional[float] = None  # an lr stated as a bound: an edge there is accepted
+
+
 @dataclass
 class AblationConfig:
     """An ablation: its name (= MLflow experiment) and a grid of Hydra overrides.
@@ -96,6 +138,7 @@ class AblationConfig:
     name: str = "single"
     grid: Dict[str, str] = field(default_factory=dict)
     suite: List[str] = field(default_factory=list)  # a suite: run these ablations in turn
+    parts: List[PartConfig] = field(default_factory=list)  # pre-registered S parts (paper.md §13)
 
 
 @dataclass
@@ -120,7 +163,9 @@ class ReportConfig:
 
     suite: str = "paper"
     run: bool = True
-    out: str = "docs/report.md"
+    out: str = ""  # default: docs/report.md (scales default and full), outputs/report-<scale>.md otherwise
+    runs: str = ""  # a results bundle (runs.csv.gz) to regenerate from, offline; default: the store
+    extend_lr: int = 2  # lr-edge extensions per part (paper.md §13), each one grid step past the edge
 
 
 @dataclass

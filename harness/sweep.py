@@ -44,6 +44,8 @@ class Trial:
         overrides: this trial's grid point, as Hydra override strings.
         config: the resolved config (plain dataclasses; pickles to Ray).
         task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
+        extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
+            grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
     """
 
     trial_id: str
@@ -51,6 +53,7 @@ class Trial:
     overrides: tuple[str, ...]
     config: Config
     task: str = ""
+    extends: str = ""
 
 
 def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:

@@ -189,6 +189,8 @@ class Tracker:
         tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant}-{trial.trial_id[:8]}",
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
+        if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
+            tags["extends"] = trial.extends
         run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
         params = [Param(k, str(v)) for k, v in flatten(identity_dict(trial.config)).items()]
         for chunk in _chunks(params, _BATCH["params"]):

@@ -1,0 +1,296 @@
+"""The verdict protocol of paper.md §13 for statistical (S) parts, pre-registered in each
+ablation file (``ablation.parts``, :class:`harness.config.PartConfig`).
+
+For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``arm``):
+
+1. **Selection** on validation only: per task × arm × ``task.n_train`` the learning rate with the
+   lowest mean validation error metric (ties: validation loss), among lrs with no diverged seed
+   (:func:`analysis.stats.select_lr`). Test is read once, at the chosen lr.
+2. **Pairs**: the seeds that both arms finished (FINISHED, not diverged, finite value) at the
+   decided ``task.n_train`` (the largest both arms have; ``value = auc``: every size both have).
+   ``d = value(b) − value(a)`` per seed; every missing pair is counted and shown, never dropped
+   silently.
+3. **Test**: *difference* — the paired 95% Student-t interval of ``d`` (n − 1 degrees of
+   freedom): *supported* if it excludes 0 with ``d > 0`` (``a`` lower), *contradicted* if it
+   excludes 0 the other way. *Equivalence*, two-sided — TOST at α = 0.05 (the paired 90%
+   t-interval inside ±δ): *supported*; the 95% interval entirely outside ±δ: *contradicted*.
+   One-sided (``a`` does not beat ``b`` by δ or more, ``d < δ``): the 90% interval's upper bound
+   below δ (a one-sided 95% test): *supported*; the 95% interval above δ: *contradicted*.
+   Otherwise *inconclusive*.
+4. **Preconditions**, each printed, each turning a verdict into *inconclusive* with its reason:
+   *not learned* (a difference needs the observed better arm, an equivalence both arms, to beat
+   the task's best reference predictor — uniform mixing or zero predictor for relative MSE,
+   majority class for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
+   best-so-far validation error: the best still fell within the last 10% of the budget and by
+   more than δ/2 over the last 20%; fewer than 5 evaluations in the last 20% cannot be judged);
+   *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
+   smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound).
+5. A claim is *supported* if all its deciding parts are, *contradicted* if any deciding part
+   is, otherwise *inconclusive*; sanity parts are shown and never decide; observations carry
+   no verdict.
+
+Margins δ are absolute, in the value's units (test error; ``auc``: the mean natural-log test
+error over the sizes, so δ = 0.1 is about a 10% ratio), never a fraction of an arm's error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from analysis import stats
+
+SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
+PRECONDITIONS = ("not learned", "budget-limited", "diverged", "lr at grid edge")
+MIN_EVALS = 5  # evaluations in the last 20% of the budget needed to judge it
+DERIVED = {"absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"]}
+
+
+@dataclass
+class PartResult:
+    """A decided part: the spec, the numbers, each precondition's status and the verdict."""
+
+    spec: dict[str, Any]
+    verdict: str
+    reasons: list[str] = field(default_factory=list)  # why inconclusive (preconditions, data)
+    n_train: str = ""  # the decided size(s)
+    seeds: str = ""  # the paired seeds, e.g. "0–4 (5 of 5)"
+    mean_a: float = np.nan
+    mean_b: float = np.nan
+    effect: float = np.nan  # mean of d = value(b) − value(a)
+    lo: float = np.nan
+    hi: float = np.nan
+    method: str = ""
+    preconditions: dict[str, str] = field(default_factory=dict)  # name → "ok" or the failure
+    lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
+    edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
+
+
+def spec_dict(part: Any) -> dict[str, Any]:
+    """A part spec (``PartConfig``, DictConfig or mapping) as a plain dict with enum values as
+    strings and defaults filled in."""
+    if hasattr(part, "items"):
+        raw = dict(part.items())
+    else:
+        raw = dict(vars(part))
+    out = {k: (v.value if hasattr(v, "value") else v) for k, v in raw.items()}
+    out.setdefault("test", "difference")
+    out.setdefault("sides", 2)
+    out.setdefault("role", "deciding")
+    out.setdefault("value", "error")
+    out.setdefault("lr_bound", None)
+    return out
+
+
+def _values(df: pd.DataFrame, value: str) -> pd.DataFrame:
+    if value in DERIVED:
+        if "test/acc_not_answer_in_input" not in df:
+            raise KeyError("test/acc_not_answer_in_input")
+        return df.assign(**{value: DERIVED[value](df)})
+    return df.assign(auc=np.log(df["error"].clip(lower=1e-12))) if value == "auc" else df
+
+
+def _usable(df: pd.DataFrame, value: str) -> pd.DataFrame:
+    ok = stats.finished(df, value)
+    return ok[~stats.diverged(ok)]
+
+
+def _seed_text(seeds: list, expected: int) -> str:
+    if not seeds:
+        return f"none of {expected}"
+    s = sorted(int(x) for x in seeds)
+    span = f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
+    return f"{span} ({len(s)} of {expected})"
+
+
+def _fmt_lr(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _reference(rows: pd.DataFrame) -> tuple[float, str]:
+    """The task's best reference predictor's error on these runs' test sets, and its name."""
+    ref = float(pd.to_numeric(rows["reference_error"], errors="coerce").mean())
+    name = str(rows["reference_name"].iloc[0]) if "reference_name" in rows and len(rows) else "reference"
+    regression = "test/rel_mse" in rows and rows["test/rel_mse"].notna().any()
+    if regression and not (ref <= 1.0):  # the zero predictor's relative MSE is exactly 1
+        return 1.0, "zero predictor"
+    return ref, name
+
+
+def _budget(rows: pd.DataFrame, delta: float, log: bool) -> str:
+    """'ok' or why the arm's budget binds (paper.md §13 *budget-limited*)."""
+    need = ["val/best_error", "val/best_error_at_80", "val/best_error_at_90", "val/evals_last_20"]
+    if any(c not in rows for c in need) or rows.empty:
+        return "fails: no best-so-far validation summary logged"
+    evals = int(pd.to_numeric(rows["val/evals_last_20"], errors="coerce").min())
+    if evals < MIN_EVALS:
+        return f"fails: cannot judge, {evals} evaluations in the last 20% (< {MIN_EVALS})"
+    end, at80, at90 = (float(pd.to_numeric(rows[c], errors="coerce").mean()) for c in need[:3])
+    if log:
+        end, at80, at90 = np.log(max(end, 1e-12)), np.log(max(at80, 1e-12)), np.log(max(at90, 1e-12))
+    if at90 > end and at80 - end > delta / 2:
+        return f"fails: still falling (best-so-far {at80:.3g} at 80% → {end:.3g} at the end, > δ/2)"
+    return "ok"
+
+
+def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[str, str | None]:
+    """('ok' or the failure, 'high'/'low' when the chosen lr is an extendable edge)."""
+    chosen = float(rows["lr_chosen"].iloc[0])
+    grid = tuple(rows["lr_grid"].iloc[0])
+    if bound is not None and np.isclose(chosen, bound):
+        return "ok", None
+    if len(grid) < 3:
+        side = "high" if np.isclose(chosen, max(grid)) else "low" if np.isclose(chosen, min(grid)) else None
+        return f"fails: lr grid has {len(grid)} value(s) {[_fmt_lr(g) for g in grid]}", side
+    if np.isclose(chosen, max(grid)):
+        return f"fails: chosen lr {_fmt_lr(chosen)} is the largest of {[_fmt_lr(g) for g in grid]}", "high"
+    if np.isclose(chosen, min(grid)):
+        return f"fails: chosen lr {_fmt_lr(chosen)} is the smallest of {[_fmt_lr(g) for g in grid]}", "low"
+    return "ok", None
+
+
+def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, str, str]:
+    """(verdict before preconditions, lo, hi, method, reason if inconclusive)."""
+    delta = float(spec["delta"])
+    if spec["test"] == "difference":
+        _, lo, hi = stats.t_interval(d, 0.95)
+        verdict = SUPPORTED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
+        return verdict, lo, hi, "paired Student-t 95%", "" if verdict != INCONCLUSIVE else "the 95% interval includes 0"
+    if int(spec["sides"]) == 2:
+        result = stats.tost(d, delta)
+        _, lo95, hi95 = stats.t_interval(d, 0.95)
+        outside = lo95 > delta or hi95 < -delta
+        verdict = SUPPORTED if result["equivalent"] else CONTRADICTED if outside else INCONCLUSIVE
+        why = "" if verdict != INCONCLUSIVE else "the 90% interval is not inside ±δ"
+        return verdict, result["lo"], result["hi"], f"TOST (paired t 90%), p = {result['p']:.2g}", why
+    _, lo90, hi90 = stats.t_interval(d, 0.90)
+    _, lo95, _ = stats.t_interval(d, 0.95)
+    verdict = SUPPORTED if hi90 < delta else CONTRADICTED if lo95 > delta else INCONCLUSIVE
+    why = "" if verdict != INCONCLUSIVE else "the one-sided 95% bound is not below δ"
+    return verdict, lo90, hi90, "one-sided paired t (90% interval, upper bound vs δ)", why
+
+
+def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) -> PartResult:
+    """Decide one pre-registered part on an ablation's runs (module docstring, steps 1–4).
+
+    Args:
+        df: the ablation's runs with ``arm`` (:func:`analysis.trials.restrict`) and the columns
+            of :func:`analysis.stats.add_error`.
+        part: the part's spec (:class:`harness.config.PartConfig` or a mapping).
+        expected_seeds: seeds per arm the ablation ran (for "k of n" pairs); default: the most
+            seeds either arm has.
+
+    Returns:
+        A :class:`PartResult`; never raises for missing data (the verdict is then inconclusive
+        with the reason).
+    """
+    spec = spec_dict(part)
+    a, b, value, delta = spec["a"], spec["b"], spec["value"], float(spec["delta"])
+    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([a, b])] if not df.empty else df
+    for arm in (a, b):
+        if rows.empty or not (rows["arm"] == arm).any():
+            return PartResult(spec, INCONCLUSIVE, [f"no runs of `{arm}` on {spec['task']}"])
+    try:
+        rows = _values(rows, value)
+    except KeyError as err:
+        return PartResult(spec, INCONCLUSIVE, [f"no runs with {err}"])
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"))
+    result = PartResult(spec, INCONCLUSIVE)
+    pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
+    sizes = []
+    for arm in (a, b):
+        mine = chosen[chosen["arm"] == arm]
+        dead = mine[mine["lr_chosen"].isna()]
+        if not dead.empty:
+            n_lr = len(rows[(rows["arm"] == arm)]["train.lr"].unique()) if "train.lr" in rows else 1
+            pre["diverged"].append(f"`{arm}`: every lr has a diverged seed ({n_lr} of {n_lr})")
+        sizes.append(set(mine.dropna(subset=["lr_chosen"])["task.n_train"]))
+    common = sorted(sizes[0] & sizes[1])
+    if not common:
+        result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "n/a" for k, v in pre.items()}
+        result.reasons = ["no training-set size where both arms have an eligible lr"] + \
+            [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+        return result
+    at = common if value == "auc" else [common[-1]]
+    result.n_train = ", ".join(str(int(n)) for n in at)
+    key = "auc" if value == "auc" else value
+    per_arm: dict[str, pd.Series] = {}
+    for arm in (a, b):
+        mine = chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)]
+        ok = _usable(mine, key)
+        if ok.duplicated(["task.n_train", "seed"]).any():
+            return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
+                                                   "an axis is pooled (name it in the arm)"])
+        if value == "auc":  # per seed: mean log error over the sizes (trapezoid in log n)
+            wide = ok.pivot(index="seed", columns="task.n_train", values="auc").reindex(columns=at).dropna()
+            logn = np.log(np.asarray(at, dtype=float))
+            area = np.trapezoid(wide.to_numpy(), logn, axis=1) / (logn[-1] - logn[0]) if len(at) > 1 else []
+            per_arm[arm] = pd.Series(area, index=wide.index, dtype=float)
+        else:
+            per_arm[arm] = ok.set_index("seed")[key]
+        grid = mine.dropna(subset=["lr_chosen"])
+        for n, g in grid.groupby("task.n_train"):
+            status, side = _edge(g, spec["lr_bound"])
+            result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(float(g['lr_chosen'].iloc[0]))} of " \
+                f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}"
+            if status != "ok":
+                pre["lr at grid edge"].append(f"`{arm}` at n_train={int(n)}: {status[7:]}")
+                if side:
+                    result.edges.append({"task": spec["task"], "arm": arm, "n_train": n, "side": side,
+                                         "lr": float(g["lr_chosen"].iloc[0]),
+                                         "trial_ids": sorted(g["trial_id"].astype(str)),
+                                         "extends": sorted(g.get("extends", pd.Series(dtype=str)).astype(str))})
+            budget = _budget(_usable(g, "error"), delta, log=value == "auc")
+            if budget != "ok":
+                pre["budget-limited"].append(f"`{arm}` at n_train={int(n)}: {budget[7:]}")
+    if value == "auc" and len(at) < 2:
+        result.reasons = [f"area under the curve needs ≥ 2 sizes; both arms have {result.n_train}"]
+        return result
+    pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
+    expected = expected_seeds or max(len(s) for s in per_arm.values())
+    result.seeds = _seed_text(list(pairs.index), expected)
+    result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
+    # not learned: compare with the best reference predictor on the same test sets
+    ref_rows = chosen[chosen["task.n_train"].isin(at)]
+    if value == "auc":
+        refs = [_reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
+        ref, ref_name = float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
+    else:
+        ref, ref_name = _reference(ref_rows)
+    judged = [(a, result.mean_a), (b, result.mean_b)]
+    if spec["test"] == "difference":
+        judged = [min(judged, key=lambda t: t[1])]
+    for arm, mean in judged:
+        if not (mean <= ref - delta):
+            pre["not learned"].append(f"`{arm}` {mean:.3g} vs {ref_name} {ref:.3g} (needs ≤ {ref - delta:.3g})")
+    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "ok" for k, v in pre.items()}
+    if len(pairs) < 2:
+        result.reasons = [f"{len(pairs)} paired seed(s): no interval"]
+        return result
+    d = (pairs[b] - pairs[a]).to_numpy(float)
+    verdict, result.lo, result.hi, result.method, why = _test(d, spec)
+    result.effect = float(d.mean())
+    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+    if spec["role"] == "observation":
+        result.verdict, result.reasons = OBSERVED, failed
+    elif failed:
+        result.verdict, result.reasons = INCONCLUSIVE, failed + ([f"(the test alone: {verdict})"])
+    else:
+        result.verdict, result.reasons = verdict, [why] if why else []
+    return result
+
+
+def combine(results: list[PartResult]) -> tuple[str, str]:
+    """A claim's verdict from its deciding parts (module docstring, step 5) and why."""
+    deciding = [r for r in results if r.spec["role"] == "deciding"]
+    if not deciding:
+        return INCONCLUSIVE, "no deciding part in this suite"
+    verdicts = [r.verdict for r in deciding]
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED, "a deciding part is contradicted"
+    if all(v == SUPPORTED for v in verdicts):
+        return SUPPORTED, "every deciding part is supported"
+    return INCONCLUSIVE, f"{verdicts.count(INCONCLUSIVE)} of {len(deciding)} deciding parts inconclusive"
