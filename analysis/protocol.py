@@ -227,7 +227,8 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) 
         if value == "auc":  # per seed: mean log error over the sizes (trapezoid in log n)
             wide = ok.pivot(index="seed", columns="task.n_train", values="auc").reindex(columns=at).dropna()
             logn = np.log(np.asarray(at, dtype=float))
-            area = np.trapezoid(wide.to_numpy(), logn, axis=1) / (logn[-1] - logn[0]) if len(at) > 1 else []
+            area = (np.trapezoid(wide.to_numpy(), logn, axis=1) / (logn[-1] - logn[0]) if len(at) > 1
+                    else np.full(len(wide), np.nan))
             per_arm[arm] = pd.Series(area, index=wide.index, dtype=float)
         else:
             per_arm[arm] = ok.set_index("seed")[key]

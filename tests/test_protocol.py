@@ -1,0 +1,175 @@
+"""The verdict protocol of paper.md §13 (analysis/protocol.py, analysis/stats.py) on synthetic
+runs tables with known answers: t-interval and TOST against known values, each precondition
+triggered, pooled axes refused, and the runs restricted to an ablation's own trials."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import protocol, stats
+from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from analysis.trials import arm_label, restrict, swept_axes
+from harness.sweep import Trial
+
+SEEDS = range(5)
+LRS = (0.001, 0.003, 0.01)
+NOISE = (0.0, 0.004, -0.003, 0.002, -0.004)  # per seed, shared by both arms (paired)
+
+
+def _runs(errors: dict[str, float], sizes=(64, 256), best_lr=0.003, reference=0.6, **extra) -> pd.DataFrame:
+    """Runs of arms with the given test error at the best lr (others +0.05 on validation and
+    test), the same per-seed noise for every arm, a flat budget and a uniform-mixing reference."""
+    rows = []
+    for arm, err in errors.items():
+        for lr in LRS:
+            for n in sizes:
+                for s in SEEDS:
+                    e = err + NOISE[s] * (1 + 0.1 * (arm == "b")) + (0 if np.isclose(lr, best_lr) else 0.05) \
+                        + (0.02 if n == sizes[0] and len(sizes) > 1 else 0)
+                    rows.append({"status": "FINISHED", "diverged": False, "task": "t", "arm": arm,
+                                 "variant": arm, "task.n_train": n, "seed": s, "train.lr": lr,
+                                 "trial_id": f"{arm}-{lr}-{n}-{s}", "val/best_error": e,
+                                 "val/best_loss": e, "test/rel_mse": e, "test/uniform_rel_mse": reference,
+                                 "val/best_error_at_80": e, "val/best_error_at_90": e,
+                                 "val/evals_last_20": 6.0, **extra})
+    return stats.add_error(pd.DataFrame(rows))
+
+
+def _part(**kw) -> dict:
+    return {"claim": "C0", "name": "p", "task": "t", "a": "a", "b": "b", "test": "difference",
+            "delta": 0.02, **kw}
+
+
+def test_t_interval_and_tost_against_known_values():
+    mean, lo, hi = stats.t_interval([1, 2, 3, 4, 5])
+    # mean 3, sd = sqrt(2.5), t(0.975, 4) = 2.776445
+    assert (mean, lo, hi) == pytest.approx((3.0, 3 - 2.776445 * np.sqrt(2.5 / 5), 3 + 2.776445 * np.sqrt(2.5 / 5)),
+                                           abs=1e-5)
+    assert np.isnan(stats.t_interval([2.0])[1:]).all()  # no interval from one seed
+    d = [0.01, -0.02, 0.0, 0.015, -0.005]
+    res = stats.tost(d, 0.05)  # 90% interval: mean 0 ± t(0.95, 4) · sd/√5
+    half = 2.131847 * np.std(d, ddof=1) / np.sqrt(5)
+    assert (res["lo"], res["hi"]) == pytest.approx((0.0 - half, 0.0 + half), abs=1e-7)
+    assert res["equivalent"] and res["p"] < 0.05
+    assert not stats.tost(d, 0.01)["equivalent"]  # the 90% interval crosses ±0.01
+    with pytest.raises(ValueError, match="margin"):
+        stats.tost(d, 0.0)
+
+
+def test_difference_and_equivalence_verdicts():
+    df = _runs({"a": 0.10, "b": 0.30})
+    assert protocol.decide_part(df, _part()).verdict == SUPPORTED
+    assert protocol.decide_part(df, _part(a="b", b="a")).verdict == CONTRADICTED
+    two = protocol.decide_part(df, _part(test="equivalence", sides=2))
+    assert two.verdict == CONTRADICTED and two.method.startswith("TOST")
+    close = _runs({"a": 0.100, "b": 0.101})
+    assert protocol.decide_part(close, _part(test="equivalence", sides=2)).verdict == SUPPORTED
+    # one-sided: a does not beat b by δ or more: true when a is worse, false when far better
+    assert protocol.decide_part(_runs({"a": 0.3, "b": 0.1}), _part(test="equivalence", sides=1, delta=0.02,
+                                reference=0.9)).verdict in (SUPPORTED, INCONCLUSIVE)
+    assert protocol.decide_part(df, _part(test="equivalence", sides=1)).verdict == CONTRADICTED
+    result = protocol.decide_part(df, _part())
+    assert result.n_train == "256" and result.seeds == "0–4 (5 of 5)"
+    assert result.effect == pytest.approx(0.2, abs=0.01)
+    assert set(result.preconditions.values()) == {"ok"}
+
+
+def test_not_learned_makes_a_part_inconclusive():
+    at_chance = _runs({"a": 0.59, "b": 0.80})  # the better arm is within δ of uniform mixing (0.6)
+    result = protocol.decide_part(at_chance, _part())
+    assert result.verdict == INCONCLUSIVE
+    assert result.preconditions["not learned"].startswith("fails")
+    assert any(r.startswith("not learned") for r in result.reasons)
+    # rel MSE above 1 everywhere: the zero predictor (1.0) is the best reference
+    worse_than_zero = _runs({"a": 1.5, "b": 2.5}, reference=4.0)
+    assert "zero predictor" in protocol.decide_part(worse_than_zero, _part()).preconditions["not learned"]
+
+
+def test_budget_limited_makes_a_part_inconclusive():
+    df = _runs({"a": 0.10, "b": 0.30})
+    df.loc[df["arm"] == "a", "val/best_error_at_80"] += 0.05  # still falling by > δ/2 …
+    df.loc[df["arm"] == "a", "val/best_error_at_90"] += 0.02  # … within the last 10%
+    result = protocol.decide_part(df, _part())
+    assert result.verdict == INCONCLUSIVE and "still falling" in result.preconditions["budget-limited"]
+    few = _runs({"a": 0.10, "b": 0.30}, **{"val/evals_last_20": 2.0})
+    assert "cannot judge" in protocol.decide_part(few, _part()).preconditions["budget-limited"]
+
+
+def test_lr_at_grid_edge_makes_a_part_inconclusive_and_names_the_extension():
+    df = _runs({"a": 0.10, "b": 0.30}, best_lr=0.01)  # the largest lr of the grid
+    result = protocol.decide_part(df, _part())
+    assert result.verdict == INCONCLUSIVE and "largest" in result.preconditions["lr at grid edge"]
+    assert {(e["arm"], e["side"], e["lr"]) for e in result.edges} == {("a", "high", 0.01), ("b", "high", 0.01)}
+    assert all(len(e["trial_ids"]) == 5 for e in result.edges)
+    # a stated bound is accepted
+    assert protocol.decide_part(df, _part(lr_bound=0.01)).preconditions["lr at grid edge"] == "ok"
+    # the next value past the edge diverged on a seed: the edge is accepted
+    beyond = df[df["train.lr"] == 0.01].assign(**{"train.lr": 0.0316, "diverged": False})
+    beyond.loc[beyond["seed"] == 0, "diverged"] = True
+    extended = pd.concat([df, beyond], ignore_index=True)
+    assert protocol.decide_part(extended, _part()).preconditions["lr at grid edge"] == "ok"
+
+
+def test_selection_uses_validation_error_and_skips_diverged_lrs():
+    df = _runs({"a": 0.10, "b": 0.30})
+    # at lr 0.01 arm a looks best on test but worse on validation: validation decides
+    df.loc[(df["arm"] == "a") & (df["train.lr"] == 0.01), "test/rel_mse"] = 0.0
+    chosen = stats.select_lr(df, group=("task", "arm", "task.n_train"))
+    assert set(chosen[chosen["arm"] == "a"]["lr_chosen"]) == {0.003}
+    df.loc[(df["arm"] == "a") & (df["seed"] == 1), "diverged"] = True  # every lr of a has a diverged seed
+    result = protocol.decide_part(df, _part())
+    assert result.verdict == INCONCLUSIVE and "diverged" in " ".join(result.reasons)
+
+
+def test_missing_pairs_are_counted_not_dropped_silently():
+    df = _runs({"a": 0.10, "b": 0.30})
+    df.loc[(df["arm"] == "b") & (df["seed"] == 4), "status"] = "FAILED"
+    result = protocol.decide_part(df, _part())
+    assert result.seeds == "0–3 (4 of 5)"
+
+
+def test_pooled_axes_are_refused():
+    df = _runs({"a": 0.10, "b": 0.30})
+    pooled = pd.concat([df, df.assign(trial_id=df["trial_id"] + "-sgd")], ignore_index=True)
+    result = protocol.decide_part(pooled, _part())
+    assert result.verdict == INCONCLUSIVE and "pooled" in result.reasons[0]
+
+
+def test_auc_part_pairs_seeds_across_sizes():
+    df = _runs({"a": 0.10, "b": 0.30}, sizes=(64, 256, 1024))
+    result = protocol.decide_part(df, _part(value="auc", delta=0.1))
+    assert result.verdict == SUPPORTED and result.n_train == "64, 256, 1024"
+    assert result.effect == pytest.approx(np.log(0.3) - np.log(0.1), abs=0.05)
+    one = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}, sizes=(256,)), _part(value="auc", delta=0.1))
+    assert one.verdict == INCONCLUSIVE and "≥ 2 sizes" in one.reasons[0]
+
+
+def test_claim_verdict_from_deciding_parts_only():
+    def r(verdict, role="deciding"):
+        return protocol.PartResult({"role": role}, verdict)
+    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED, "sanity")])[0] == SUPPORTED
+    assert protocol.combine([r(SUPPORTED), r(INCONCLUSIVE)])[0] == INCONCLUSIVE
+    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED)])[0] == CONTRADICTED
+    assert protocol.combine([r(SUPPORTED, "sanity")])[0] == INCONCLUSIVE
+
+
+def _trial(tid: str, variant: str, *overrides: str, extends: str = "") -> Trial:
+    return Trial(tid, variant, tuple(overrides), None, "t", extends)
+
+
+def test_runs_are_restricted_to_the_ablations_trials_and_labelled_by_arm():
+    trials = [_trial(f"{m}{r}{o}{s}", m, f"model={m}", f"task.rotation={r}", f"train.optimizer={o}",
+                     f"seed={s}", "train.lr=0.05")
+              for m in ("softmax", "mlp") for r in ("eval", "none") for o in ("sgd", "adam") for s in (0,)]
+    assert swept_axes(trials) == ["task.rotation", "train.optimizer"]
+    assert arm_label(trials[0], swept_axes(trials)) == "softmax · rotation=eval · optimizer=sgd"
+    runs = pd.DataFrame({"trial_id": [t.trial_id for t in trials] + ["other", "ext"],
+                         "extends": [""] * len(trials) + ["", trials[0].trial_id],
+                         "status": "FINISHED"})
+    out = restrict(runs, trials, "rotation")
+    assert "other" not in set(out["trial_id"])  # a run made with other overrides is never mixed in
+    assert len(out) == len(trials) + 1
+    assert out.set_index("trial_id").loc["ext", "arm"] == "softmax · rotation=eval · optimizer=sgd"
+    assert out["arm"].nunique() == 8  # one arm per mode × optimiser × model: nothing pooled
