@@ -67,6 +67,7 @@ class PartResult:
     preconditions: dict[str, str] = field(default_factory=dict)  # name → "ok" or the failure
     lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
+    test_alone: str = ""  # what the interval alone would say, where a precondition failed
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -278,7 +279,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) 
     if spec["role"] == "observation":
         result.verdict, result.reasons = OBSERVED, failed
     elif failed:
-        result.verdict, result.reasons = INCONCLUSIVE, failed + ([f"(the test alone: {verdict})"])
+        result.verdict, result.reasons, result.test_alone = INCONCLUSIVE, failed, verdict
     else:
         result.verdict, result.reasons = verdict, [why] if why else []
     return result
