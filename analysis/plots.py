@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from analysis import curves, lengths, stats  # noqa: E402
 from analysis.curves import BAND, SIZE  # noqa: E402
@@ -58,6 +59,7 @@ def _frame(df: pd.DataFrame, axes: Sequence[str] | None, x: str = SIZE) -> tuple
     data = curves.prepare(df, x)
     faxes = curves.facet_axes(data, axes)
     data["label"] = _labels(data, faxes)
+    data["short"] = data["arm"].map(lambda a: curves.strip_arm(a, faxes))
     data["facet"] = data.apply(lambda r: curves.facet_label(r, faxes), axis=1) if len(data) else []
     return data, faxes
 
@@ -67,12 +69,12 @@ def _palette(labels: Sequence[str]) -> dict[str, tuple]:
     return dict(zip(labels, sns.color_palette(name, len(labels))))
 
 
-def _grid(data: pd.DataFrame, faxes: Sequence[str]) -> sns.FacetGrid:
+def _grid(data: pd.DataFrame, faxes: Sequence[str], sharey: bool = False) -> sns.FacetGrid:
     """A panel per ``facet`` in natural order; rows follow the last faceted axis."""
     facets = curves.ordered(data["facet"])
     wrap = data[faxes[-1]].nunique() if faxes else min(4, len(facets))
     return sns.FacetGrid(data, col="facet", col_order=facets, col_wrap=max(1, min(wrap, len(facets))),
-                         sharex=False, sharey=False, height=3.3, aspect=1.3, despine=False)
+                         sharex=False, sharey=sharey, height=3.3, aspect=1.3, despine=False)
 
 
 def _yscale(ax: plt.Axes, values: pd.Series) -> None:
@@ -81,6 +83,10 @@ def _yscale(ax: plt.Axes, values: pd.Series) -> None:
     v = v[np.isfinite(v)]
     if len(v) and (v > 0).all():
         ax.set_yscale("log")
+        if v.max() / v.min() < 30:  # under ~1.5 decades: plain numbers on major and minor ticks
+            plain = FuncFormatter(lambda y, _: f"{y:.3g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
     elif len(v):
         positive = v[v > 0]
         ax.set_yscale("symlog", linthresh=float(positive.min()) if len(positive) else 1e-3)
@@ -113,15 +119,19 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
 
 def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out: Path,
             ablation: str | None, scale: str | None, legend: Mapping[str, Line2D] | None,
-            value: str = "error", legend_title: str = "arm") -> list[Path]:
-    """Panel titles with run counts, the figure legend, title, caption; saves PNG and PDF."""
+            value: str = "error", legend_title: str = "arm", labels: tuple[str, str] = ("", "")) -> list[Path]:
+    """Axis labels (outer panels), panel titles with run counts, the figure legend, title and
+    caption; saves PNG and PDF."""
+    g.set_axis_labels(*labels)
+    g.figure.subplots_adjust(hspace=0.45, wspace=0.25)
     for facet, ax in g.axes_dict.items():
         ax.set_title(f"{facet}\n{curves.describe_excluded(data[data['facet'] == facet], value)}",
                      fontsize=8)
     if legend:
         g.add_legend(legend_data=dict(legend), title=legend_title, label_order=list(legend))
     where = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None) if p)
-    g.figure.suptitle(f"{where}: {title}" if where else title, y=1.02, fontsize=11)
+    g.figure.suptitle(f"{where}: {title}" if where else title, fontsize=11,
+                      y=1 + 0.55 / g.figure.get_figheight(), va="bottom")
     width = max(60, int(g.figure.get_figwidth() * 14))
     g.figure.text(0.01, -0.01, textwrap.fill(caption, width), va="top", ha="left", fontsize=7)
     out = Path(out)
@@ -137,10 +147,11 @@ def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D
     return {lab: Line2D([], [], color=c, marker=marker, lw=1.5) for lab, c in palette.items()}
 
 
-def _draw(data: pd.DataFrame, faxes: Sequence[str], panel: Callable, **kw) -> tuple[sns.FacetGrid, dict]:
+def _draw(data: pd.DataFrame, faxes: Sequence[str], panel: Callable, sharey: bool = False,
+          **kw) -> tuple[sns.FacetGrid, dict]:
     palette = _palette(curves.ordered(data["label"]))
     with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
-        g = _grid(data, faxes)
+        g = _grid(data, faxes, sharey)
         g.map_dataframe(panel, palette=palette, **kw)
     return g, palette
 
@@ -191,13 +202,14 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
             _hline(ax, 1.0, "zero predictor (rel. MSE = 1)", ":", "black")
             refs.append(pd.Series([1.0]))
         _yscale(ax, pd.concat(refs))
-        ax.set(xlabel=f"{x} (training examples)", ylabel=here["error_name"].iloc[0])
-    caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation; "
-               f"bands and bars: {BAND}. Dashed: the task's trivial reference predictor; dotted: "
-               "the zero predictor (relative MSE 1). Panel titles count the runs used and those "
-               "left out (failed, killed, diverged).")
+    names = curves.ordered(data["error_name"])
+    zero = "; dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
+    caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
+               f"(several training-set sizes: a line; one: points); bands and bars: {BAND}. Dashed: "
+               f"the task's trivial reference predictor{zero}. Panel titles count the runs used "
+               "and those left out (failed, killed, diverged).")
     return _finish(g, data, "test error against training-set size", caption, out, ablation, scale,
-                   _legend(palette))
+                   _legend(palette), labels=(f"{x} (training examples)", " or ".join(names)))
 
 
 def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = None,
@@ -241,21 +253,20 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
         _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, "error"], ref]))
-        ax.set(xlabel="test sequence length n", ylabel="test error (rel. MSE or 1 − acc)")
     caption = (f"Mean test error over seeds per arm against the test sequence length; bands: {BAND}. "
                "Dotted vertical lines: training lengths; dashed gray: the trivial reference predictor. "
                + (f"x at the top: length not supported ({'; '.join(refused)})." if refused else ""))
-    return _finish(g, data, "length generalisation", caption, out,
-                   ablation, scale, _legend(palette))
+    return _finish(g, data, "length generalisation", caption, out, ablation, scale,
+                   _legend(palette), labels=("test sequence length n", "test error (rel. MSE or 1 − acc)"))
 
 
 def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hue: str = "label",
                  **_) -> None:
     """Seeds as dots and the seed mean with 95% bootstrap bars, one column per label."""
     ax = plt.gca()
-    order = curves.ordered(data["label"])
+    order = curves.ordered(data["short"])
     hues = [h for h in palette if h in set(data[hue])]
-    kw = dict(data=data, x="label", y=y, order=order, hue=hue, hue_order=hues, palette=palette,
+    kw = dict(data=data, x="short", y=y, order=order, hue=hue, hue_order=hues, palette=palette,
               ax=ax, legend=False)
     dodge = 0.4 if hue != "label" else False
     sns.stripplot(alpha=0.45, size=4, jitter=0.12, dodge=bool(dodge), **kw)
@@ -292,13 +303,13 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
     for facet, ax in g.axes_dict.items():
         _hline(ax, tol, f"exact within {dtype} tolerance ({tol:g})")
         _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, value], pd.Series([tol])]))
-        ax.set_ylabel("permutation error ‖f(XP) − f(X)P‖ / ‖f(X)‖")
     sizes = ", ".join(_fmt(v) for v in curves.ordered(data[SIZE])) if SIZE in data else "all"
     caption = (f"Each trained model's relative permutation-equivariance error (dots: seeds; diamonds: "
                f"seed mean with {BAND}) at n_train = {sizes}. Dashed: the exact-identity tolerance "
                f"of {dtype} (paper.md §13). Below it the model is permutation equivariant.")
     return _finish(g, data, "permutation error of the trained models", caption, out, ablation, scale,
-                   _legend(palette, "D"), value=value)
+                   _legend(palette, "D"), value=value,
+                   labels=("", "permutation error ‖f(XP) − f(X)P‖ / ‖f(X)‖"))
 
 
 ROTATED = "knowledge rotated: f(QX; QZ)"
@@ -326,25 +337,29 @@ def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
         gaps[FIXED] = (data["test/rotated_fixed/loss"] - data["test/loss"]).abs() / base
     long = pd.concat([data.assign(gap=v, knowledge=k) for k, v in gaps.items()], ignore_index=True)
     measured = data.loc[data["test/rotated/loss"].notna(), "facet"].unique()
+    mode = "task.rotation"
+    others = curves.ordered(set(data[mode]) - set(data.loc[data["test/rotated/loss"].notna(), mode])) \
+        if mode in data else []
     long = long[long["facet"].isin(measured)]
     ok = curves.usable(long, "gap")
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has finite test/rotated/loss and test/loss")
     colours = dict(zip(gaps, sns.color_palette("colorblind", 4)[2:]))
     g, _ = _draw(ok, faxes, lambda data, palette, **kw: _categorical(data, palette=colours, **kw),
-                 y="gap", hue="knowledge")
+                 y="gap", hue="knowledge", sharey=True)
     tol, dtype = _tolerance(data)
     for facet, ax in g.axes_dict.items():
         _hline(ax, tol, f"{dtype} tolerance ({tol:g})")
-        _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, "gap"], pd.Series([tol])]))
-        ax.set_ylabel("relative transfer gap |L(QE) − L(E)| / L(E)")
+        _yscale(ax, pd.concat([ok["gap"], pd.Series([tol])]))
     caption = ("Trained on the embedding E, evaluated on QE. Per arm, the relative gap between the "
                "test loss on QE and on E: with every knowledge tensor rotated (QZ) it must vanish for "
                "the equivariant-with-knowledge forms (C5); without rotating it they lose. Dots: seeds; "
-               f"diamonds: seed mean with {BAND}. Dashed: the exact-identity tolerance (paper.md §13).")
+               f"diamonds: seed mean with {BAND}. Dashed: the exact-identity tolerance (paper.md §13)."
+               + (f" Modes without a transfer measurement (not drawn): {', '.join(map(str, others))}."
+                  if others else ""))
     return _finish(g, data[data["facet"].isin(measured)], "rotation transfer gap", caption, out,
                    ablation, scale, _legend(colours, "D"), value="test/rotated/loss",
-                   legend_title="knowledge on QE")
+                   legend_title="knowledge on QE", labels=("", "relative transfer gap |L(QE) − L(E)| / L(E)"))
 
 
 ABSENT = {"test/acc_answer_in_input": "answer in the input",
@@ -373,15 +388,16 @@ def absent_answers(df: pd.DataFrame, out: Path, ablation: str | None = None,
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has a finite test/acc_not_answer_in_input")
     g, palette = _draw(ok, faxes, _curve, x=SIZE, y="acc")
-    for ax in g.axes_dict.values():
+    for facet, ax in g.axes_dict.items():
         ax.set_ylim(-0.03, 1.03)
-        _hline(ax, 0.0, "0 (exact for tied-readout Xg1 forms)", ":", "black")
-        ax.set(xlabel=f"{SIZE} (training examples)", ylabel="test accuracy (strict argmax)")
+        if facet.endswith(ABSENT["test/acc_not_answer_in_input"]):
+            _hline(ax, 0.0, "0: exact for tied-readout Xg1 forms", ":", "black")
     caption = (f"Mean test accuracy over seeds per arm, split by whether the answer token occurs in "
                f"the input; bands and bars: {BAND}. Xg1-only forms with a tied readout must score "
                "exactly 0 on absent answers (paper.md §12 T1).")
     return _finish(g, long, "accuracy on answers absent from the input", caption, out, ablation,
-                   scale, _legend(palette), value="acc")
+                   scale, _legend(palette), value="acc",
+                   labels=(f"{SIZE} (training examples)", "test accuracy (strict argmax)"))
 
 
 def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
