@@ -83,7 +83,7 @@ def _yscale(ax: plt.Axes, values: pd.Series) -> None:
     v = v[np.isfinite(v)]
     if len(v) and (v > 0).all():
         ax.set_yscale("log")
-        if v.max() / v.min() < 30:  # under ~1.5 decades: plain numbers on major and minor ticks
+        if v.max() / v.min() < 10:  # within a decade: plain numbers on major and minor ticks
             plain = FuncFormatter(lambda y, _: f"{y:.3g}")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(plain)
@@ -131,7 +131,7 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
         g.add_legend(legend_data=dict(legend), title=legend_title, label_order=list(legend))
     where = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None) if p)
     g.figure.suptitle(f"{where}: {title}" if where else title, fontsize=11,
-                      y=1 + 0.55 / g.figure.get_figheight(), va="bottom")
+                      y=1 + 0.3 / g.figure.get_figheight(), va="bottom")
     width = max(60, int(g.figure.get_figwidth() * 14))
     g.figure.text(0.01, -0.01, textwrap.fill(caption, width), va="top", ha="left", fontsize=7)
     out = Path(out)

@@ -26,7 +26,8 @@ SAMPLE_EFFICIENCY_CAPTION = (
     "n_train range (the mean log error over the range; errors floored at 1e-6; lower is better); "
     "`slope`: per seed, the OLS slope of log(error) on log(n_train). [lo, hi] is a "
     f"{curves.T_INTERVAL} interval, except `n_to_target_boot`: the smallest n_train at which the "
-    "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached), with a 95% "
+    "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached; the smallest n_train = "
+    "already reached there, an upper bound), with a 95% "
     "percentile bootstrap interval over seeds. Only FINISHED, non-diverged runs are used (`used`); "
     "the others are counted. \"n=1, no interval\": a single run.")
 
