@@ -6,13 +6,14 @@ for every extra test length, and the logged ``task.*`` params that name the trai
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 
-def per_length(df: pd.DataFrame, trained: Mapping[str, list[int]] | None = None) -> pd.DataFrame:
+def per_length(df: pd.DataFrame, trained: Mapping[str, list[int]] | None = None,
+               keep: Sequence[str] = ()) -> pd.DataFrame:
     """Tidy per-length test errors from the ``test/n_<n>/<metric>`` columns (paper.md §12 T5).
 
     One row per run and test length: ``run_id``, ``task``, ``variant``, ``seed``, ``status``,
@@ -21,11 +22,12 @@ def per_length(df: pd.DataFrame, trained: Mapping[str, list[int]] | None = None)
     length: ``test/n_<n>/supported = 0``; its error is NaN). Empty if no run has such columns.
     With ``trained`` (``{task: training lengths}``, :func:`training_lengths`) and a table from
     :func:`add_error`, a task with a single training length ``L`` also gets, for each run with
-    no ``test/n_L`` metrics, its in-distribution ``error`` at ``n = L``.
+    no ``test/n_L`` metrics, its in-distribution ``error`` at ``n = L``. The columns named in
+    ``keep`` (e.g. ``arm``, ``diverged``) are carried along where present.
     """
     pattern = r"^test/n_(\d+)/(rel_mse|acc|supported|uniform_rel_mse|majority_acc)$"
     cols = df.columns[df.columns.str.match(pattern)]
-    ids = [c for c in ("run_id", "task", "variant", "seed", "status") if c in df]
+    ids = list(dict.fromkeys(c for c in ("run_id", "task", "variant", "seed", "status", *keep) if c in df))
     if not len(cols):
         return pd.DataFrame(columns=[*ids, "n", "error", "reference_error", "supported"])
     long = df[ids + list(cols)].melt(id_vars=ids, var_name="key", value_name="v").dropna(subset=["v"])

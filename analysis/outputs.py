@@ -5,46 +5,75 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable, Sequence
 
 import pandas as pd
 
-from analysis import lengths, plots, stats, tables
+from analysis import curves, lengths, plots, stats, tables
 
 MAX_CURVES = 8
+CURVES_PICK = "per task × arm, the FINISHED run with the largest n_train, then the smallest seed"
+# figure name → (the column that must exist, the figure function)
+SPECIAL: dict[str, tuple[str, Callable[..., list[Path]]]] = {
+    "permutation_error": ("symmetry/permutation_err", plots.permutation_error),
+    "rotation_transfer": ("test/rotated/loss", plots.rotation_transfer),
+    "absent_answers": ("test/acc_not_answer_in_input", plots.absent_answers),
+}
 
 
 def curve_runs(df: pd.DataFrame, limit: int = MAX_CURVES) -> list[str]:
-    """Run ids for the learning-curve figure: per task × variant, the FINISHED run with the
-    largest ``task.n_train`` and then the smallest ``seed``; at most ``limit``."""
-    ok = stats.finished(stats.add_error(df))
+    """Run ids for the learning-curve figure (:data:`CURVES_PICK`); at most ``limit``."""
+    ok = stats.finished(curves.prepare(df))
     order = [c for c in ("task.n_train", "seed") if c in ok]
     ok = ok.sort_values(order, ascending=[False, True][:len(order)]) if order else ok
-    return list(ok.drop_duplicates(["task", "variant"])["run_id"].head(limit))
+    return list(curves.sort_rows(ok.drop_duplicates(["task", "arm"]), ["task", "arm"])["run_id"].head(limit))
+
+
+def _counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Every trial (all learning rates) by outcome per task × arm, in natural order."""
+    arm = df["arm"] if "arm" in df else df["variant"]
+    return curves.sort_rows(stats.counts(stats.add_error(df).assign(arm=arm.astype(str)),
+                                         by=("task", "arm")), ["task", "arm"])
 
 
 def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
-              runs_csv: bool = False) -> list[Path]:
+              runs_csv: bool = False, *, ablation: str | None = None, scale: str | None = None,
+              axes: Sequence[str] | None = None) -> list[Path]:
     """An ablation's figures (PNG, PDF) and tables (CSV, Markdown) from its runs ``df`` into
     ``out``: counts; sample-efficiency figure and table; length-generalisation figure (when runs
-    have per-length metrics); symmetry table; with ``tracking_uri``, learning curves of
-    :func:`curve_runs`; with ``runs_csv``, the runs table itself. Returns the paths."""
+    have per-length metrics); symmetry table; the figures of :data:`SPECIAL` whose column
+    exists (permutation error, rotation transfer gap, absent-answer accuracy); with
+    ``tracking_uri``, learning curves of :func:`curve_runs`; with ``runs_csv``, the runs table
+    itself. ``ablation`` and ``scale`` go into the figure titles; ``axes`` (the swept columns
+    other than task, n_train, seed and lr) choose the panels (:func:`analysis.curves.facet_axes`).
+    ``df`` follows :func:`analysis.curves.prepare` (raw runs are prepared here). Returns the paths.
+    """
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = tables.write_table(stats.counts(df), out / "counts")
+    paths = tables.write_table(_counts(df), out / "counts")
     if runs_csv:
         df.to_csv(out / "runs.csv", index=False)
         paths.insert(0, out / "runs.csv")
-    if stats.finished(stats.add_error(df), "error").empty:
-        print("no finished trial with test/rel_mse or test/acc: no figures", file=sys.stderr)
+    data = curves.prepare(df)
+    if curves.usable(data).empty:
+        print("no usable trial with test/rel_mse or test/acc: no figures", file=sys.stderr)
         return paths
-    paths += plots.sample_efficiency(df, out / "sample_efficiency")
-    paths += tables.write_table(tables.sample_efficiency_table(df), out / "sample_efficiency_table")
-    if not lengths.per_length(stats.finished(df)).empty:
-        paths += plots.length_generalisation(df, out / "length_generalisation")
-    if any(c.startswith("symmetry/") for c in df.columns):
-        paths += tables.write_table(tables.symmetry_table(df), out / "symmetry")
+    look = dict(ablation=ablation, scale=scale, axes=axes)
+    paths += plots.sample_efficiency(data, out / "sample_efficiency", **look)
+    paths += tables.write_table(tables.sample_efficiency_table(data), out / "sample_efficiency_table",
+                                caption=tables.SAMPLE_EFFICIENCY_CAPTION)
+    if not lengths.per_length(stats.finished(data)).empty:
+        paths += plots.length_generalisation(data, out / "length_generalisation", **look)
+    if any(c.startswith("symmetry/") for c in data.columns):
+        paths += tables.write_table(tables.symmetry_table(data, by=("task", "arm")), out / "symmetry")
+    for name, (column, figure) in SPECIAL.items():
+        if column in data:
+            try:
+                paths += figure(data, out / name, **look)
+            except ValueError as err:  # the column exists but no usable run has it
+                print(f"{name}: {err}", file=sys.stderr)
     runs = curve_runs(df) if tracking_uri else []
     if runs:
-        paths += plots.learning_curves(tracking_uri, runs, out / "learning_curves")
+        title = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None, CURVES_PICK) if p)
+        paths += plots.learning_curves(tracking_uri, runs, out / "learning_curves", title=title)
     return paths
-
-

@@ -1,13 +1,22 @@
-"""Figures drawn from a runs DataFrame (:func:`analysis.load.load_runs`), paper.md §13.
+"""Figures of an ablation from its runs table (paper.md §12–§13), drawn with seaborn ``FacetGrid``.
 
-Every figure is written as ``<out>.png`` and ``<out>.pdf``; each function returns those paths.
-Bands are 95% percentile-bootstrap intervals of the mean over seeds (:func:`analysis.stats.mean_ci`).
+One look for every figure: a panel per task (and per rotation mode × optimiser where those are
+swept, :data:`analysis.curves.FACET_AXES`); one colour per arm, the same in every panel, in
+natural order (``k=2 < k=4 < k=16``) in one figure legend; markers at the seed mean, joined by a
+line only where there is more than one x (a single x is drawn as points with error bars on a
+categorical axis); bands and bars are a 95% percentile bootstrap of the mean over seeds, for
+the plot only (tables carry Student-t intervals, paper.md §13); reference lines gray and
+labelled; x ticks at the values used; the title names the ablation and scale; each panel says
+how many runs it uses and which it leaves out (failed, killed, diverged); a caption under the
+figure says what is drawn. Every figure is written as ``<out>.png`` and ``<out>.pdf``; each
+function returns those paths.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -16,119 +25,200 @@ import matplotlib.pyplot as plt  # noqa: E402
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis import lengths, stats  # noqa: E402
+from analysis import curves, lengths, stats  # noqa: E402
+from analysis.curves import BAND, SIZE  # noqa: E402
 from analysis.stats import add_error as with_error  # noqa: E402,F401  (older name, kept importable)
 
-PANEL = (5.2, 4.2)
+N_BOOT = 2000
+TOLERANCE = {"float64": 1e-10, "float32": 1e-5}  # exact-identity tolerances, paper.md §13 (E rows)
 
 
-def _save(fig: plt.Figure, out: Path) -> list[Path]:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+# ---------------------------------------------------------------- shared drawing ----------------
+
+def _fmt(v: float) -> str:
+    return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
 
 
-def _panels(n: int, cols: int = 4) -> tuple[plt.Figure, list[plt.Axes]]:
-    cols = min(n, cols)
-    rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(PANEL[0] * cols, PANEL[1] * rows), squeeze=False)
-    flat = list(axes.ravel())
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat[:n]
+def _labels(df: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
+    """Per row, the arm's legend label: the arm without its faceted parts, with its median
+    parameter count (``"softmax (1,234 params)"``)."""
+    short = df["arm"].map(lambda a: curves.strip_arm(a, axes))
+    if "n_params" not in df:
+        return short
+    n = df.groupby(short)["n_params"].median()
+    return short.map(lambda s: f"{s} ({n[s]:,.0f} params)" if np.isfinite(n.get(s, np.nan)) else s)
 
 
-def _band(ax: plt.Axes, x: pd.Series, curve: pd.DataFrame, label: str) -> plt.Line2D:
-    """Mean line with markers, the interval as a band and as error bars (visible at one point)."""
-    line, = ax.plot(x, curve["mean"], "o-", ms=4, label=label)
-    ax.fill_between(x, curve["lo"], curve["hi"], color=line.get_color(), alpha=0.2)
-    ax.errorbar(x, curve["mean"], yerr=[curve["mean"] - curve["lo"], curve["hi"] - curve["mean"]],
-                fmt="none", ecolor=line.get_color(), capsize=3, lw=1)
-    return line
+def _frame(df: pd.DataFrame, axes: Sequence[str] | None, x: str = SIZE) -> tuple[pd.DataFrame, list[str]]:
+    """Prepared runs (:func:`analysis.curves.prepare`) with ``label`` (legend) and ``facet``
+    (panel) columns, and the faceted axes."""
+    data = curves.prepare(df, x)
+    faxes = curves.facet_axes(data, axes)
+    data["label"] = _labels(data, faxes)
+    data["short"] = data["arm"].map(lambda a: curves.strip_arm(a, faxes))
+    data["facet"] = data.apply(lambda r: curves.facet_label(r, faxes), axis=1) if len(data) else []
+    return data, faxes
+
+
+def _palette(labels: Sequence[str]) -> dict[str, tuple]:
+    name = "colorblind" if len(labels) <= 10 else "husl"
+    return dict(zip(labels, sns.color_palette(name, len(labels))))
+
+
+def _grid(data: pd.DataFrame, faxes: Sequence[str], sharey: bool = False) -> sns.FacetGrid:
+    """A panel per ``facet`` in natural order; rows follow the last faceted axis."""
+    facets = curves.ordered(data["facet"])
+    wrap = data[faxes[-1]].nunique() if faxes else min(4, len(facets))
+    return sns.FacetGrid(data, col="facet", col_order=facets, col_wrap=max(1, min(wrap, len(facets))),
+                         sharex=False, sharey=sharey, height=3.3, aspect=1.3, despine=False)
 
 
 def _yscale(ax: plt.Axes, values: pd.Series) -> None:
     """Log scale when every value is positive, else symlog (errors of exactly 0 stay visible)."""
-    v = values[np.isfinite(values)]
+    v = pd.to_numeric(pd.Series(values), errors="coerce")
+    v = v[np.isfinite(v)]
     if len(v) and (v > 0).all():
         ax.set_yscale("log")
+        if v.max() / v.min() < 10:  # within a decade: plain numbers on major and minor ticks
+            plain = FuncFormatter(lambda y, _: f"{y:.3g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
     elif len(v):
         positive = v[v > 0]
         ax.set_yscale("symlog", linthresh=float(positive.min()) if len(positive) else 1e-3)
 
 
-def _labels(df: pd.DataFrame) -> dict[str, str]:
-    """``variant → "variant (N params)"`` (median parameter count over the task's runs)."""
-    if "n_params" not in df:
-        return {}
-    n = df.groupby("variant")["n_params"].median()
-    return {v: f"{v} ({p:,.0f} params)" for v, p in n.items() if np.isfinite(p)}
+def _hline(ax: plt.Axes, y: float, text: str, style: str = "--", color: str = "0.45") -> None:
+    """A labelled horizontal reference line."""
+    ax.axhline(y, ls=style, color=color, lw=1.2, zorder=1)
+    ax.text(0.02, y, f" {text}", transform=ax.get_yaxis_transform(), va="bottom", ha="left",
+            fontsize=7, color=color)
 
 
-def _title(task: str, here: pd.DataFrame) -> str:
-    c = stats.counts(here, by=()).iloc[0] if len(here) else None
-    if c is None:
-        return task
-    return (f"{task}: {c['finished']} finished, {c['failed']} failed, {c['killed']} killed, "
-            f"{c['diverged']} diverged")
+def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], **_) -> None:
+    """Seed means of ``y`` per label against ``x``: a line with a bootstrap band over several
+    x values (log x, ticks at the values used), points with bootstrap bars at a single x."""
+    ax, labels = plt.gca(), [lab for lab in palette if lab in set(data["label"])]
+    values = sorted(data[x].unique())
+    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=("ci", 95),
+                  n_boot=N_BOOT, seed=0, ax=ax, legend=False)
+    if len(values) == 1:
+        sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y, dodge=0.45,
+                      linestyle="none", marker="o", capsize=0.08, err_kws={"linewidth": 1.2}, **common)
+        ax.set_xlim(-0.6, 0.6)
+    else:
+        sns.lineplot(data=data, x=x, y=y, marker="o", markersize=5, err_style="band", **common)
+        ax.set_xscale("log")
+        ax.set_xticks(values, [_fmt(v) for v in values])
+        ax.minorticks_off()
 
 
-def sample_efficiency(df: pd.DataFrame, out: Path, x: str = "task.n_train", seed: int = 0) -> list[Path]:
-    """Test error against training-set size, log–log, one panel per task (claim C9, paper.md §13).
+def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out: Path,
+            ablation: str | None, scale: str | None, legend: Mapping[str, Line2D] | None,
+            value: str = "error", legend_title: str = "arm", labels: tuple[str, str] = ("", "")) -> list[Path]:
+    """Axis labels (outer panels), panel titles with run counts, the figure legend, title and
+    caption; saves PNG and PDF."""
+    g.set_axis_labels(*labels)
+    g.figure.subplots_adjust(hspace=0.45, wspace=0.25)
+    for facet, ax in g.axes_dict.items():
+        ax.set_title(f"{facet}\n{curves.describe_excluded(data[data['facet'] == facet], value)}",
+                     fontsize=8)
+    if legend:
+        g.add_legend(legend_data=dict(legend), title=legend_title, label_order=list(legend))
+    where = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None) if p)
+    g.figure.suptitle(f"{where}: {title}" if where else title, fontsize=11,
+                      y=1 + 0.3 / g.figure.get_figheight(), va="bottom")
+    width = max(60, int(g.figure.get_figwidth() * 14))
+    g.figure.text(0.01, -0.01, textwrap.fill(caption, width), va="top", ha="left", fontsize=7)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    for path in paths:
+        g.figure.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(g.figure)
+    return paths
 
-    Per variant: the mean over seeds of the FINISHED runs at the learning rate chosen on
-    validation loss (:func:`analysis.stats.select_lr`; identity with a single lr), with a 95%
-    bootstrap band. The trivial reference predictor (uniform mixing for regression, majority
-    class for token tasks; :func:`analysis.stats.add_error`) is drawn dashed where logged.
-    Panel titles count finished, failed, killed and diverged trials (diverged runs stay in the
-    lines with their last finite metrics); legends give each variant's parameter count.
+
+def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D]:
+    return {lab: Line2D([], [], color=c, marker=marker, lw=1.5) for lab, c in palette.items()}
+
+
+def _draw(data: pd.DataFrame, faxes: Sequence[str], panel: Callable, sharey: bool = False,
+          **kw) -> tuple[sns.FacetGrid, dict]:
+    palette = _palette(curves.ordered(data["label"]))
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
+        g = _grid(data, faxes, sharey)
+        g.map_dataframe(panel, palette=palette, **kw)
+    return g, palette
+
+
+def _tolerance(df: pd.DataFrame) -> tuple[float, str]:
+    dtype = str(df["train.dtype"].dropna().iloc[0]) if "train.dtype" in df and df["train.dtype"].notna().any() \
+        else "float32"
+    return TOLERANCE.get(dtype, TOLERANCE["float32"]), dtype
+
+
+# ---------------------------------------------------------------- figures -----------------------
+
+def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str | None = None,
+                      scale: str | None = None, axes: Sequence[str] | None = None) -> list[Path]:
+    """Test error against training-set size, one panel per task (claims C9, C10, C12; paper.md
+    §12 T3 "plot that trivial predictor as a reference line", §13).
+
+    Per arm: the mean over seeds of the usable runs (:func:`analysis.curves.usable`) at the lr
+    chosen on validation, with a 95% percentile-bootstrap band (plot only); one training-set
+    size gives points with bars. Reference lines: the task's trivial predictor (uniform mixing
+    or majority class, mean ``reference_error``), and for relative-MSE tasks the zero predictor
+    at 1. Log x with ticks at the sizes used; log y (symlog where an error is 0).
 
     Args:
-        df: runs with ``status``, ``variant``, ``x``, ``seed`` and ``test/rel_mse`` or ``test/acc``.
+        df: runs (the input contract of :func:`analysis.curves.prepare`).
         out: output path without suffix.
+        axes: the ablation's swept columns; those in :data:`analysis.curves.FACET_AXES` become panels.
 
     Returns:
         ``[png, pdf]``.
 
     Raises:
-        ValueError: if no FINISHED run has an error metric.
+        ValueError: if no usable run has an error metric.
     """
-    data = with_error(df)
-    chosen = stats.select_lr(data, group=("task", "variant", x)) if "train.lr" in data else data
-    ok = stats.finished(chosen, "error")
+    data, faxes = _frame(df, axes, x)
+    ok = curves.usable(data)
     if ok.empty:
-        raise ValueError("no FINISHED run has test/rel_mse or test/acc; nothing to plot")
-    tasks = sorted(ok["task"].unique())
-    fig, axes = _panels(len(tasks))
-    for ax, task in zip(axes, tasks):
-        here = ok[ok["task"] == task]
-        labels = _labels(here)
-        for variant, curve in stats.mean_ci(here, by=("variant", x), seed=seed).groupby("variant"):
-            _band(ax, curve[x], curve, labels.get(variant, variant))
-        ref = here["reference_error"].dropna()  # one test set per task: constant in n_train
-        if not ref.empty:
-            ax.axhline(ref.mean(), ls="--", color="gray", label=here["reference_name"].iloc[0])
-        ax.set_xscale("log")
-        _yscale(ax, pd.concat([here["error"], ref]))
-        ax.set(xlabel=f"{x} (training examples)", ylabel=here["error_name"].iloc[0])
-        ax.set_title(_title(task, chosen[chosen["task"] == task]), fontsize=8)
-        ax.legend(fontsize=7)
-    fig.suptitle("mean and 95% bootstrap CI over seeds (lr chosen on validation loss)", fontsize=9)
-    return _save(fig, out)
+        raise ValueError("no FINISHED, non-diverged run has test/rel_mse or test/acc; nothing to plot")
+    g, palette = _draw(ok, faxes, _curve, x=x, y="error")
+    for facet, ax in g.axes_dict.items():
+        here = data[data["facet"] == facet]
+        refs = [ok.loc[ok["facet"] == facet, "error"]]
+        ref = here["reference_error"].dropna()
+        if len(ref):
+            _hline(ax, ref.mean(), f"{here['reference_name'].iloc[0]} predictor")
+            refs.append(ref)
+        if (here["error_name"] == "test relative MSE").any():
+            _hline(ax, 1.0, "zero predictor (rel. MSE = 1)", ":", "black")
+            refs.append(pd.Series([1.0]))
+        _yscale(ax, pd.concat(refs))
+    names = curves.ordered(data["error_name"])
+    zero = "; dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
+    caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
+               f"(several training-set sizes: a line; one: points); bands and bars: {BAND}. Dashed: "
+               f"the task's trivial reference predictor{zero}. Panel titles count the runs used "
+               "and those left out (failed, killed, diverged).")
+    return _finish(g, data, "test error against training-set size", caption, out, ablation, scale,
+                   _legend(palette), labels=(f"{x} (training examples)", " or ".join(names)))
 
 
-def length_generalisation(df: pd.DataFrame, out: Path, seed: int = 0) -> list[Path]:
-    """Test error against test sequence length (paper.md §12 T5), one panel per task that has
-    ``test/n_<n>/<metric>`` columns, one line per variant (mean and 95% bootstrap band over the
-    FINISHED runs), the training lengths as dotted vertical lines, the reference predictor
-    dashed. A length a variant refused (``test/n_<n>/supported = 0``) is marked with an ``x`` at
-    the top of the panel in the variant's colour and named in the legend; never left out.
+def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = None,
+                          scale: str | None = None, axes: Sequence[str] | None = None) -> list[Path]:
+    """Test error against test sequence length (paper.md §12 T5), one panel per task with
+    ``test/n_<n>/<metric>`` columns: per arm the seed mean and a 95% percentile-bootstrap band
+    (plot only) over the usable runs; training lengths dotted vertical lines; the reference
+    predictor dashed gray; a length an arm refused (``test/n_<n>/supported = 0``) an ``x`` at the
+    top of the panel in the arm's colour, named in the caption.
 
     Returns:
         ``[png, pdf]``.
@@ -136,49 +226,187 @@ def length_generalisation(df: pd.DataFrame, out: Path, seed: int = 0) -> list[Pa
     Raises:
         ValueError: if no run has per-length metrics.
     """
-    data = with_error(df)
-    chosen = stats.select_lr(data, group=("task", "variant", "task.n_train")) if "train.lr" in data else data
-    runs = stats.finished(chosen)
-    trained = lengths.training_lengths(runs)
-    long = lengths.per_length(runs, trained)
+    data, faxes = _frame(df, axes)
+    keep = ["arm", "label", "facet", "diverged", *faxes]
+    long = lengths.per_length(data, lengths.training_lengths(data), keep=keep)
     if long.empty:
         raise ValueError("no run has test/n_<n>/<metric> columns; nothing to plot")
-    tasks = sorted(long["task"].unique())
-    fig, axes = _panels(len(tasks))
-    for ax, task in zip(axes, tasks):
-        here = long[long["task"] == task]
-        labels = _labels(runs[runs["task"] == task])
-        ok = here[here["supported"] & np.isfinite(here["error"])]
-        top = ax.get_xaxis_transform()  # x in data, y in axes fraction
-        for variant in sorted(here["variant"].unique()):
-            curve = stats.mean_ci(ok[ok["variant"] == variant], by=("n",), seed=seed).astype(float)
-            line = _band(ax, curve["n"], curve, labels.get(variant, variant))
-            refused = sorted(here.loc[(here["variant"] == variant) & ~here["supported"], "n"].unique())
-            if refused:
-                ax.plot(refused, [0.97] * len(refused), "x", ms=8, mew=2, color=line.get_color(),
-                        transform=top, clip_on=False,
-                        label=f"{variant}: not supported at n={', '.join(map(str, refused))}")
-        ref = ok.groupby("n")["reference_error"].mean().dropna()
-        if not ref.empty:
-            ax.plot(ref.index, ref.values, "_--", ms=10, color="gray", label="reference predictor")
-        for i, n in enumerate(trained.get(task, [])):
-            ax.axvline(n, color="black", ls=":", lw=1, label="training length" if i == 0 else None)
-        ax.set_xscale("log", base=2)
+    trained = lengths.training_lengths(data)
+    ok = curves.usable(long[long["supported"]])
+    g, palette = _draw(ok, faxes, _curve, x="n", y="error")
+    refused = []
+    for facet, ax in g.axes_dict.items():
+        here = long[long["facet"] == facet]
+        task = here["task"].iloc[0]
+        for label, grp in here[~here["supported"]].groupby("label"):
+            ns = sorted(grp["n"].unique())
+            ax.plot(ns, [0.97] * len(ns), "x", ms=8, mew=2, color=palette.get(label, "black"),
+                    transform=ax.get_xaxis_transform(), clip_on=False)
+            refused.append(f"{curves.strip_arm(label, ())} at n = {', '.join(map(str, ns))}")
+        ref = here.groupby("n")["reference_error"].mean().dropna()
+        if len(ref):
+            ax.plot(ref.index, ref.values, "--", color="0.45", lw=1.2, label="reference")
+        for n in trained.get(task, []):
+            ax.axvline(n, color="black", ls=":", lw=1)
         ticks = sorted({*here["n"], *trained.get(task, [])})
+        ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
-        _yscale(ax, pd.concat([ok["error"], ref]))
-        ax.set(xlabel="test sequence length n", ylabel="test error (rel. MSE or 1 − acc)")
-        ax.set_title(_title(task, chosen[chosen["task"] == task]), fontsize=8)
-        ax.legend(fontsize=6)
-    fig.suptitle("length generalisation: mean and 95% bootstrap CI over seeds", fontsize=9)
-    return _save(fig, out)
+        _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, "error"], ref]))
+    caption = (f"Mean test error over seeds per arm against the test sequence length; bands: {BAND}. "
+               "Dotted vertical lines: training lengths; dashed gray: the trivial reference predictor. "
+               + (f"x at the top: length not supported ({'; '.join(refused)})." if refused else ""))
+    return _finish(g, data, "length generalisation", caption, out, ablation, scale,
+                   _legend(palette), labels=("test sequence length n", "test error (rel. MSE or 1 − acc)"))
+
+
+def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hue: str = "label",
+                 **_) -> None:
+    """Seeds as dots and the seed mean with 95% bootstrap bars, one column per label."""
+    ax = plt.gca()
+    order = curves.ordered(data["short"])
+    hues = [h for h in palette if h in set(data[hue])]
+    kw = dict(data=data, x="short", y=y, order=order, hue=hue, hue_order=hues, palette=palette,
+              ax=ax, legend=False)
+    dodge = 0.4 if hue != "label" else False
+    sns.stripplot(alpha=0.45, size=4, jitter=0.12, dodge=bool(dodge), **kw)
+    sns.pointplot(errorbar=("ci", 95), n_boot=N_BOOT, seed=0, dodge=dodge, linestyle="none",
+                  marker="D", markersize=6, capsize=0.1, markeredgecolor="black", **kw)
+    ax.tick_params(axis="x", labelrotation=30)
+    for tick in ax.get_xticklabels():
+        tick.set_horizontalalignment("right")
+    ax.set_xlabel("")
+
+
+def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
+                      scale: str | None = None, axes: Sequence[str] | None = None) -> list[Path]:
+    """Measured permutation-equivariance error ``‖f(XP) − f(X)P‖ / ‖f(X)‖`` of each trained
+    model (``symmetry/permutation_err``; claim C7, paper.md §8, §13), one panel per task: per arm
+    the seeds as dots and their mean with a 95% percentile-bootstrap bar (plot only), log y, at
+    the largest training-set size; the exact-identity tolerance of the run's dtype (paper.md §13:
+    1e-5 in fp32, 1e-10 in fp64) dashed.
+
+    Raises:
+        ValueError: no usable run has ``symmetry/permutation_err``.
+    """
+    value = "symmetry/permutation_err"
+    data, faxes = _frame(df, axes)
+    if value not in data:
+        raise ValueError(f"no {value} column in the runs table")
+    if SIZE in data:
+        data = data[data[SIZE] == data.groupby("task")[SIZE].transform("max")]
+    ok = curves.usable(data, value)
+    if ok.empty:
+        raise ValueError(f"no FINISHED, non-diverged run has a finite {value}")
+    g, palette = _draw(ok, faxes, _categorical, y=value)
+    tol, dtype = _tolerance(data)
+    for facet, ax in g.axes_dict.items():
+        _hline(ax, tol, f"exact within {dtype} tolerance ({tol:g})")
+        _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, value], pd.Series([tol])]))
+    sizes = ", ".join(_fmt(v) for v in curves.ordered(data[SIZE])) if SIZE in data else "all"
+    caption = (f"Each trained model's relative permutation-equivariance error (dots: seeds; diamonds: "
+               f"seed mean with {BAND}) at n_train = {sizes}. Dashed: the exact-identity tolerance "
+               f"of {dtype} (paper.md §13). Below it the model is permutation equivariant.")
+    return _finish(g, data, "permutation error of the trained models", caption, out, ablation, scale,
+                   _legend(palette, "D"), value=value,
+                   labels=("", "permutation error ‖f(XP) − f(X)P‖ / ‖f(X)‖"))
+
+
+ROTATED = "knowledge rotated: f(QX; QZ)"
+FIXED = "knowledge not rotated: f(QX; Z)"
+
+
+def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
+                      scale: str | None = None, axes: Sequence[str] | None = None) -> list[Path]:
+    """T2 embedding-rotation transfer (claims C5, C5b; paper.md §12 T2, §13), one panel per
+    rotation mode × optimiser (only modes that measured it): per arm the relative transfer gap
+    ``|test/rotated/loss − test/loss| / |test/loss|`` of the model with its knowledge rotated
+    (must be ~0 for equivariant-with-knowledge forms), beside the same gap with the knowledge not
+    rotated (``test/rotated_fixed/loss``; such forms and B7 collapse). Seeds as dots, the mean
+    with a 95% percentile-bootstrap bar (plot only); log y; the dtype's tolerance dashed.
+
+    Raises:
+        ValueError: no usable run has ``test/rotated/loss`` and ``test/loss``.
+    """
+    data, faxes = _frame(df, axes if axes is not None else list(curves.FACET_AXES))
+    if "test/rotated/loss" not in data or "test/loss" not in data:
+        raise ValueError("no test/rotated/loss and test/loss columns in the runs table")
+    base = data["test/loss"].abs()
+    gaps = {ROTATED: (data["test/rotated/loss"] - data["test/loss"]).abs() / base}
+    if "test/rotated_fixed/loss" in data:
+        gaps[FIXED] = (data["test/rotated_fixed/loss"] - data["test/loss"]).abs() / base
+    long = pd.concat([data.assign(gap=v, knowledge=k) for k, v in gaps.items()], ignore_index=True)
+    measured = data.loc[data["test/rotated/loss"].notna(), "facet"].unique()
+    mode = "task.rotation"
+    others = curves.ordered(set(data[mode]) - set(data.loc[data["test/rotated/loss"].notna(), mode])) \
+        if mode in data else []
+    long = long[long["facet"].isin(measured)]
+    ok = curves.usable(long, "gap")
+    if ok.empty:
+        raise ValueError("no FINISHED, non-diverged run has finite test/rotated/loss and test/loss")
+    colours = dict(zip(gaps, sns.color_palette("colorblind", 4)[2:]))
+    g, _ = _draw(ok, faxes, lambda data, palette, **kw: _categorical(data, palette=colours, **kw),
+                 y="gap", hue="knowledge", sharey=True)
+    tol, dtype = _tolerance(data)
+    for facet, ax in g.axes_dict.items():
+        _hline(ax, tol, f"{dtype} tolerance ({tol:g})")
+        _yscale(ax, pd.concat([ok["gap"], pd.Series([tol])]))
+    caption = ("Trained on the embedding E, evaluated on QE. Per arm, the relative gap between the "
+               "test loss on QE and on E: with every knowledge tensor rotated (QZ) it must vanish for "
+               "the equivariant-with-knowledge forms (C5); without rotating it they lose. Dots: seeds; "
+               f"diamonds: seed mean with {BAND}. Dashed: the exact-identity tolerance (paper.md §13)."
+               + (f" Modes without a transfer measurement (not drawn): {', '.join(map(str, others))}."
+                  if others else ""))
+    return _finish(g, data[data["facet"].isin(measured)], "rotation transfer gap", caption, out,
+                   ablation, scale, _legend(colours, "D"), value="test/rotated/loss",
+                   legend_title="knowledge on QE", labels=("", "relative transfer gap |L(QE) − L(E)| / L(E)"))
+
+
+ABSENT = {"test/acc_answer_in_input": "answer in the input",
+          "test/acc_not_answer_in_input": "answer absent from the input"}
+
+
+def absent_answers(df: pd.DataFrame, out: Path, ablation: str | None = None,
+                   scale: str | None = None, axes: Sequence[str] | None = None) -> list[Path]:
+    """Test accuracy on the answers absent from the input (``test/acc_not_answer_in_input``),
+    beside the accuracy on answers present in it where logged (claims C2, C8(b); paper.md §5,
+    §12 T1: Xg1-only forms with a tied readout score exactly 0 on absent answers), against the
+    training-set size, one panel per task × subset: per arm the seed mean and a 95%
+    percentile-bootstrap band (plot only); linear y from 0 to 1.
+
+    Raises:
+        ValueError: no usable run has ``test/acc_not_answer_in_input``.
+    """
+    data, faxes = _frame(df, axes)
+    cols = [c for c in ABSENT if c in data]
+    if "test/acc_not_answer_in_input" not in cols:
+        raise ValueError("no test/acc_not_answer_in_input column in the runs table")
+    long = pd.concat([data.assign(acc=data[c], subset=ABSENT[c]) for c in reversed(cols)],
+                     ignore_index=True)
+    long["facet"] = long["facet"] + " · " + long["subset"]
+    ok = curves.usable(long, "acc")
+    if ok.empty:
+        raise ValueError("no FINISHED, non-diverged run has a finite test/acc_not_answer_in_input")
+    g, palette = _draw(ok, faxes, _curve, x=SIZE, y="acc")
+    for facet, ax in g.axes_dict.items():
+        ax.set_ylim(-0.03, 1.03)
+        if facet.endswith(ABSENT["test/acc_not_answer_in_input"]):
+            _hline(ax, 0.0, "0: exact for tied-readout Xg1 forms", ":", "black")
+    caption = (f"Mean test accuracy over seeds per arm, split by whether the answer token occurs in "
+               f"the input; bands and bars: {BAND}. Xg1-only forms with a tied readout must score "
+               "exactly 0 on absent answers (paper.md §12 T1).")
+    return _finish(g, long, "accuracy on answers absent from the input", caption, out, ablation,
+                   scale, _legend(palette), value="acc",
+                   labels=(f"{SIZE} (training examples)", "test accuracy (strict argmax)"))
 
 
 def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
-                    metrics: Sequence[str] = ("train/loss", "val/loss")) -> list[Path]:
+                    metrics: Sequence[str] = ("train/loss", "val/loss"),
+                    title: str | None = None) -> list[Path]:
     """Learning curves of the given runs from MLflow's metric histories (one panel per metric,
-    one line per run labelled ``task variant seed=… n_train=…``, log-scaled loss against step).
+    one line per run labelled ``task arm seed=… n_train=…``, log-scaled loss against step).
+    ``title`` says which runs these are (e.g. how they were picked); by default the figure says
+    "learning curves of N runs" and the seeds shown.
 
     Returns:
         ``[png, pdf]``.
@@ -189,19 +417,30 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     if not run_ids:
         raise ValueError("learning_curves needs at least one run id")
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-    fig, axes = _panels(len(metrics))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.4), squeeze=False)
+    seeds = set()
     for run_id in run_ids:
         run = client.get_run(run_id)
         p, tags = run.data.params, run.data.tags
-        label = (f"{tags.get('task', '')} {tags.get('variant', run_id[:8])} seed={p.get('seed', '?')} "
-                 f"n_train={p.get('task.n_train', '?')}")
-        for ax, key in zip(axes, metrics):
+        seeds.add(p.get("seed", "?"))
+        label = (f"{tags.get('task', '')} {tags.get('arm', tags.get('variant', run_id[:8]))} "
+                 f"seed={p.get('seed', '?')} n_train={p.get('task.n_train', '?')}")
+        for ax, key in zip(axes[0], metrics):
             hist = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
             if hist:
                 ax.plot([m.step for m in hist], [m.value for m in hist], label=label)
-    for ax, key in zip(axes, metrics):
+    for ax, key in zip(axes[0], metrics):
         ax.set(xlabel="step", ylabel=key, title=key)
         if ax.lines and all(min(line.get_ydata()) > 0 for line in ax.lines):
             ax.set_yscale("log")
         ax.legend(fontsize=6)
-    return _save(fig, out)
+    shown = f"learning curves of {len(run_ids)} runs, seed {', '.join(curves.ordered(seeds))}"
+    fig.suptitle(f"{title} ({shown})" if title else shown, fontsize=9)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    fig.tight_layout()
+    for path in paths:
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return paths

@@ -2,7 +2,9 @@
 
 Tables keep numbers as numbers (``X``, ``X_lo``, ``X_hi`` columns for an estimate and its 95%
 interval); :func:`write_table` writes them to CSV as they are and to Markdown with each such
-triple shown as ``X [lo, hi]``. Rows sort by their keys, numeric parameters as numbers.
+triple shown as ``X [lo, hi]`` under a caption that names the interval's method. Intervals are
+Student-t over seeds (paper.md §13: a percentile bootstrap under-covers with 5 seeds) except
+where a column's name says ``boot``. Rows sort naturally by their keys (``k=2 < k=16``).
 """
 
 from __future__ import annotations
@@ -14,13 +16,27 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis import stats
+from analysis import curves, stats
+from analysis.curves import SIZE
+
+SAMPLE_EFFICIENCY_CAPTION = (
+    "Per task and arm, at the learning rate chosen on validation (`lr`: the one at the largest "
+    "n_train). `error_n<N>`: mean test error over seeds at n_train = N. `auc_log_error`: per seed, "
+    "the trapezoid area under log(error) against log(n_train), divided by the log-width of the "
+    "n_train range (the mean log error over the range; errors floored at 1e-6; lower is better); "
+    "`slope`: per seed, the OLS slope of log(error) on log(n_train). [lo, hi] is a "
+    f"{curves.T_INTERVAL} interval, except `n_to_target_boot`: the smallest n_train at which the "
+    "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached; the smallest n_train = "
+    "already reached there, an upper bound), with a 95% "
+    "percentile bootstrap interval over seeds. Only FINISHED, non-diverged runs are used (`used`); "
+    "the others are counted. \"n=1, no interval\": a single run.")
 
 
 def symmetry_table(df: pd.DataFrame, by: Sequence[str] = ("variant",)) -> pd.DataFrame:
     """Mean measured equivariance errors (every ``symmetry/*`` column) per ``by`` group over the
-    FINISHED runs (claims C1–C7; errors are relative, ~1e-7 in fp32 means exact), plus
-    ``n_params`` (median over the group's runs; it depends on the task's ``d``) and ``n_runs``.
+    FINISHED, non-diverged runs (claims C1–C7; errors are relative, ~1e-7 in fp32 means exact),
+    plus ``n_params`` (median over the group's runs; it depends on the task's ``d``) and
+    ``n_runs``. Rows in natural order of ``by``.
 
     Raises:
         ValueError: no ``symmetry/*`` column.
@@ -29,60 +45,90 @@ def symmetry_table(df: pd.DataFrame, by: Sequence[str] = ("variant",)) -> pd.Dat
     if not cols:
         raise ValueError("no symmetry/* columns in the runs table")
     ok = stats.finished(df)
-    table = ok.groupby(list(by), sort=True)[cols].mean()
+    ok = ok[~stats.diverged(ok)]
+    grouped = ok.groupby(list(by))
+    table = grouped[cols].mean()
     if "n_params" in ok:
-        table.insert(0, "n_params", ok.groupby(list(by), sort=True)["n_params"].median())
-    table.insert(0, "n_runs", ok.groupby(list(by), sort=True).size())
-    return table.reset_index()
+        table.insert(0, "n_params", grouped["n_params"].median())
+    table.insert(0, "n_runs", grouped.size())
+    return curves.sort_rows(table.reset_index(), by)
 
 
-def _wide_errors(df: pd.DataFrame, x: str, seed: int) -> pd.DataFrame:
-    """``error_n<x>``, ``error_n<x>_lo``, ``error_n<x>_hi`` per task × variant, x ascending."""
-    ci = stats.mean_ci(df, by=("task", "variant", x), seed=seed)
-    ci = ci.sort_values(x)
+def _name(size: float) -> str:
+    return f"error_n{int(size) if float(size).is_integer() else size}"
+
+
+def _wide_errors(ok: pd.DataFrame, x: str) -> pd.DataFrame:
+    """``error_n<N>`` with ``_lo``/``_hi`` (t-interval over seeds) per task × arm, N ascending."""
+    per_size = curves.t_summary(ok, "error", ["task", "arm", x])
     parts = []
-    for size, grp in ci.groupby(x, sort=True):
-        name = f"error_n{int(size) if float(size).is_integer() else size}"
-        parts.append(grp.set_index(["task", "variant"])[["mean", "lo", "hi"]]
-                     .rename(columns={"mean": name, "lo": f"{name}_lo", "hi": f"{name}_hi"}))
+    for size in sorted(per_size[x].unique()):
+        grp = per_size[per_size[x] == size].set_index(["task", "arm"])
+        name = _name(size)
+        parts.append(grp[["error", "error_lo", "error_hi"]].rename(
+            columns={"error": name, "error_lo": f"{name}_lo", "error_hi": f"{name}_hi"}))
     return pd.concat(parts, axis=1) if parts else pd.DataFrame()
 
 
-def sample_efficiency_table(df: pd.DataFrame, x: str = "task.n_train",
+def _reach(ok: pd.DataFrame, goals: float | Mapping[str, float], x: str, seed: int) -> pd.DataFrame:
+    """``target`` and ``n_to_target_boot`` (+ ``_lo``/``_hi``, :func:`analysis.stats.samples_to_target`);
+    no interval where some size has a single run."""
+    key = ["task", "arm"]
+    reach = stats.samples_to_target(ok, goals, x=x, by=key, seed=seed).set_index(key)
+    reach.columns = [c.replace("n_to_target", "n_to_target_boot") for c in reach.columns]
+    single = ok.groupby([*key, x]).size().groupby(key).min() < 2
+    reach.loc[single[single].index.intersection(reach.index),
+              ["n_to_target_boot_lo", "n_to_target_boot_hi"]] = np.nan
+    return reach
+
+
+def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
                             target: float | Mapping[str, float] | None = None,
                             target_fraction: float = 0.5, seed: int = 0) -> pd.DataFrame:
-    """One row per task × variant (claims C9, C10; paper.md §13 protocol):
+    """One row per task × arm (claims C9, C10, C12; paper.md §13; caption
+    :data:`SAMPLE_EFFICIENCY_CAPTION`):
 
-    ``task``, ``variant``, ``n_params`` (median), ``lr`` (chosen on validation loss, median over
-    sizes; see :func:`analysis.stats.select_lr`), ``error_n<size>`` with ``_lo``/``_hi`` (mean
-    test error over seeds and its 95% bootstrap interval, one triple per size ascending),
-    ``slope``/``_lo``/``_hi`` (:func:`analysis.stats.loglog_slope`), ``target``,
-    ``n_to_target``/``_lo``/``_hi`` (:func:`analysis.stats.samples_to_target`; ``inf`` = not
-    reached), ``reference_error`` (the trivial predictor's), and the counts ``finished``,
-    ``failed``, ``killed``, ``diverged`` of every trial at the chosen lr.
+    ``task``, ``arm``, ``variant``, ``n_params`` (median), ``lr`` (chosen on validation at the
+    largest ``x``), ``error_n<N>`` with ``_lo``/``_hi`` (mean test error over seeds and its 95%
+    Student-t interval, one triple per size ascending), ``auc_log_error`` and ``slope`` with
+    ``_lo``/``_hi`` (:func:`analysis.curves.per_seed`, mean and t-interval over seeds),
+    ``target``, ``n_to_target_boot`` with ``_lo``/``_hi`` (bootstrap; ``inf`` = not reached),
+    ``reference_error`` (the trivial predictor's), and the counts ``used``, ``failed``,
+    ``killed``, ``running``, ``diverged`` of the trials at the chosen lr.
 
     Args:
+        df: runs (see :func:`analysis.curves.prepare`; raw runs are prepared here).
         target: error level for samples-to-target, or ``{task: level}``; ``None`` uses
             ``target_fraction`` × the task's reference error (:func:`analysis.stats.default_targets`).
 
     Raises:
-        ValueError: no FINISHED run has an error metric.
+        ValueError: no usable run has an error metric.
     """
-    data = stats.add_error(df)
-    chosen = stats.select_lr(data, group=("task", "variant", x))
-    ok = stats.finished(chosen, "error")
+    chosen = curves.prepare(df, x)
+    ok = curves.usable(chosen)
     if ok.empty:
-        raise ValueError("no FINISHED run has test/rel_mse or test/acc")
-    key = ["task", "variant"]
-    base = ok.groupby(key).agg(n_params=("n_params", "median"), lr=("lr_chosen", "median"),
-                               reference_error=("reference_error", "mean"))
-    goals = stats.default_targets(ok, target_fraction) if target is None else target
-    slope = stats.loglog_slope(ok, x=x, by=key, seed=seed).set_index(key).drop(columns="n_sizes")
-    reach = stats.samples_to_target(ok, goals, x=x, by=key, seed=seed).set_index(key)
-    count = stats.counts(chosen, by=key).set_index(key)[["finished", "failed", "killed", "diverged"]]
-    table = pd.concat([base, _wide_errors(ok, x, seed), slope, reach], axis=1)
-    table = table.join(count, how="outer")
-    return table.reset_index().sort_values(key, ignore_index=True)
+        raise ValueError("no FINISHED, non-diverged run has test/rel_mse or test/acc")
+    key = ["task", "arm"]
+    g = ok.groupby(key)
+    base = pd.DataFrame({"variant": g["variant"].first() if "variant" in ok else g["arm"].first(),
+                         "n_params": g["n_params"].median() if "n_params" in ok else np.nan,
+                         "reference_error": g["reference_error"].mean()})
+    if "lr_chosen" in ok:
+        base.insert(2, "lr", ok.sort_values(x).groupby(key)["lr_chosen"].last())
+    seeds = curves.per_seed(ok, x=x, by=key)
+    summary = [curves.t_summary(seeds, v, key).set_index(key).drop(columns=f"{v}_n")
+               for v in ("auc", "slope")]
+    summary[0].columns = [c.replace("auc", "auc_log_error") for c in summary[0].columns]
+    goals = (stats.default_targets(ok.assign(variant=ok["arm"]), target_fraction)
+             if target is None else target)
+    count = stats.counts(chosen, by=key).set_index(key)
+    count.insert(0, "used", g.size())
+    count["used"] = count["used"].fillna(0).astype(int)
+    table = pd.concat([base, _wide_errors(ok, x), *summary, _reach(ok, goals, x, seed)], axis=1)
+    table = table.join(count[["used", "failed", "killed", "running", "diverged"]], how="outer")
+    reference = table.pop("reference_error")
+    table.insert(table.columns.get_loc("used"), "reference_error", reference)
+    return curves.sort_rows(table.reset_index(), key)
 
 
 def _fmt(v: object) -> str:
@@ -95,28 +141,36 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+def _triple(m: object, lo: object, hi: object) -> str:
+    if pd.isna(m):
+        return "–"
+    if pd.isna(lo) and pd.isna(hi):
+        return f"{_fmt(m)} (n=1, no interval)"
+    return f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
 def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
-    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` triple as one column ``X [lo, hi]``,
-    numbers to 3 significant digits, integers as integers, NaN as ``–`` (a NaN estimate without
-    its interval) and inf as ``∞``."""
+    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` triple as one column ``X [lo, hi]``
+    (``X (n=1, no interval)`` when both bounds are NaN: one run), numbers to 3 significant
+    digits, integers as integers, NaN as ``–`` and inf as ``∞``."""
     out = pd.DataFrame(index=df.index)
     for col in df.columns:
         if re.search(r"_(lo|hi)$", col) and col[:-3] in df:
             continue
         if f"{col}_lo" in df and f"{col}_hi" in df:
-            out[col] = [f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]" if pd.notna(m) else "–"
-                        for m, lo, hi in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"])]
+            out[col] = [_triple(m, lo, hi) for m, lo, hi in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"])]
         else:
             out[col] = df[col].map(_fmt)
     return out
 
 
-def write_table(df: pd.DataFrame, out: Path) -> list[Path]:
+def write_table(df: pd.DataFrame, out: Path, caption: str | None = None) -> list[Path]:
     """Write ``df`` to ``<out>.csv`` (numbers as they are) and ``<out>.md`` (:func:`for_markdown`,
-    a GitHub pipe table); returns ``[csv, md]``."""
+    a GitHub pipe table, with ``caption`` as a paragraph above it); returns ``[csv, md]``."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     csv, md = out.with_suffix(".csv"), out.with_suffix(".md")
     df.to_csv(csv, index=False)
-    md.write_text(for_markdown(df).to_markdown(index=False) + "\n")
+    text = for_markdown(df).to_markdown(index=False) + "\n"
+    md.write_text(f"{caption}\n\n{text}" if caption else text)
     return [csv, md]

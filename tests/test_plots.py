@@ -1,0 +1,115 @@
+"""Figures on synthetic runs tables (tests/synthetic_runs.py): natural order of legends and axes,
+reference lines, a single x drawn as points, the special figures and write_all's files."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+import seaborn as sns
+
+import synthetic_runs as S
+from analysis import curves, outputs, plots
+
+K_ORDER = [f"softmax_free[k={k}]" for k in (2, 4, 8, 16, 32)]
+
+
+@pytest.fixture(autouse=True)
+def fewer_resamples(monkeypatch):
+    monkeypatch.setattr(plots, "N_BOOT", 100)  # bands are not under test here; keeps the tests fast
+
+
+@pytest.fixture
+def grids(monkeypatch):
+    """Every FacetGrid a figure function draws, kept open for inspection."""
+    drawn = []
+    monkeypatch.setattr(plots.plt, "close", lambda fig=None: None)
+    real = plots._grid
+    monkeypatch.setattr(plots, "_grid", lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    yield drawn
+    plt.close("all")
+
+
+def _legend(g: sns.FacetGrid) -> list[str]:
+    return [t.get_text() for t in g._legend.get_texts()]
+
+
+def test_natural_order_of_arms_sizes_and_legend(tmp_path, grids):
+    df = S.knowledge_size(seeds=range(2))
+    assert curves.ordered(df["arm"]) == K_ORDER  # text order would be k=16, k=2, k=32, ...
+    plots.sample_efficiency(df, tmp_path / "se", ablation="knowledge_size", scale="smoke")
+    g = grids[0]
+    assert [t.split(" (")[0] for t in _legend(g)] == K_ORDER
+    ax = g.axes.flat[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "64", "128"]
+    assert list(ax.get_xticks()) == [8, 16, 64, 128]
+    assert "knowledge_size" in g.figure._suptitle.get_text() and "smoke" in g.figure._suptitle.get_text()
+
+
+def test_reference_lines_and_counts(tmp_path, grids):
+    df = S.knowledge_size(seeds=range(3))
+    df.loc[0, "status"], df.loc[1, "diverged"] = "FAILED", True
+    plots.sample_efficiency(df, tmp_path / "se")
+    ax = grids[0].axes.flat[0]
+    levels = {round(line.get_ydata()[0], 6) for line in ax.lines if len(set(line.get_ydata())) == 1}
+    assert {0.7, 1.0} <= levels  # uniform mixing and zero predictor
+    texts = [t.get_text() for t in ax.texts]
+    assert any("uniform mixing" in t for t in texts) and any("zero predictor" in t for t in texts)
+    assert "1 failed" in ax.get_title() and "1 diverged" in ax.get_title()
+    assert ax.get_yscale() == "log"
+
+
+def test_single_size_is_points_on_a_categorical_axis(tmp_path, grids):
+    df = S.knowledge_size(sizes=(256,), ks=(2, 8), seeds=range(3))
+    plots.sample_efficiency(df, tmp_path / "se")
+    ax = grids[0].axes.flat[0]
+    assert ax.get_xscale() == "linear"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256"]
+    drawn = [line for line in ax.lines if len(line.get_xdata()) and line.get_linestyle() != "--"
+             and len(set(line.get_ydata())) > 1 and line.get_marker() not in (None, "None", "")]
+    assert all(line.get_linestyle() in ("None", "none", "") for line in drawn)  # no connecting line
+
+
+def test_diverged_and_failed_runs_stay_out_of_the_means(tmp_path, grids):
+    df = S.knowledge_size(seeds=range(3), sizes=(8, 16), ks=(2,))
+    bad = df.index[(df["task.n_train"] == 8) & (df["seed"] == 0)]
+    df.loc[bad, "test/rel_mse"] = df.loc[bad, "error"] = 1e6
+    df.loc[bad, "diverged"] = True
+    plots.sample_efficiency(df, tmp_path / "se")
+    ax = grids[0].axes.flat[0]
+    means = [line for line in ax.lines if line.get_marker() == "o"][0].get_ydata()
+    assert max(means) < 1.0
+
+
+def test_permutation_rotation_and_absent_answer_figures(tmp_path, grids):
+    paths = plots.permutation_error(S.knowledge_size(sizes=(16, 64), seeds=range(2)), tmp_path / "perm")
+    ax = grids[-1].axes.flat[0]
+    assert ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == K_ORDER
+    assert any("1e-05" in t.get_text() for t in ax.texts)  # float32 tolerance line
+
+    paths += plots.rotation_transfer(S.rotation(seeds=range(3)), tmp_path / "rot",
+                                     axes=["task.rotation", "train.optimizer"])
+    g = grids[-1]
+    assert list(g.axes_dict) == ["arithmetic_rotation · rotation=eval · optimizer=adam",
+                                 "arithmetic_rotation · rotation=eval · optimizer=sgd"]
+    assert _legend(g) == [plots.ROTATED, plots.FIXED]
+    assert [t.get_text() for t in g.axes.flat[0].get_xticklabels()] == ["coordwise", "softmax"]
+
+    paths += plots.absent_answers(S.tokens(seeds=range(3)), tmp_path / "absent")
+    g = grids[-1]
+    absent = g.axes_dict["arithmetic · answer absent from the input"]
+    assert absent.get_yscale() == "linear" and absent.get_ylim() == pytest.approx((-0.03, 1.03))
+    xg = [line for line in absent.lines if line.get_marker() == "o"]
+    assert any(np.allclose(line.get_ydata(), 0.0) for line in xg)  # the Xg1 form at exactly 0
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_write_all_names_and_files(tmp_path):
+    df = pd.concat([S.tokens(seeds=range(2)), S.rotation(seeds=range(2))], ignore_index=True)
+    paths = outputs.write_all(df, tmp_path, None, False, ablation="mixed", scale="smoke")  # old positionals
+    names = {p.name for p in paths}
+    for stem in ("sample_efficiency", "absent_answers", "rotation_transfer"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= names
+    assert {"counts.csv", "sample_efficiency_table.md"} <= names
