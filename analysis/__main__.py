@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from analysis.load import load_runs
 from analysis.outputs import write_all
-from analysis.trials import restrict
+from analysis.trials import restrict, swept_axes
 from harness.config import register_configs
 from harness.sweep import SweepError, expand
 from harness.tracking import resolve_store
@@ -62,7 +62,9 @@ def main(cfg: DictConfig) -> None:
         _fail(f"none of the {len(trials)} trials of {name!r} with these overrides has a run in "
               f"{store.uri}; run them first: python -m harness +ablation={name} ...")
     out = Path(HydraConfig.get().runtime.output_dir)
-    paths = write_all(df, out, tracking_uri=store.uri, runs_csv=True)
+    paths = write_all(df, out, tracking_uri=store.uri, runs_csv=True, ablation=name,
+                      scale=cfg.scale.name, axes=swept_axes(trials),
+                      figures=list(cfg.ablation.figures))
     counts = df["status"].value_counts().to_dict()
     print(f"{len(df)} trial runs {counts}")
     for path in paths:

@@ -38,7 +38,7 @@ def _counts(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
               runs_csv: bool = False, *, ablation: str | None = None, scale: str | None = None,
-              axes: Sequence[str] | None = None) -> list[Path]:
+              axes: Sequence[str] | None = None, figures: Sequence[str] | None = None) -> list[Path]:
     """An ablation's figures (PNG, PDF) and tables (CSV, Markdown) from its runs ``df`` into
     ``out``: counts; sample-efficiency figure and table; length-generalisation figure (when runs
     have per-length metrics); symmetry table; the figures of :data:`SPECIAL` whose column
@@ -46,6 +46,8 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
     ``tracking_uri``, learning curves of :func:`curve_runs`; with ``runs_csv``, the runs table
     itself. ``ablation`` and ``scale`` go into the figure titles; ``axes`` (the swept columns
     other than task, n_train, seed and lr) choose the panels (:func:`analysis.curves.facet_axes`).
+    ``figures`` names the :data:`SPECIAL` figures the ablation's question needs (``ablation.figures``
+    in its file); ``None`` draws every one whose column exists.
     ``df`` follows :func:`analysis.curves.prepare` (raw runs are prepared here). Returns the paths.
     """
     out = Path(out)
@@ -67,7 +69,7 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
     if any(c.startswith("symmetry/") for c in data.columns):
         paths += tables.write_table(tables.symmetry_table(data, by=("task", "arm")), out / "symmetry")
     for name, (column, figure) in SPECIAL.items():
-        if column in data:
+        if column in data and (figures is None or name in figures):
             try:
                 paths += figure(data, out / name, **look)
             except ValueError as err:  # the column exists but no usable run has it

@@ -298,6 +298,7 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
     ok = curves.usable(data, value)
     if ok.empty:
         raise ValueError(f"no FINISHED, non-diverged run has a finite {value}")
+    ok = ok.assign(**{value: ok[value].clip(lower=ZERO_AT)})
     g, palette = _draw(ok, faxes, _categorical, y=value)
     tol, dtype = _tolerance(data)
     for facet, ax in g.axes_dict.items():
@@ -306,12 +307,14 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
     sizes = ", ".join(_fmt(v) for v in curves.ordered(data[SIZE])) if SIZE in data else "all"
     caption = (f"Each trained model's relative permutation-equivariance error (dots: seeds; diamonds: "
                f"seed mean with {BAND}) at n_train = {sizes}. Dashed: the exact-identity tolerance "
-               f"of {dtype} (paper.md §13). Below it the model is permutation equivariant.")
+               f"of {dtype} (paper.md §13). Below it the model is permutation equivariant; an error of exactly 0 "
+               f"is drawn at {ZERO_AT:g}.")
     return _finish(g, data, "permutation error of the trained models", caption, out, ablation, scale,
                    _legend(palette, "D"), value=value,
                    labels=("", "permutation error ‖f(XP) − f(X)P‖ / ‖f(X)‖"))
 
 
+ZERO_AT = 1e-17  # non-negative errors that are exactly 0 are drawn here on a log axis (said in the caption)
 ROTATED = "knowledge rotated: f(QX; QZ)"
 FIXED = "knowledge not rotated: f(QX; Z)"
 
@@ -344,6 +347,7 @@ def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
     ok = curves.usable(long, "gap")
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has finite test/rotated/loss and test/loss")
+    ok = ok.assign(gap=ok["gap"].clip(lower=ZERO_AT))
     colours = dict(zip(gaps, sns.color_palette("colorblind", 4)[2:]))
     g, _ = _draw(ok, faxes, lambda data, palette, **kw: _categorical(data, palette=colours, **kw),
                  y="gap", hue="knowledge", sharey=True)
@@ -354,7 +358,8 @@ def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
     caption = ("Trained on the embedding E, evaluated on QE. Per arm, the relative gap between the "
                "test loss on QE and on E: with every knowledge tensor rotated (QZ) it must vanish for "
                "the equivariant-with-knowledge forms (C5); without rotating it they lose. Dots: seeds; "
-               f"diamonds: seed mean with {BAND}. Dashed: the exact-identity tolerance (paper.md §13)."
+               f"diamonds: seed mean with {BAND}. Dashed: the exact-identity tolerance (paper.md §13); a gap of "
+               f"exactly 0 is drawn at {ZERO_AT:g}."
                + (f" Modes without a transfer measurement (not drawn): {', '.join(map(str, others))}."
                   if others else ""))
     return _finish(g, data[data["facet"].isin(measured)], "rotation transfer gap", caption, out,

@@ -35,6 +35,7 @@ from analysis.bundle import collect, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
+from analysis.trials import grid_axes
 from harness.config import register_configs
 
 register_configs()
@@ -210,6 +211,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         columns=["status", "variant", "task", "arm"]) for name in configs}
     presets = pd.DataFrame(measure_presets())
     evidence = Evidence(runs, presets, enumerate_terms(6))
+    scale = cfg.scale
     parts = [protocol.decide_part(runs[name], p, runs[name]["seed"].nunique() if "seed" in runs[name] else None)
              for name, conf in configs.items() for p in conf.ablation.parts]
     head, margins = commit_line()
@@ -239,12 +241,12 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
                                "| check | status | measured |", "|---|---|---|",
                                *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in checks], ""]
     sections = []
-    for name in configs:
-        paths = write_all(runs[name], folder / name) if not runs[name].empty else []
-        del paths
+    for name, conf in configs.items():
+        if not runs[name].empty:
+            write_all(runs[name], folder / name, ablation=name, scale=scale.name,
+                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures))
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}")
     total = sum(len(df) for df in runs.values())
-    scale = cfg.scale
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
     lines = [

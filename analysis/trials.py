@@ -69,3 +69,11 @@ def restrict(runs: pd.DataFrame, trials: Sequence[Trial], ablation: str) -> pd.D
     out = runs.drop(columns=[c for c in ("arm",) if c in runs]).assign(_key=key, extends=extends)
     out = out.merge(table, on="_key", how="inner").drop(columns="_key")
     return out.assign(ablation=ablation).reset_index(drop=True)
+
+
+def grid_axes(grid_keys: Iterable[str], runs: pd.DataFrame) -> list[str]:
+    """The arm axes of an ablation from its grid keys and its runs (no composition needed, e.g.
+    from a results bundle): keys other than task, n_train, seed, lr and the model that take more
+    than one value in ``runs``."""
+    return [k for k in grid_keys if k not in NOT_ARM and not k.startswith("model.")
+            and k in runs and runs[k].nunique(dropna=True) > 1]

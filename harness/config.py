@@ -139,6 +139,7 @@ class AblationConfig:
     grid: Dict[str, str] = field(default_factory=dict)
     suite: List[str] = field(default_factory=list)  # a suite: run these ablations in turn
     parts: List[PartConfig] = field(default_factory=list)  # pre-registered S parts (paper.md §13)
+    figures: List[str] = field(default_factory=list)  # extra figures: permutation_error, rotation_transfer, absent_answers
 
 
 @dataclass

@@ -31,7 +31,7 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     assert "SQLite file `mlflow.db`" in report
     bundle = out / "report" / "runs.csv.gz"
     assert bundle.exists()
-    assert len(list(out.glob("report/*/sample_efficiency.png"))) == 10  # every ablation with n_train
+    assert len(list(out.glob("report/*/sample_efficiency.png"))) == 11  # one per ablation
 
     again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline/report.md"],
                     tmp_path, timeout=600)
