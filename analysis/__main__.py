@@ -24,15 +24,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.outputs import write_all
-from analysis.load import load_runs
-from harness.config import register_configs
-from harness.tracking import resolve_store
+from harness.cli import ANALYSIS_USAGE, precheck
 
-register_configs()
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
+    from analysis.load import load_runs
+    from analysis.outputs import write_all
+    from harness.tracking import resolve_store
+
     store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
     try:
         df = load_runs(cfg.ablation.name, store.uri)
@@ -47,5 +48,14 @@ def main(cfg: DictConfig) -> None:
         print(path)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``--help`` and unknown group choices first (no heavy imports), then :func:`main`."""
+    precheck(ANALYSIS_USAGE)
+    from harness.config import register_configs
+
+    register_configs()
     main()
+
+
+if __name__ == "__main__":
+    cli()

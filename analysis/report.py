@@ -14,29 +14,24 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import hydra
-import mlflow
-import pandas as pd
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import claims, stats
-from analysis.claims import Evidence, decide
-from analysis.load import load_runs
-from analysis.outputs import write_all
-from analysis.paper import CLAIMS
-from harness.config import register_configs
-from harness.fip import enumerate_terms
-from harness.models.table import measure_presets
-from harness.tracking import Tracker, git_commit, resolve_store
+from harness.cli import REPORT_USAGE, precheck
 
-register_configs()
-RULES = (claims.__doc__ or "").split("\n\n", 1)[1].strip()
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _sweeps(name: str, uri: str) -> pd.DataFrame:
     """The ablation's ended parent (sweep) runs with their ``wall_s``, newest first."""
+    import mlflow
+    import pandas as pd
+
     mlflow.set_tracking_uri(uri)
     sweeps = mlflow.search_runs(experiment_names=[name], filter_string="tags.role = 'sweep'")
     if sweeps.empty:
@@ -47,6 +42,8 @@ def _sweeps(name: str, uri: str) -> pd.DataFrame:
 
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path, rel: str) -> list[str]:
+    from analysis import stats
+
     header = (Path(__file__).resolve().parent.parent / "conf" / "ablation" / f"{name}.yaml").read_text()
     question = " ".join(line[2:].strip() for line in header.splitlines()
                         if line.startswith("# ") and not line.startswith("# @package"))
@@ -68,6 +65,18 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
 
 def write_report(cfg: DictConfig, names: list[str], store, out: Path) -> dict[str, str]:
     """Write the report to ``out``; returns ``{claim id: verdict}``."""
+    import pandas as pd
+
+    from analysis import claims, stats
+    from analysis.claims import Evidence, decide
+    from analysis.load import load_runs
+    from analysis.outputs import write_all
+    from analysis.paper import CLAIMS
+    from harness.fip import enumerate_terms
+    from harness.models.table import measure_presets
+    from harness.tracking import Tracker, git_commit
+
+    rules = (claims.__doc__ or "").split("\n\n", 1)[1].strip()
     folder = out.with_suffix("")
     runs: dict[str, pd.DataFrame] = {}
     for name in names:
@@ -99,7 +108,7 @@ def write_report(cfg: DictConfig, names: list[str], store, out: Path) -> dict[st
         "this machine. Do not edit by hand: rerun the command.", "",
         "## Verdicts", "", "| claim | statement | type | verdict |", "|---|---|---|---|",
         *[f"| {c.id} | {c.statement} | {c.kind} | **{v}** |" for c, v, _ in decided], "",
-        "## How verdicts are decided", "", RULES, "",
+        "## How verdicts are decided", "", rules, "",
         "## Evidence per claim", "",
     ]
     for claim, verdict, parts in decided:
@@ -119,6 +128,8 @@ def write_report(cfg: DictConfig, names: list[str], store, out: Path) -> dict[st
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
+    from harness.tracking import resolve_store
+
     cli = [o for o in HydraConfig.get().overrides.task if not o.startswith(("report.", "+ablation"))]
     suite = cfg.report.suite
     if cfg.report.run:
@@ -134,5 +145,14 @@ def main(cfg: DictConfig) -> None:
     print(f"report: {out}")
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``--help`` and unknown group choices first (no heavy imports), then :func:`main`."""
+    precheck(REPORT_USAGE)
+    from harness.config import register_configs
+
+    register_configs()
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -7,7 +7,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -155,7 +155,8 @@ def _load(model: nn.Module, task: TaskBase, state: dict[str, Tensor]) -> None:
     task.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("task.")})
 
 
-def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
+def run_trial(cfg: Config, device: str = "cpu",
+              progress: Callable[[dict[str, float]], None] | None = None) -> TrialResult:
     """Train ``cfg.model`` (and the task's learned ``E``/``U``) on ``cfg.task`` and evaluate it
     (paper.md §13 protocol).
 
@@ -172,6 +173,8 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     Args:
         cfg: the trial's resolved config.
         device: ``cpu``, ``cuda`` or ``auto`` (see :func:`resolve_device`).
+        progress: called with each learning-curve point as it is measured (the dict that
+            ``curve`` gets: ``step``, ``train/loss``, ``val/…``); the driver logs it live.
 
     Returns:
         The final metrics (``test/rel_mse`` or ``test/acc``, ``test/n_<n>/…``, ``val/best_loss``,
@@ -219,6 +222,8 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
             val_metrics = evaluate(model, task, val)
             curve.append({"step": step, "train/loss": sum(running) / len(running),
                           **{f"val/{k}": v for k, v in val_metrics.items()}})
+            if progress is not None:
+                progress(curve[-1])
             running = []
             if val_metrics["loss"] < best_val:  # NaN never compares smaller: never kept
                 best_val, best_step, best_state = val_metrics["loss"], step, _state(model, task)

@@ -31,7 +31,8 @@ def preflight(trials: Sequence[Trial], device: str) -> None:
         SweepError: naming the first trial whose config cannot be built, and why.
     """
     try:
-        resolve_device(device)
+        if not device.startswith("cuda"):  # CUDA is checked where trials run (the scheduler)
+            resolve_device(device)
     except ValueError as err:
         raise SweepError(str(err)) from err
     tasks: dict[str, object] = {}
