@@ -46,6 +46,16 @@ def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_di
     for path in [*paths, table_path]:
         tracker.log_artifact(parent, path)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    artifacts = tracker.client.get_run(parent).info.artifact_uri
-    print(f"plot: {artifacts}/{paths[0].name}\n"
-          f"records: {store.uri} (experiment {ablation!r}, parent run {parent})")
+    info = tracker.client.get_run(parent).info
+    print(f"plot: {info.artifact_uri}/{paths[0].name}\n"
+          f"records: {store.uri} (experiment {ablation!r}, parent run {parent})\n"
+          f"browse: {ui_link(store, info.experiment_id)}")
+
+
+def ui_link(store: Store, experiment_id: str) -> str:
+    """Where the MLflow UI shows an experiment's training runs (MLflow 3 opens its GenAI pages
+    unless the URL asks for ``workflowType=machine_learning``)."""
+    page = f"#/experiments/{experiment_id}?workflowType=machine_learning"
+    if store.artifact_root is None:  # a tracking server serves the UI itself
+        return f"{store.uri}/{page}"
+    return f"mlflow ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"
