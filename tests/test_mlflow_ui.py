@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -88,7 +89,8 @@ def mlflow_ui(smoke_store):
     mlflow = Path(sys.executable).parent / "mlflow"
     proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri",
                              f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port)],
-                            cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # its workers are stopped with it, by group
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while True:
@@ -99,12 +101,24 @@ def mlflow_ui(smoke_store):
         except OSError:
             pass
         if time.time() > deadline or proc.poll() is not None:
-            proc.kill()
+            _stop_group(proc)
             pytest.fail("mlflow ui did not start")
         time.sleep(0.5)
     yield url
-    proc.terminate()
-    proc.wait(timeout=60)
+    _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``mlflow ui`` and the workers it spawned (its process group, which this test made)."""
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s or None)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class Chromium:
@@ -228,10 +242,10 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
         if (button) button.click();
         return Boolean(button); }})()""")
     assert expanded, "no expander on the parent run's row"
-    shown = chromium.wait_for(f"""(() => {{
+    shown = chromium.wait_for("""(() => {
         const names = Array.from(document.querySelectorAll('a')).map(a => a.innerText)
             .filter(t => / n_train=\\d+ seed=\\d+$/.test(t));
-        return names.length >= 18 ? names : null; }})()""", timeout_s=60)
+        return names.length >= 18 ? names : null; })()""", timeout_s=60)
     chromium.screenshot(tmp_path / "mlflow_training_runs.png")
     assert shown is not None and set(shown) == children
 
