@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from harness.models import build_model
-from harness.sweep import SweepError, Trial, identity_dict
+from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
 from tasks import build_task
 
@@ -39,8 +39,7 @@ def preflight(trials: Sequence[Trial], device: str) -> None:
     built: set[str] = set()
     for trial in trials:
         cfg = trial.config
-        ident = identity_dict(cfg)
-        task_key, model_key = repr(ident["task"]), repr((ident["model"], ident["task"]))
+        task_key, model_key = repr(cfg.task), repr((cfg.model, cfg.task))  # dataclass reprs
         try:
             _positive(trial)
             if task_key not in tasks:

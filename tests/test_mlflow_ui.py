@@ -260,3 +260,11 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
         .then(async r => [r.status, r.headers.get('content-type'),
                           Array.from(new Uint8Array(await r.arrayBuffer()).slice(1, 4))])""")
     assert status[0] == 200 and status[1].startswith("image/png") and bytes(status[2]) == b"PNG"
+
+
+def test_dry_run_marks_finished_trials_and_writes_nothing(smoke_store, run_cli):
+    before = sorted(str(p) for p in smoke_store.rglob("*"))
+    proc = run_cli(["harness", "+ablation=smoke", *FAST, "dry_run=true"], smoke_store)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "18 trials, 18 already finished (done)" in proc.stdout
+    assert sorted(str(p) for p in smoke_store.rglob("*")) == before
