@@ -227,7 +227,8 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
 
     # the link the README and the sweep's last line give
     chromium.open(f"{mlflow_ui}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
-    loaded = chromium.wait_for("document.body.innerText.includes('19 matching runs')")
+    loaded = chromium.wait_for("document.body.innerText.includes('19 matching runs') && "
+                               f"document.body.innerText.includes({json.dumps(parent.info.run_name)})")
     if not loaded:
         chromium.screenshot(tmp_path / "runs_not_loaded.png")
     assert loaded, chromium.js("document.body.innerText")[:2000]
