@@ -27,14 +27,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from analysis.load import load_runs
-from analysis.outputs import write_all
-from analysis.trials import restrict, swept_axes
-from harness.config import register_configs
-from harness.sweep import SweepError, expand
-from harness.tracking import resolve_store
-
-register_configs()
+from harness.cli import ANALYSIS_USAGE, precheck
 
 
 def _fail(message: str) -> None:
@@ -45,6 +38,12 @@ def _fail(message: str) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
+    from analysis.load import load_runs
+    from analysis.outputs import write_all
+    from analysis.trials import restrict, swept_axes
+    from harness.sweep import SweepError, expand
+    from harness.tracking import resolve_store
+
     name = cfg.ablation.name
     if cfg.ablation.suite:
         _fail(f"{name!r} is a suite of ablations {list(cfg.ablation.suite)}: analyse one of them "
@@ -71,5 +70,14 @@ def main(cfg: DictConfig) -> None:
         print(path)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """``--help`` and unknown group choices first (no heavy imports), then :func:`main`."""
+    precheck(ANALYSIS_USAGE)
+    from harness.config import register_configs
+
+    register_configs()
     main()
+
+
+if __name__ == "__main__":
+    cli()

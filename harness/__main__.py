@@ -3,6 +3,9 @@
 Without ``+ablation`` it runs one trial of the defaults. ``dry_run=true`` lists the trials;
 ``force=true`` reruns trials that already finished. Exit status: 0 every trial finished,
 1 some failed (named on stderr), 2 bad input (nothing run, nothing recorded), 130 interrupted.
+
+``--help`` and a misspelled group choice are answered by :mod:`harness.cli` before torch, Ray or
+MLflow is imported; those are imported here only once the command needs them.
 """
 
 from __future__ import annotations
@@ -15,16 +18,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import register_configs
-from harness.driver import print_summary, run_sweep
-from harness.report import print_trials, summarise
-from harness.scheduler import make_scheduler
-from harness.sweep import SweepError, expand_suite
-from harness.tracking import StoreError, Tracker, check_store, resolve_store
-from harness.validate import preflight
+from harness.cli import HARNESS_USAGE, precheck
 
-register_configs()
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
+# A dry run writes nothing: no output folder, no .hydra/ copy, no log file.
+_DRY_RUN_HYDRA = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none"]
 
 
 def _bad_input(err: Exception) -> None:
@@ -36,9 +34,23 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _dry_run(ablations, store) -> None:
+    """List each ablation's trials, marking those already FINISHED in the store (read only)."""
+    from harness.report import print_trials
+    from harness.tracking import finished_ids
+
+    for name, trials in ablations:
+        print(f"== {name}")
+        print_trials(trials, finished_ids(store, name))
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
+    from harness.sweep import SweepError, expand_suite
+    from harness.tracking import StoreError, resolve_store
+    from harness.validate import preflight
+
     global _ENTERED
     _ENTERED = True
     cli = list(HydraConfig.get().overrides.task)
@@ -47,14 +59,19 @@ def main(cfg: DictConfig) -> None:
         preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if not cfg.dry_run:
+            from harness.tracking import check_store
+
             check_store(store)
     except (SweepError, StoreError) as err:
         _bad_input(err)
     if cfg.dry_run:
-        for name, trials in ablations:
-            print(f"== {name}")
-            print_trials(trials)
+        _dry_run(ablations, store)
         return
+    from harness.driver import print_summary, run_sweep
+    from harness.report import summarise
+    from harness.scheduler import make_scheduler
+    from harness.tracking import Tracker
+
     signal.signal(signal.SIGTERM, _interrupt)
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     any_failed = False
@@ -75,8 +92,21 @@ def main(cfg: DictConfig) -> None:
     sys.exit(1 if any_failed else 0)
 
 
+def _is_dry_run(args: list[str]) -> bool:
+    return any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in args)
+
+
 def cli() -> None:
-    """Run :func:`main`; a config that Hydra cannot compose exits with 2 (Hydra's text kept)."""
+    """Run :func:`main`; a config that Hydra cannot compose exits with 2 (Hydra's text kept).
+
+    ``--help`` and unknown group choices are answered first, without heavy imports.
+    """
+    precheck(HARNESS_USAGE)
+    if _is_dry_run(sys.argv[1:]):
+        sys.argv += _DRY_RUN_HYDRA
+    from harness.config import register_configs
+
+    register_configs()
     try:
         main()
     except SystemExit as exit_:

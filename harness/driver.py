@@ -62,10 +62,14 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
     def on_start(trial: Trial) -> None:
         running[trial.trial_id] = tracker.start_trial(experiment, parent, ablation, trial)
 
+    def on_progress(trial: Trial, point: dict) -> None:  # the learning curve, as it is measured
+        if trial.trial_id in running:
+            tracker.log_progress(running[trial.trial_id], point)
+
     status = "KILLED"
     try:
         with tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
-            for outcome in scheduler.run(todo, on_start):
+            for outcome in scheduler.run(todo, on_start, on_progress):
                 old = finished.get(outcome.trial.trial_id, []) if force else []
                 tracker.finish_trial(running.pop(outcome.trial.trial_id), outcome, old)
                 if outcome.error is not None:

@@ -30,20 +30,37 @@ class Outcome:
     node: str
 
 
-def execute(trial: Trial, device: str, num_threads: int) -> Outcome:
-    """Run one trial in this process with ``num_threads`` torch threads; never raises."""
+class Progress:
+    """A trial's learning-curve callback (``run_trial(progress=…)``): sends ``(trial_id, point)``
+    to the driver through a Ray queue; a lost point is logged at the end with the curve."""
+
+    def __init__(self, queue, trial_id: str) -> None:
+        self.queue, self.trial_id = queue, trial_id
+
+    def __call__(self, point: dict[str, float]) -> None:
+        try:
+            self.queue.put_nowait((self.trial_id, point))
+        except Exception:  # noqa: BLE001 - progress is best effort; the trial goes on
+            pass
+
+
+def execute(trial: Trial, device: str, num_threads: int,
+            progress: Optional[Callable[[dict], None]] = None) -> Outcome:
+    """Run one trial in this process with ``num_threads`` torch threads; never raises.
+    ``progress`` receives each learning-curve point as it is measured."""
     torch.set_num_threads(num_threads)
     node = socket.gethostname()
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():  # a Ray worker: name the node, not the host
         node = f"{node}/{ray.get_runtime_context().get_node_id()[:12]}"
     try:
-        return Outcome(trial, run_trial(trial.config, device), None, node)
+        return Outcome(trial, run_trial(trial.config, device, progress), None, node)
     except Exception:  # noqa: BLE001 - any trial error is recorded, and the sweep goes on
         return Outcome(trial, None, traceback.format_exc(), node)
 
 
 OnStart = Optional[Callable[[Trial], None]]
+OnProgress = Optional[Callable[[Trial, dict], None]]  # (trial, learning-curve point)
 
 
 class SerialScheduler:
@@ -53,18 +70,24 @@ class SerialScheduler:
         self.cfg = cfg
 
     def __enter__(self) -> "SerialScheduler":
+        from harness.trial import resolve_device
+
+        resolve_device(self.cfg.device)  # trials run here: CUDA must be here (ValueError if not)
         return self
 
     def __exit__(self, *exc) -> None:
         return None
 
-    def run(self, trials: Sequence[Trial], on_start: OnStart = None) -> Iterator[Outcome]:
-        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each."""
+    def run(self, trials: Sequence[Trial], on_start: OnStart = None,
+            on_progress: OnProgress = None) -> Iterator[Outcome]:
+        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each,
+        ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
         threads = max(1, round(self.cfg.cpus_per_trial))
         for trial in trials:
             if on_start:
                 on_start(trial)
-            yield execute(trial, self.cfg.device, threads)
+            progress = (lambda point, t=trial: on_progress(t, point)) if on_progress else None
+            yield execute(trial, self.cfg.device, threads, progress)
 
 
 class RayScheduler:
@@ -100,6 +123,10 @@ class RayScheduler:
         import ray
 
         need = {"CPU": self.cfg.cpus_per_trial, "GPU": self.cfg.gpus_per_trial}
+        if self.cfg.device.startswith("cuda") and self.cfg.gpus_per_trial <= 0:
+            ray.shutdown()
+            raise ValueError(f"cluster.device={self.cfg.device!r} needs cluster.gpus_per_trial > 0 "
+                             "(e.g. 1 or 0.25) so that Ray places each trial on a GPU of the cluster")
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         if not any(all(res.get(k, 0) >= v for k, v in need.items() if v > 0) for res in nodes):
             have = [{k: res.get(k, 0) for k in need} for res in nodes]
@@ -123,10 +150,14 @@ class RayScheduler:
             slots = min(slots, total.get("GPU", 0) / self.cfg.gpus_per_trial)
         return max(1, int(slots + 1e-9))
 
-    def run(self, trials: Sequence[Trial], on_start: OnStart = None) -> Iterator[Outcome]:
-        """Run every trial, at most a cluster's worth at once; yield outcomes as they complete."""
+    def run(self, trials: Sequence[Trial], on_start: OnStart = None,
+            on_progress: OnProgress = None) -> Iterator[Outcome]:
+        """Run every trial, at most a cluster's worth at once; yield outcomes as they complete.
+        Learning-curve points come back through a Ray queue and go to ``on_progress`` while the
+        driver waits, and all of a trial's points before its outcome."""
 
         import ray
+        from ray.util.queue import Queue
 
         remote = ray.remote(execute).options(
             num_cpus=self.cfg.cpus_per_trial,
@@ -135,6 +166,8 @@ class RayScheduler:
             retry_exceptions=False,
         )
         threads = max(1, round(self.cfg.cpus_per_trial))
+        points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
+        by_id = {t.trial_id: t for t in trials}
         queue = list(trials)
         by_ref: dict = {}
         while queue or self._pending:
@@ -142,10 +175,17 @@ class RayScheduler:
                 trial = queue.pop(0)
                 if on_start:
                     on_start(trial)
-                ref = remote.remote(trial, self.cfg.device, threads)
+                progress = Progress(points, trial.trial_id) if points is not None else None
+                ref = remote.remote(trial, self.cfg.device, threads, progress)
                 by_ref[ref] = trial
                 self._pending.append(ref)
-            done, self._pending = ray.wait(self._pending, num_returns=1)
+            done, self._pending = ray.wait(self._pending, num_returns=1,
+                                           timeout=1.0 if points is not None else None)
+            if points is not None:
+                for trial_id, point in points.get_nowait_batch(points.qsize()):
+                    on_progress(by_id[trial_id], point)
+            if not done:
+                continue
             ref = done[0]
             try:
                 yield ray.get(ref)

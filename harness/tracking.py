@@ -9,24 +9,34 @@ Runs left RUNNING by a driver that died are closed as KILLED by the next invocat
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from contextlib import closing
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
+from harness.cli import ablation_question
 from harness.config import TrackingConfig, TrackingKind
 from harness.scheduler import Outcome
 from harness.sweep import Trial, identity_dict
 
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
+# MLflow 3 opens an experiment on its GenAI pages unless the experiment says it holds training
+# runs; the UI reads this tag (values as in MLflow's own experiment kinds).
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+# MLflow prints a "View run … at" link per closed run on a server store: noise in sweep logs.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 
 
 class StoreError(ValueError):
@@ -98,6 +108,41 @@ def _probe_writable(folder: Path) -> None:
         raise StoreError(f"tracking store folder {folder} is read-only: {err}") from err
 
 
+def finished_ids(store: Store, ablation: str) -> set[str]:
+    """Trial ids with a FINISHED run in experiment ``ablation``; read only: a local store that
+    does not exist yet is not created (the answer is then empty). A local store is read with
+    one SQL query on MLflow's schema (a dry run then needs no SQLAlchemy store, ~2 s)."""
+    if store.uri.startswith("sqlite:///"):
+        db = Path(store.uri[len("sqlite:///"):])
+        if not db.exists():
+            return set()
+        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as con:
+            rows = con.execute(
+                "SELECT t.value FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
+                "JOIN experiments e ON e.experiment_id = r.experiment_id WHERE e.name = ? "
+                "AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
+                "AND r.status = 'FINISHED' AND t.key = 'trial_id'", (ablation,)).fetchall()
+        return {value for (value,) in rows}
+    tracker = Tracker(store)
+    found = tracker.client.get_experiment_by_name(ablation)
+    return set(tracker.finished_trials(found.experiment_id)) if found is not None else set()
+
+
+def describe(ablation: str) -> str:
+    """The description MLflow shows for an ablation's experiment and parent runs: its question
+    (``conf/ablation/NAME.yaml``), or what a run without an ablation is."""
+    question = ablation_question(ablation)
+    if question:
+        return f"**{ablation}**: {question}"
+    return f"**{ablation}**: trials run without an ablation (`python -m harness KEY=VALUE ...`)"
+
+
+def run_name(trial: Trial) -> str:
+    """A child run's name: variant, task, training-set size and seed (``softmax teacher
+    n_train=64 seed=0``); unique within a parent unless the grid varies another key."""
+    return f"{trial.variant} {trial.task} n_train={trial.config.task.n_train} seed={trial.config.seed}"
+
+
 def git_commit() -> str:
     """The harness checkout's commit (with ``+dirty`` if it has local changes), or ``unknown``."""
     repo = Path(__file__).resolve().parent.parent
@@ -135,6 +180,7 @@ class Tracker:
         self.store = store
         self.client = MlflowClient(tracking_uri=store.uri)
         self.commit = git_commit()
+        self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
 
     def experiment(self, name: str) -> str:
         """The id of experiment ``name``, created (with artifacts beside the store) if missing."""
@@ -142,7 +188,8 @@ class Tracker:
         if found is not None:
             return found.experiment_id
         location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
-        return self.client.create_experiment(name, artifact_location=location)
+        return self.client.create_experiment(name, artifact_location=location, tags={
+            EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name)})
 
     def _search(self, experiment_id: str, filter_string: str) -> list:
         runs, token = [], None
@@ -172,9 +219,14 @@ class Tracker:
 
     def start_parent(self, experiment_id: str, ablation: str, n_trials: int, n_skipped: int,
                      overrides: list[str]) -> str:
-        """Open the invocation's parent run; returns its run id."""
-        run = self.client.create_run(experiment_id, run_name=f"{ablation}-sweep", tags={
-            "ablation": ablation, "git_commit": self.commit, "role": "sweep"})
+        """Open the invocation's parent run, named after the ablation and its start time
+        (``smoke 2025-06-01 14:03:07``) and described by the ablation's question; returns its id."""
+        started = datetime.now().astimezone()
+        run = self.client.create_run(
+            experiment_id, run_name=f"{ablation} {started:%Y-%m-%d %H:%M:%S}",
+            start_time=int(started.timestamp() * 1000),
+            tags={"ablation": ablation, "git_commit": self.commit, "role": "sweep",
+                  MLFLOW_RUN_NOTE: describe(ablation)})
         self.client.log_batch(run.info.run_id, params=[
             Param("n_trials", str(n_trials)), Param("n_skipped_finished", str(n_skipped)),
             Param("overrides", " ".join(overrides)[:6000])])
@@ -186,7 +238,7 @@ class Tracker:
 
     def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
         """Open a RUNNING child run for ``trial`` with its tags and params; returns its run id."""
-        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: f"{trial.variant}-{trial.trial_id[:8]}",
+        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
@@ -196,6 +248,16 @@ class Tracker:
         for chunk in _chunks(params, _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
         return run_id
+
+    def log_progress(self, run_id: str, point: dict[str, float]) -> None:
+        """Log one learning-curve point (``step``, ``train/loss``, ``val/loss``, ...) while the
+        trial runs, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then
+        logs only the points that did not arrive this way."""
+        step = int(point["step"])
+        ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
+        metrics = [Metric(k, float(v), ts, step) for k, v in point.items() if k not in ("step", "time_ms")]
+        self.client.log_batch(run_id, metrics=metrics)
+        self._live.setdefault(run_id, set()).add(step)
 
     def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> None:
         """Record an outcome in its run and close it FINISHED or FAILED.
@@ -220,8 +282,11 @@ class Tracker:
         ts = result.end_ms
         metrics = [Metric(k, float(v), ts, 0) for k, v in result.metrics.items()]
         metrics.append(Metric("n_params", float(result.n_params), ts, 0))
+        live = self._live.pop(run_id, set())
         for point in result.curve:  # each point carries the time it was measured
             step, when = int(point["step"]), int(point.get("time_ms", ts))
+            if step in live:
+                continue
             metrics += [Metric(k, float(v), when, step) for k, v in point.items()
                         if k not in ("step", "time_ms")]
         for chunk in _chunks(metrics, _BATCH["metrics"]):

@@ -7,7 +7,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -182,7 +182,8 @@ def _load(model: nn.Module, task: TaskBase, state: dict[str, Tensor]) -> None:
     task.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("task.")})
 
 
-def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
+def run_trial(cfg: Config, device: str = "cpu",
+              progress: Callable[[dict[str, float]], None] | None = None) -> TrialResult:
     """Train ``cfg.model`` (and the task's learned ``E``/``U``) on ``cfg.task`` and evaluate it
     (paper.md §13 protocol).
 
@@ -199,6 +200,8 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
     Args:
         cfg: the trial's resolved config.
         device: ``cpu``, ``cuda`` or ``auto`` (see :func:`resolve_device`).
+        progress: called with each learning-curve point as it is measured (the dict that
+            ``curve`` gets: ``step``, ``train/loss``, ``val/…``); the driver logs it live.
 
     Returns:
         The final metrics (``test/rel_mse`` or ``test/acc``, ``test/n_<n>/…``, ``val/best_loss``,
@@ -252,6 +255,8 @@ def run_trial(cfg: Config, device: str = "cpu") -> TrialResult:
                           "train/loss": sum(running) / len(running),
                           **{f"val/{k}": v for k, v in val_metrics.items()},
                           "val/error": key[0], "val/best_error": best[0]})
+            if progress is not None:
+                progress(curve[-1])
             running = []
 
     _load(model, task, best_state)

@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from harness.models import build_model
-from harness.sweep import SweepError, Trial, identity_dict
+from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
 from tasks import build_task
 
@@ -31,15 +31,15 @@ def preflight(trials: Sequence[Trial], device: str) -> None:
         SweepError: naming the first trial whose config cannot be built, and why.
     """
     try:
-        resolve_device(device)
+        if not device.startswith("cuda"):  # CUDA is checked where trials run (the scheduler)
+            resolve_device(device)
     except ValueError as err:
         raise SweepError(str(err)) from err
     tasks: dict[str, object] = {}
     built: set[str] = set()
     for trial in trials:
         cfg = trial.config
-        ident = identity_dict(cfg)
-        task_key, model_key = repr(ident["task"]), repr((ident["model"], ident["task"]))
+        task_key, model_key = repr(cfg.task), repr((cfg.model, cfg.task))  # dataclass reprs
         try:
             _positive(trial)
             if task_key not in tasks:

@@ -48,6 +48,9 @@ class TeacherConfig(CommonConfig):
     uniform_rel_mse: float = 0.6  # calibrated relative MSE of the uniform-mixing predictor
 
 
+_BETA: dict[tuple, float] = {}  # calibrated β per (teacher, d, n, k, teacher_seed, uniform_rel_mse)
+
+
 def relative_mse(pred: Tensor, target: Tensor) -> float:
     """``Σ‖pred − target‖² / Σ‖target‖²`` over all entries (a float)."""
     return float(((pred - target) ** 2).sum() / (target**2).sum())
@@ -74,7 +77,10 @@ class TeacherTask(TaskBase):
         self.Q: Tensor | None = None  # T2: data seen in the rotated embedding x ↦ Q x
         g = generator(cfg.teacher_seed, "teacher")
         self.teacher = Teacher(cfg.teacher, cfg.d, cfg.k, g, cfg.teacher_seed)
-        self.beta = self._calibrate(self._inputs(g, 1024, cfg.n, torch.float64))
+        key = (cfg.teacher, cfg.d, cfg.n, cfg.k, cfg.teacher_seed, cfg.uniform_rel_mse)
+        if key not in _BETA:  # the calibration is the costly part of building a task: once
+            _BETA[key] = self._calibrate(self._inputs(g, 1024, cfg.n, torch.float64))
+        self.beta = _BETA[key]
 
     def _inputs(self, g: torch.Generator, size: int, n: int, dtype: torch.dtype) -> Tensor:
         x = torch.randn(size, n, self.d, generator=g, dtype=dtype) / math.sqrt(self.d)

@@ -1,0 +1,68 @@
+"""The command line before anything heavy: --help, a misspelled preset or ablation (did you mean),
+no ``*_schema`` entries in any list, a dry run that writes nothing, and where CUDA is checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import check_choices, help_text, HARNESS_USAGE
+from harness.config import ClusterConfig, SchedulerKind
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_help_lists_ablations_and_presets_without_schemas():
+    text = help_text(HARNESS_USAGE)
+    assert "_schema" not in text
+    assert "smoke" in text and "does attention learn an attention teacher" in text
+    assert "relu_attention" in text and "teacher_quartic" in text
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["model=sofmax"], "did you mean softmax?"),
+    (["+ablation=smok"], "did you mean smoke?"),
+    (["task=teachr", "seed=2"], "did you mean teacher?"),
+])
+def test_misspelled_choice_is_named_with_the_closest(args, expected):
+    error = check_choices(args)
+    assert error is not None and expected in error and "_schema" not in error
+    assert check_choices(["model=softmax", "+ablation=smoke", "train.lr=0.1"]) is None
+
+
+def test_cli_answers_help_and_typos_without_heavy_imports(tmp_path):
+    proc = _run(["harness", "--help"], tmp_path)
+    assert proc.returncode == 0 and "_schema" not in proc.stdout and "+ablation=NAME" in proc.stdout
+    proc = _run(["harness", "model=sofmax"], tmp_path)
+    assert proc.returncode == 2 and "did you mean softmax?" in proc.stderr
+    for module in ("analysis", "analysis.report"):
+        proc = _run([module, "+ablation=smok"], tmp_path)
+        assert proc.returncode == 2 and "did you mean smoke?" in proc.stderr
+    # neither torch, Ray nor MLflow is loaded to answer
+    probe = ("import sys; from harness.cli import precheck, HARNESS_USAGE\n"
+             "try:\n    precheck(HARNESS_USAGE, ['model=sofmax'])\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('torch', 'ray', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().endswith("[]"), out.stdout + out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_cuda_is_checked_where_trials_run(hydra_conf):
+    from harness.scheduler import RayScheduler, SerialScheduler
+    from harness.sweep import compose_trial
+    from harness.validate import preflight
+
+    trial = compose_trial(["train.max_steps=2", "cluster.device=cuda"], [])
+    preflight([trial], "cuda")  # the driver need not have a GPU (a CPU-only head)
+    if not __import__("torch").cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial, device="cuda")).__enter__()
+    with pytest.raises(ValueError, match="gpus_per_trial > 0"):
+        RayScheduler(ClusterConfig(num_cpus=1, device="cuda")).__enter__()

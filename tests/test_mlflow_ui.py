@@ -1,0 +1,271 @@
+"""What a researcher sees in MLflow: the README's searches on a real smoke store, and the MLflow UI
+in a real browser (headless Chromium driven over the DevTools protocol, no Python browser
+package): the training-runs view lists the sweep's parent run with its 18 children, and the
+parent's figure artifact is served. The screenshots are kept as test artifacts (their paths are
+printed). Without Chromium the browser test is skipped, except under CI (``CI=true``), where it
+fails: ``.ci/run`` installs Debian's ``chromium-headless-shell`` first.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["cluster=serial", "train.max_steps=30", "train.eval_every=15", "task.n_val=32",
+        "task.n_test=64"]
+BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+
+
+@pytest.fixture(scope="module")
+def smoke_store(tmp_path_factory, run_cli_module):
+    """A store holding one short smoke sweep (18 trials, serial), made by the real CLI."""
+    cwd = tmp_path_factory.mktemp("ui")
+    proc = run_cli_module(["harness", "+ablation=smoke", *FAST], cwd, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "View run" not in proc.stdout  # MLflow's per-run console link is silenced
+    return cwd
+
+
+def _readme_searches() -> list[tuple[str, int]]:
+    """The README's table of MLflow searches: ``(filter, runs it finds in a smoke sweep)``."""
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \| (\d+) \|", text, re.MULTILINE)
+    assert len(rows) >= 4, "README must list MLflow searches as | `filter` | runs | rows"
+    return [(f, int(n)) for f, n in rows]
+
+
+def test_readme_searches_find_what_it_says(smoke_store):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{smoke_store / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("smoke")
+    for search, expected in _readme_searches():
+        runs = client.search_runs([experiment.experiment_id], search, max_results=1000)
+        assert len(runs) == expected, search
+
+
+def test_runs_are_named_and_described(smoke_store):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{smoke_store / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("smoke")
+    question = "does attention learn an attention teacher"
+    assert question in experiment.tags["mlflow.note.content"]
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
+    assert re.fullmatch(r"smoke \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", parent.info.run_name)
+    assert question in parent.data.tags["mlflow.note.content"]
+    names = {r.info.run_name for r in runs if r is not parent}
+    assert names == {f"{v} teacher n_train={n} seed={s}" for v in ("softmax", "relu_attention", "mlp")
+                     for n in (64, 256, 1024) for s in (0, 1)}
+    child = next(r for r in runs if r is not parent)
+    steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
+    assert steps == [15, 30]  # each point logged once, live or at the end
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(smoke_store):
+    """``mlflow ui`` on the smoke store, as the README starts it; yields its URL."""
+    port = _free_port()
+    mlflow = Path(sys.executable).parent / "mlflow"
+    proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri",
+                             f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port)],
+                            cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # its workers are stopped with it, by group
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.time() > deadline or proc.poll() is not None:
+            _stop_group(proc)
+            pytest.fail("mlflow ui did not start")
+        time.sleep(0.5)
+    yield url
+    _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Stop ``mlflow ui`` and the workers it spawned (its process group, which this test made)."""
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s or None)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Chromium:
+    """Headless Chromium over the DevTools protocol on a pipe (``--remote-debugging-pipe``:
+    commands on the child's fd 3, replies on its fd 4, NUL-terminated JSON)."""
+
+    def __init__(self, exe: str, profile: Path, width: int = 1600, height: int = 1000) -> None:
+        to_child, from_child = os.pipe(), os.pipe()
+
+        def wire() -> None:  # in the child: its fds 3 and 4 become the pipe ends
+            cmd, out = os.dup(to_child[0]), os.dup(from_child[1])
+            os.dup2(cmd, 3)
+            os.dup2(out, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--remote-debugging-pipe", f"--user-data-dir={profile}",
+             f"--window-size={width},{height}", "about:blank"],
+            preexec_fn=wire, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_child[0])
+        os.close(from_child[1])
+        self._out = os.fdopen(to_child[1], "wb", buffering=0)
+        self._in = os.fdopen(from_child[0], "rb", buffering=0)
+        self._buffer, self._id, self.session = b"", 0, None
+
+    def send(self, method: str, browser: bool = False, **params):
+        """Send one command (to the page's session unless ``browser``); return its result."""
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if self.session and not browser:
+            message["sessionId"] = self.session
+        self._out.write(json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buffer:
+                chunk = self._in.read(1 << 16)
+                if not chunk:
+                    raise RuntimeError("chromium closed its DevTools pipe")
+                self._buffer += chunk
+            raw, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def open(self, url: str) -> None:
+        target = self.send("Target.createTarget", browser=True, url=url)["targetId"]
+        self.session = self.send("Target.attachToTarget", browser=True, targetId=target,
+                                 flatten=True)["sessionId"]
+
+    def js(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, awaitPromise=True,
+                           returnByValue=True)
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout_s: float = 120):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.5)
+        return None
+
+    def screenshot(self, path: Path) -> Path:
+        path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", format="png")["data"]))
+        print(f"screenshot: {path}")
+        return path
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", browser=True)
+        except (RuntimeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture()
+def chromium(tmp_path):
+    """A headless Chromium with a fresh profile; under CI a missing browser fails the test."""
+    exe = next((found for name in BROWSERS if (found := shutil.which(name))), None)
+    if exe is None:
+        message = f"no headless Chromium on PATH (tried {', '.join(BROWSERS)}; .ci/run installs it)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    browser = Chromium(exe, tmp_path / "profile")
+    yield browser
+    browser.close()
+
+
+@pytest.mark.slow
+def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow_ui, chromium,
+                                                             tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{smoke_store / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("smoke")
+    runs = client.search_runs([experiment.experiment_id], max_results=100)
+    parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
+    children = {r.info.run_name for r in runs if r is not parent}
+    assert len(children) == 18
+
+    # the link the README and the sweep's last line give
+    chromium.open(f"{mlflow_ui}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
+    loaded = chromium.wait_for("document.body.innerText.includes('19 matching runs') && "
+                               f"document.body.innerText.includes({json.dumps(parent.info.run_name)})")
+    if not loaded:
+        chromium.screenshot(tmp_path / "runs_not_loaded.png")
+    assert loaded, chromium.js("document.body.innerText")[:2000]
+    assert "/runs" in chromium.js("location.hash")  # the training-runs view, not GenAI traces
+    text = chromium.js("document.body.innerText")
+    assert parent.info.run_name in text
+    assert "does attention learn an attention teacher" in text  # the ablation's question
+    expanded = chromium.js(f"""(() => {{
+        const name = Array.from(document.querySelectorAll('a'))
+            .find(a => a.innerText === {json.dumps(parent.info.run_name)});
+        const button = name && name.closest('.ag-cell-value').querySelector('button');
+        if (button) button.click();
+        return Boolean(button); }})()""")
+    assert expanded, "no expander on the parent run's row"
+    shown = chromium.wait_for("""(() => {
+        const names = Array.from(document.querySelectorAll('a')).map(a => a.innerText)
+            .filter(t => / n_train=\\d+ seed=\\d+$/.test(t));
+        return names.length >= 18 ? names : null; })()""", timeout_s=60)
+    chromium.screenshot(tmp_path / "mlflow_training_runs.png")
+    assert shown is not None and set(shown) == children
+
+    # the parent's figure artifact, as the UI's artifact viewer fetches and shows it
+    chromium.open(f"{mlflow_ui}/#/experiments/{experiment.experiment_id}/runs/{parent.info.run_id}"
+                  "/artifacts/sample_efficiency.png?workflowType=machine_learning")
+    shown = chromium.wait_for("Array.from(document.images).some(i => i.src.startsWith('blob:') "
+                              "&& i.complete && i.naturalWidth > 200)")
+    chromium.screenshot(tmp_path / "mlflow_parent_figure.png")
+    assert shown, "the parent run's sample_efficiency.png was not shown"
+    status = chromium.js(f"""fetch('/get-artifact?path=sample_efficiency.png&run_uuid={parent.info.run_id}')
+        .then(async r => [r.status, r.headers.get('content-type'),
+                          Array.from(new Uint8Array(await r.arrayBuffer()).slice(1, 4))])""")
+    assert status[0] == 200 and status[1].startswith("image/png") and bytes(status[2]) == b"PNG"
+
+
+def test_dry_run_marks_finished_trials_and_writes_nothing(smoke_store, run_cli):
+    before = sorted(str(p) for p in smoke_store.rglob("*"))
+    proc = run_cli(["harness", "+ablation=smoke", *FAST, "dry_run=true"], smoke_store)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "18 trials, 18 already finished (done)" in proc.stdout
+    assert sorted(str(p) for p in smoke_store.rglob("*")) == before
