@@ -238,7 +238,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         f"from {source}, harness commit `{head}`.",
         "",
         f"**Scale: `{scale.name}`**: seeds `{scale.seeds}`, n_train `{scale.n_train}`, learning rates "
-        f"`{scale.lrs}` (extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10), "
+        f"`{scale.lrs}` (" + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10" if not tiny
+          else "no reruns past an edge at this scale") + "), "
         f"{scale.steps} steps per trial, validation every {scale.eval_every} steps. {total} trial runs "
         f"in {len(configs)} ablations. Margins pre-registered in the ablation files at commit `{margins}`. "
         "Do not edit by hand: rerun the command.", "",
@@ -290,7 +291,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
             if proc.returncode not in (0, 1):  # 1: some trials failed; the report counts them
                 sys.exit(proc.returncode)
         ablations = {name: expand(conf, [f"+ablation={name}", *cli]) for name, conf in configs.items()}
-        if cfg.report.run and cfg.report.extend_lr > 0:
+        if cfg.report.run and cfg.report.extend_lr > 0 and cfg.scale.name in EVIDENCE_SCALES:
             run_extensions(cfg, ablations, configs, cli, store)
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)

@@ -173,3 +173,27 @@ def test_runs_are_restricted_to_the_ablations_trials_and_labelled_by_arm():
     assert len(out) == len(trials) + 1
     assert out.set_index("trial_id").loc["ext", "arm"] == "softmax · rotation=eval · optimizer=sgd"
     assert out["arm"].nunique() == 8  # one arm per mode × optimiser × model: nothing pooled
+
+
+def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf):
+    """The report reruns an edge lr one step further (×√10), per seed, tagged with the grid
+    trial it extends (paper.md §13 *lr at grid edge*)."""
+    from hydra import compose
+
+    from analysis.reporting import _extension_trials
+    from harness.sweep import expand
+
+    cli = ["+ablation=knowledge_size", "scale=tiny"]
+    trials = expand(compose(config_name="config", overrides=cli), cli)
+    grid = [t for t in trials if t.variant == "softmax_free[k=4]"]
+    edge = {"task": "teacher", "arm": "softmax_free[k=4]", "n_train": 64, "side": "high", "lr": 0.01,
+            "trial_ids": [t.trial_id for t in grid], "extends": [""] * len(grid)}
+    known = {t.trial_id: t for t in trials}
+    new = _extension_trials([edge], known, cli)
+    assert len(new) == len(grid) == 2  # one per seed
+    assert {t.config.train.lr for t in new} == {0.0316}
+    assert {t.extends for t in new} == {t.trial_id for t in grid}
+    assert {t.variant for t in new} == {"softmax_free[k=4]"}
+    assert {(t.config.seed, t.config.task.n_train) for t in new} == {(t.config.seed, 64) for t in grid}
+    low = _extension_trials([{**edge, "side": "low"}], known, cli)
+    assert {t.config.train.lr for t in low} == {0.00316}
