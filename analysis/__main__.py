@@ -33,7 +33,8 @@ register_configs()
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
-    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+    # the store of the directory the command started from, also with hydra.job.chdir=True
+    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path(HydraConfig.get().runtime.cwd))
     try:
         df = load_runs(cfg.ablation.name, store.uri)
     except LookupError as err:

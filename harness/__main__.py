@@ -1,8 +1,10 @@
 """``python -m harness [+ablation=NAME] [key=value ...]``: compose → expand → schedule → summarise.
 
 Without ``+ablation`` it runs one trial of the defaults. ``dry_run=true`` lists the trials;
-``force=true`` reruns trials that already finished. Exit status: 0 every trial finished,
-1 some failed (named on stderr), 2 bad input (nothing run, nothing recorded), 130 interrupted.
+``force=true`` reruns trials that already finished. A sweep on the command line (``seed=0,1,2``,
+with or without Hydra's ``-m``) is one more axis of the ablation. Exit status: 0 every trial
+finished, 1 some failed (named on stderr), 2 bad input (nothing run, nothing recorded),
+130 interrupted (SIGINT or SIGTERM).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from harness.config import register_configs
 from harness.driver import print_summary, run_sweep
 from harness.report import print_trials, summarise
 from harness.scheduler import make_scheduler
-from harness.sweep import SweepError, expand_suite
-from harness.tracking import StoreError, Tracker, check_store, resolve_store
-from harness.validate import preflight
+from harness.sweep import SweepError, expand_suite, split_sweeps
+from harness.tracking import StoreError, Tracker, check_experiments, check_store, resolve_store
+from harness.validate import check_cluster, preflight
 
 register_configs()
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
+_SWEEPS: list[str] = []  # command-line sweeps, taken out of argv before Hydra sees them (cli())
 
 
 def _bad_input(err: Exception) -> None:
@@ -36,18 +39,32 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _on_signals() -> None:
+    """SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep; set again after ``ray.init``,
+    which installs its own SIGTERM handler."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     global _ENTERED
     _ENTERED = True
-    cli = list(HydraConfig.get().overrides.task)
+    hydra_cfg = HydraConfig.get()
+    searchpath = [o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")]
+    cli = [*hydra_cfg.overrides.task, *_SWEEPS]
     try:
-        ablations = expand_suite(cfg, cli)
+        ablations = expand_suite(cfg, [*cli, *searchpath])
         preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
-        store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+        cluster = OmegaConf.to_object(cfg.cluster)
+        check_cluster(cluster)
+        # the store stays where the command started, also with hydra.job.chdir=True
+        tracking = OmegaConf.to_object(cfg.tracking)
+        store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
         if not cfg.dry_run:
             check_store(store)
+            check_experiments(store, [name for name, _ in ablations])
     except (SweepError, StoreError) as err:
         _bad_input(err)
     if cfg.dry_run:
@@ -55,13 +72,15 @@ def main(cfg: DictConfig) -> None:
             print(f"== {name}")
             print_trials(trials)
         return
-    signal.signal(signal.SIGTERM, _interrupt)
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    _on_signals()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
     any_failed = False
     try:
-        with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:  # Ray starts once
+        with make_scheduler(cluster) as scheduler:  # Ray starts once
+            _on_signals()
             for name, trials in ablations:
-                summary = run_sweep(trials, scheduler, Tracker(store), name, cli, force=cfg.force)
+                summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
+                                    force=cfg.force)
                 print_summary(summary)
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)
@@ -70,13 +89,29 @@ def main(cfg: DictConfig) -> None:
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
         sys.exit(130)
-    except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
+    except (ValueError, StoreError) as err:  # the cluster cannot run a trial; nothing was recorded
         _bad_input(err)
     sys.exit(1 if any_failed else 0)
 
 
+def _take_sweeps(argv: list[str]) -> list[str]:
+    """Take Hydra's ``-m``/``--multirun`` and the command line's sweeps out of ``argv`` (into
+    :data:`_SWEEPS`): this harness runs them as axes of its own sweep, in one invocation with one
+    store, instead of one Hydra job per value. Returns the new argv."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(argv[1:])
+        sweeps = split_sweeps(args.overrides)[1]
+    except (SystemExit, SweepError):  # --help, or an override Hydra will reject with its own text
+        return argv
+    _SWEEPS[:] = sweeps
+    return [argv[0], *(a for a in argv[1:] if a not in sweeps and a not in ("-m", "--multirun"))]
+
+
 def cli() -> None:
     """Run :func:`main`; a config that Hydra cannot compose exits with 2 (Hydra's text kept)."""
+    sys.argv = _take_sweeps(sys.argv)
     try:
         main()
     except SystemExit as exit_:

@@ -7,6 +7,7 @@ set; the sweep goes on. Workers never touch MLflow: the driver records every out
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import traceback
@@ -43,7 +44,8 @@ def execute(trial: Trial, device: str, num_threads: int) -> Outcome:
         return Outcome(trial, None, traceback.format_exc(), node)
 
 
-OnStart = Optional[Callable[[Trial], None]]
+# Called just before a trial is started; returning False skips the trial (no outcome is yielded).
+OnStart = Optional[Callable[[Trial], Optional[bool]]]
 
 
 class SerialScheduler:
@@ -59,11 +61,12 @@ class SerialScheduler:
         return None
 
     def run(self, trials: Sequence[Trial], on_start: OnStart = None) -> Iterator[Outcome]:
-        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each."""
+        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each (False
+        skips it)."""
         threads = max(1, round(self.cfg.cpus_per_trial))
         for trial in trials:
-            if on_start:
-                on_start(trial)
+            if on_start and on_start(trial) is False:
+                continue
             yield execute(trial, self.cfg.device, threads)
 
 
@@ -89,10 +92,19 @@ class RayScheduler:
         import ray
 
         if self.cfg.scheduler is SchedulerKind.local:
-            ray.init(num_cpus=self.cfg.num_cpus, include_dashboard=False,
+            if os.environ.get("RAY_ADDRESS"):
+                print(f"cluster=local starts its own Ray instance; RAY_ADDRESS="
+                      f"{os.environ['RAY_ADDRESS']} is not used (cluster=ray joins a cluster)",
+                      file=sys.stderr)
+            # "local": always a new instance, never one that `ray start` left on this machine
+            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+            total = ray.cluster_resources()
+            print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
+                  f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "
+                  f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs)", file=sys.stderr)
         self._check_feasible()
         return self
 
@@ -140,11 +152,13 @@ class RayScheduler:
         while queue or self._pending:
             while queue and len(self._pending) < self._slots():
                 trial = queue.pop(0)
-                if on_start:
-                    on_start(trial)
+                if on_start and on_start(trial) is False:
+                    continue
                 ref = remote.remote(trial, self.cfg.device, threads)
                 by_ref[ref] = trial
                 self._pending.append(ref)
+            if not self._pending:  # every remaining trial was skipped
+                continue
             done, self._pending = ray.wait(self._pending, num_returns=1)
             ref = done[0]
             try:

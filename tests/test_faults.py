@@ -68,18 +68,29 @@ def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tm
     print(f"resume: first invocation finished {finished_first}, second {6 - finished_first}")
 
 
-def test_stale_running_run_is_closed_by_the_next_invocation(tmp_path, run_cli, trial_runs):
+def test_only_runs_whose_driver_lease_expired_are_closed_as_stale(tmp_path, run_cli, trial_runs):
+    """A RUNNING run is closed by another invocation only when its driver's heartbeat is older
+    than that driver's lease; the runs of a live driver (fresh heartbeat) are left alone."""
     from mlflow.tracking import MlflowClient
 
     args = ["harness", "cluster=serial", *FAST]
     assert run_cli(args, tmp_path).returncode == 0
     client = MlflowClient(_uri(tmp_path))
     exp = client.get_experiment_by_name("single").experiment_id
-    ghost = client.create_run(exp, tags={"trial_id": "deadbeef"}).info.run_id  # a driver died here
+    now_ms = int(time.time() * 1000)
+    dead = client.create_run(exp, tags={"role": "sweep", "lease_s": "60",
+                                        "heartbeat_ms": str(now_ms - 600_000)}).info.run_id
+    live = client.create_run(exp, tags={"role": "sweep", "lease_s": "3600",
+                                        "heartbeat_ms": str(now_ms)}).info.run_id
+    ghost = client.create_run(exp, tags={"trial_id": "deadbeef",  # its driver died 10 min ago
+                                         "mlflow.parentRunId": dead}).info.run_id
+    busy = client.create_run(exp, tags={"trial_id": "cafebabe",  # another sweep's running trial
+                                        "mlflow.parentRunId": live}).info.run_id
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "1 already finished (skipped)" in proc.stdout and "closed 1 stale RUNNING" in proc.stdout
-    assert client.get_run(ghost).info.status == "KILLED"
+    assert "1 already finished (skipped)" in proc.stdout and "closed 2 stale RUNNING" in proc.stdout
+    assert client.get_run(ghost).info.status == "KILLED" and client.get_run(dead).info.status == "KILLED"
+    assert client.get_run(busy).info.status == "RUNNING" and client.get_run(live).info.status == "RUNNING"
 
 
 def test_force_reruns_and_leaves_one_finished_run_per_trial(tmp_path, run_cli, trial_runs):
