@@ -13,17 +13,27 @@ import signal
 import sys
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
 
-from harness.config import register_configs
-from harness.driver import print_summary, run_sweep
-from harness.report import print_trials, summarise
-from harness.scheduler import make_scheduler
-from harness.sweep import SweepError, expand_suite, split_sweeps
-from harness.tracking import StoreError, Tracker, check_experiments, check_store, resolve_store
-from harness.validate import check_cluster, preflight
+def _interrupted_early(signum, frame) -> None:
+    """SIGINT/SIGTERM before the sweep starts: nothing has been run or recorded."""
+    print("interrupted before any trial started: nothing was run or recorded", file=sys.stderr)
+    sys.exit(130)
+
+
+signal.signal(signal.SIGTERM, _interrupted_early)  # before the slow imports below
+signal.signal(signal.SIGINT, _interrupted_early)
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from harness.config import register_configs  # noqa: E402
+from harness.driver import print_summary, run_sweep  # noqa: E402
+from harness.report import print_trials, summarise  # noqa: E402
+from harness.scheduler import make_scheduler  # noqa: E402
+from harness.sweep import SweepError, expand_suite, split_sweeps  # noqa: E402
+from harness.tracking import StoreError, Tracker, check_experiments, check_store, resolve_store  # noqa: E402
+from harness.validate import check_cluster, preflight  # noqa: E402
 
 register_configs()
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
@@ -85,7 +95,10 @@ def main(cfg: DictConfig) -> None:
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)
                 any_failed = any_failed or bool(summary.failed)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as stop:
+        # SystemExit(15): SIGTERM while ray.init had its own handler installed
+        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
+            raise
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
         sys.exit(130)

@@ -81,7 +81,9 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
                 tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
             for outcome in scheduler.run(todo, on_start):
                 old = finished.get(outcome.trial.trial_id, []) if force else []
-                if not tracker.finish_trial(running.pop(outcome.trial.trial_id), outcome, old):
+                recorded = tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)
+                del running[outcome.trial.trial_id]  # after: an interrupt mid-way closes it KILLED
+                if not recorded:
                     summary.n_lost += 1
                     bar.update(1)
                     continue

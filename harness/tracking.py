@@ -145,9 +145,9 @@ def store_lock(store: Store) -> Iterator[None]:
 def open_client(store: Store) -> MlflowClient:
     """An ``MlflowClient`` on ``store`` whose tables exist (created under :func:`store_lock`)."""
     _unquoting_parent_dirs()
-    client = MlflowClient(tracking_uri=store.uri)
-    with store_lock(store):
-        client.search_experiments(max_results=1)  # creates / migrates the tables
+    with store_lock(store):  # MLflow creates / migrates the tables when the client is made
+        client = MlflowClient(tracking_uri=store.uri)
+        client.search_experiments(max_results=1)
     return client
 
 
