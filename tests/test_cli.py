@@ -103,11 +103,11 @@ def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path):
 
 
 def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
-    extra = tmp_path / "my conf"
+    extra = tmp_path / "myconf"
     (extra / "ablation").mkdir(parents=True)
     (extra / "ablation" / "mine.yaml").write_text(
         "# @package _global_\nablation:\n  name: mine\n  grid:\n    model: softmax,mlp\n    seed: range(2)\n")
-    proc = _run(["harness", "+ablation=mine", f"hydra.searchpath=[{extra.as_uri()}]", "dry_run=true"], tmp_path)
+    proc = _run(["harness", "+ablation=mine", f"hydra.searchpath=[file://{extra}]", "dry_run=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines()[:2] == ["== mine", "4 trials"]
     proc = _run(["harness", "+ablation=smoke", "--cfg", "hydra", "--resolve"], tmp_path)
