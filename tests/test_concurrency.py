@@ -180,3 +180,25 @@ def test_stress_four_drivers_with_kills_on_an_mlflow_server(tmp_path, mlflow_ser
     figures = _stress(work, ["tracking=server", f"tracking.uri={mlflow_server_uri}"], mlflow_server_uri)
     _check(figures)
     assert not (work / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_cluster_local_starts_its_own_ray_even_beside_a_running_cluster(tmp_path):
+    """With a Ray cluster on the machine and ``RAY_ADDRESS`` pointing at it, ``cluster=local``
+    (with ``cluster.num_cpus``, which a joined cluster refuses) starts and stops its own instance,
+    says so, and its trial runs on none of that cluster's nodes."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        foreign = {node.unique_id[:12] for node in cluster.list_all_nodes()}
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "cluster=local", "cluster.num_cpus=1", *TINY],
+            cwd=tmp_path, capture_output=True, text=True, timeout=900,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": cluster.address})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"RAY_ADDRESS={cluster.address} is not used" in proc.stderr
+        (run,) = [r for r in _runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "single") if "trial_id" in r.data.tags]
+        assert run.data.tags["node"].split("/")[1] not in foreign
+    finally:
+        cluster.shutdown()
