@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import hashlib
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -143,9 +144,20 @@ def store_lock(store: Store) -> Iterator[None]:
 
 
 def open_client(store: Store) -> MlflowClient:
-    """An ``MlflowClient`` on ``store`` whose tables exist (created under :func:`store_lock`)."""
+    """An ``MlflowClient`` on ``store`` whose tables exist.
+
+    A new SQLite store is created under :func:`store_lock` in a temporary file beside it and
+    renamed into place, so a driver killed while MLflow creates the tables never leaves a
+    half-made store behind (MLflow's table creation is not one transaction).
+    """
     _unquoting_parent_dirs()
+    db = sqlite_path(store.uri)
     with store_lock(store):  # MLflow creates / migrates the tables when the client is made
+        if db is not None and db.stat().st_size == 0:
+            tmp = db.with_name(f".{db.name}.creating-{os.getpid()}")
+            tmp.unlink(missing_ok=True)
+            MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
+            os.replace(tmp, db)
         client = MlflowClient(tracking_uri=store.uri)
         client.search_experiments(max_results=1)
     return client
