@@ -399,9 +399,19 @@ class Tracker:
         """The heartbeat that keeps ``parent_id``'s lease (use as a context manager)."""
         return Heartbeat(self.store, parent_id, self.lease_s)
 
-    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
-        """Close a run with ``status`` (FINISHED, FAILED or KILLED)."""
-        self.client.set_terminated(run_id, status)
+    def end_run(self, run_id: str, status: str = "FINISHED", patience_s: float = 60.0) -> None:
+        """Close a run with ``status`` (FINISHED, FAILED or KILLED). On a busy SQLite store
+        ("database is locked": other drivers, a reader) it tries again for ``patience_s``
+        seconds, so an interrupted sweep still closes its runs."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.client.set_terminated(run_id, status)
+                return
+            except Exception as err:  # noqa: BLE001 - sqlalchemy's OperationalError, MLflow's wrapper
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
 
     def _rivals(self, experiment_id: str, trial_id: str, own: str, ignore: set[str]) -> list:
         runs = self._search(experiment_id, f"tags.trial_id = '{trial_id}'")
