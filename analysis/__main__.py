@@ -52,7 +52,8 @@ def main(cfg: DictConfig) -> None:
         trials = expand(cfg, list(HydraConfig.get().overrides.task))
     except SweepError as err:
         _fail(str(err))
-    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+    # the store of the directory the command started from, also with hydra.job.chdir=True
+    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path(HydraConfig.get().runtime.cwd))
     try:
         df = restrict(load_runs(name, store.uri), trials, name)
     except LookupError as err:

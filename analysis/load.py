@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import urllib.parse
+from pathlib import Path
+
 import mlflow
+import numpy as np
 import pandas as pd
 
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
+_FLOAT_MAX = np.finfo(np.float64).max  # what MLflow's SQL store once made of ±inf
 
 
 def _typed(column: pd.Series) -> pd.Series:
@@ -20,12 +25,36 @@ def _typed(column: pd.Series) -> pd.Series:
     return column
 
 
+def _nonfinite_as_nan(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Metrics named in a run's ``nonfinite`` tag, or stored as ±float max, become NaN; column
+    ``nonfinite`` flags the runs that had any."""
+    flag = pd.Series(False, index=df.index)
+    if "nonfinite" in df:
+        named = df["nonfinite"].fillna("").astype(str)
+        flag |= named != ""
+        for i, text in named.items():
+            for item in filter(None, text.split(",")):
+                name = item.split("=", 1)[0]
+                if name in df:
+                    df.loc[i, name] = np.nan
+        df = df.drop(columns="nonfinite")
+    for name in metrics:
+        if name in df and pd.api.types.is_numeric_dtype(df[name]):
+            huge = df[name].abs() >= _FLOAT_MAX
+            flag |= huge
+            df.loc[huge, name] = np.nan
+    df["nonfinite"] = flag
+    return df
+
+
 def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> pd.DataFrame:
     """Every trial (child) run of experiment ``ablation`` as one row.
 
     Columns: ``run_id``, ``status`` (FINISHED/FAILED/KILLED/RUNNING), ``trial_id``, ``variant``,
     ``node``, ``diverged``, every config param by its dotted name (``task.n_train``, ``seed``,
     ``model.sigma``; numbers typed as numbers) and every metric by its name (``test/rel_mse``).
+    A metric that was inf or NaN (named in the run's ``nonfinite`` tag, or stored as ±1.797e308
+    by an older harness) is NaN here, and the boolean column ``nonfinite`` marks its run.
 
     Args:
         ablation: the experiment name (= ``ablation.name``).
@@ -35,9 +64,18 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     Raises:
         LookupError: if the experiment does not exist in the store.
     """
+    if tracking_uri.startswith("sqlite:///"):  # reading never creates an empty store
+        db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
+        if not db.exists() or db.stat().st_size == 0:
+            raise LookupError(f"no MLflow store at {db} (run the sweep first, or set tracking.db_path)")
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-    if client.get_experiment_by_name(ablation) is None:
+    found = client.get_experiment_by_name(ablation)
+    if found is None:
         raise LookupError(f"no MLflow experiment {ablation!r} in {tracking_uri}")
+    if found.lifecycle_stage == "deleted":
+        from harness.tracking import deleted_experiment_error
+
+        raise LookupError(deleted_experiment_error(ablation, found.experiment_id, tracking_uri))
     mlflow.set_tracking_uri(tracking_uri)
     raw = mlflow.search_runs(experiment_names=[ablation], filter_string="tags.trial_id != ''",
                              output_format="pandas")
@@ -52,6 +90,7 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     df = df.loc[:, ~df.columns.duplicated()]
     keep = [c for c in df.columns if not c.startswith("mlflow.")]
     df = df[keep].apply(_typed)
+    df = _nonfinite_as_nan(df, [renamed[c] for c in raw.columns if c.startswith("metrics.")])
     if finished_only:
         df = df[df["status"] == "FINISHED"]
     return df.reset_index(drop=True)

@@ -1,8 +1,10 @@
 """``python -m harness [+ablation=NAME] [key=value ...]``: compose → expand → schedule → summarise.
 
 Without ``+ablation`` it runs one trial of the defaults. ``dry_run=true`` lists the trials;
-``force=true`` reruns trials that already finished. Exit status: 0 every trial finished,
-1 some failed (named on stderr), 2 bad input (nothing run, nothing recorded), 130 interrupted.
+``force=true`` reruns trials that already finished. A sweep on the command line (``seed=0,1,2``,
+with or without Hydra's ``-m``) is one more axis of the ablation. Exit status: 0 every trial
+finished, 1 some failed (named on stderr), 2 bad input (nothing run, nothing recorded),
+130 interrupted (SIGINT or SIGTERM).
 
 ``--help`` and a misspelled group choice are answered by :mod:`harness.cli` before torch, Ray or
 MLflow is imported; those are imported here only once the command needs them.
@@ -14,13 +16,24 @@ import signal
 import sys
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
 
-from harness.cli import HARNESS_USAGE, precheck
+def _interrupted_early(signum, frame) -> None:
+    """SIGINT/SIGTERM before the sweep starts: nothing has been run or recorded."""
+    print("interrupted before any trial started: nothing was run or recorded", file=sys.stderr)
+    sys.exit(130)
+
+
+signal.signal(signal.SIGTERM, _interrupted_early)  # before the imports below
+signal.signal(signal.SIGINT, _interrupted_early)
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from harness.cli import HARNESS_USAGE, precheck  # noqa: E402
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
+_SWEEPS: list[str] = []  # command-line sweeps, taken out of argv before Hydra sees them (cli())
 # A dry run writes nothing: no output folder, no .hydra/ copy, no log file.
 _DRY_RUN_HYDRA = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none"]
 
@@ -32,6 +45,13 @@ def _bad_input(err: Exception) -> None:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _on_signals() -> None:
+    """SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep; set again after ``ray.init``,
+    which installs its own SIGTERM handler."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
 
 
 def _dry_run(ablations, store) -> None:
@@ -48,20 +68,25 @@ def _dry_run(ablations, store) -> None:
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from harness.sweep import SweepError, expand_suite
-    from harness.tracking import StoreError, resolve_store
-    from harness.validate import preflight
+    from harness.tracking import StoreError, check_experiments, check_store, resolve_store
+    from harness.validate import check_cluster, preflight
 
     global _ENTERED
     _ENTERED = True
-    cli = list(HydraConfig.get().overrides.task)
+    hydra_cfg = HydraConfig.get()
+    searchpath = [o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")]
+    cli = [*hydra_cfg.overrides.task, *_SWEEPS]
     try:
-        ablations = expand_suite(cfg, cli)
+        ablations = expand_suite(cfg, [*cli, *searchpath])
         preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
-        store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+        cluster = OmegaConf.to_object(cfg.cluster)
+        check_cluster(cluster)
+        # the store stays where the command started, also with hydra.job.chdir=True
+        tracking = OmegaConf.to_object(cfg.tracking)
+        store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
         if not cfg.dry_run:
-            from harness.tracking import check_store
-
             check_store(store)
+            check_experiments(store, [name for name, _ in ablations])
     except (SweepError, StoreError) as err:
         _bad_input(err)
     if cfg.dry_run:
@@ -72,24 +97,46 @@ def main(cfg: DictConfig) -> None:
     from harness.scheduler import make_scheduler
     from harness.tracking import Tracker
 
-    signal.signal(signal.SIGTERM, _interrupt)
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    _on_signals()
+    out_dir = Path(hydra_cfg.runtime.output_dir)
     any_failed = False
     try:
-        with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:  # Ray starts once
+        with make_scheduler(cluster) as scheduler:  # Ray starts once
+            _on_signals()
             for name, trials in ablations:
-                summary = run_sweep(trials, scheduler, Tracker(store), name, cli, force=cfg.force)
+                summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
+                                    force=cfg.force)
                 print_summary(summary)
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)
                 any_failed = any_failed or bool(summary.failed)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as stop:
+        # SystemExit(15): SIGTERM while ray.init had its own handler installed
+        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
+            raise
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
         sys.exit(130)
-    except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
+    except (ValueError, StoreError) as err:  # the cluster cannot run a trial; nothing was recorded
         _bad_input(err)
     sys.exit(1 if any_failed else 0)
+
+
+def _take_sweeps(argv: list[str]) -> list[str]:
+    """Take Hydra's ``-m``/``--multirun`` and the command line's sweeps out of ``argv`` (into
+    :data:`_SWEEPS`): this harness runs them as axes of its own sweep, in one invocation with one
+    store, instead of one Hydra job per value. Returns the new argv."""
+    from hydra._internal.utils import get_args_parser
+
+    from harness.sweep import SweepError, split_sweeps
+
+    try:
+        args = get_args_parser().parse_args(argv[1:])
+        sweeps = split_sweeps(args.overrides)[1]
+    except (SystemExit, SweepError):  # --help, or an override Hydra will reject with its own text
+        return argv
+    _SWEEPS[:] = sweeps
+    return [argv[0], *(a for a in argv[1:] if a not in sweeps and a not in ("-m", "--multirun"))]
 
 
 def _is_dry_run(args: list[str]) -> bool:
@@ -102,6 +149,7 @@ def cli() -> None:
     ``--help`` and unknown group choices are answered first, without heavy imports.
     """
     precheck(HARNESS_USAGE)
+    sys.argv = _take_sweeps(sys.argv)
     if _is_dry_run(sys.argv[1:]):
         sys.argv += _DRY_RUN_HYDRA
     from harness.config import register_configs

@@ -8,12 +8,13 @@ entry): ``conf/model/softmax.yaml`` starts with ``defaults: [attention_schema]``
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from harness.models import MODELS
 from tasks import TASKS
@@ -82,6 +83,9 @@ class TrackingConfig:
     db_path: str = "mlflow.db"  # local: relative to the directory the command starts from
     artifact_root: Optional[str] = None  # local: default is mlartifacts/ beside db_path
     uri: Optional[str] = None  # server: e.g. http://127.0.0.1:5000
+    # seconds a driver's RUNNING runs stay claimed after its last heartbeat (renewed every
+    # lease_s / 4); after that another invocation may close them as KILLED and rerun the trials
+    lease_s: float = 120.0
 
 
 class Test(Enum):
@@ -189,6 +193,8 @@ class Config:
 def register_configs() -> None:
     """Register the schemas: ``base_config``, ``train/cluster/tracking`` bases, and one
     ``<name>_schema`` per model family and task family."""
+    # ${pid:} keeps the output folders of invocations started in the same second apart
+    OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="train", name="train_schema", node=TrainConfig)

@@ -4,6 +4,10 @@ Resume is by trial id: a trial whose id already has a FINISHED run in the ablati
 is skipped (``force=true`` reruns it and deletes the old run once the new one finishes).
 Because the id leaves out where a trial runs, a sweep started on a laptop and resumed on a
 cluster against the same store skips what the laptop finished.
+
+Several invocations of one ablation may run at once on one store: each trial is claimed when it
+starts (:meth:`harness.tracking.Tracker.claim`), so each runs in one invocation only and the
+others skip it; a driver's runs stay claimed while its heartbeat renews its lease.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ class SweepSummary:
     parent_id: str
     n_trials: int  # trials of the ablation
     n_skipped: int  # already FINISHED before this invocation
-    n_stale_closed: int  # RUNNING runs of a dead driver closed as KILLED
+    n_stale_closed: int  # RUNNING runs of a dead driver (lease expired) closed as KILLED
+    n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
+    n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
     finished: int = 0
     failed: list[str] = field(default_factory=list)  # one line per failed trial
     diverged: list[str] = field(default_factory=list)
@@ -55,12 +61,19 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
     stale = tracker.close_stale(experiment)
     finished = tracker.finished_trials(experiment)
     todo = trials if force else [t for t in trials if t.trial_id not in finished]
+    superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
     parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
     summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
     running: dict[str, str] = {}
 
-    def on_start(trial: Trial) -> None:
-        running[trial.trial_id] = tracker.start_trial(experiment, parent, ablation, trial)
+    def on_start(trial: Trial) -> bool:
+        run_id = tracker.claim(experiment, parent, ablation, trial, superseded)
+        if run_id is None:  # another invocation runs or finished it
+            summary.n_elsewhere += 1
+            bar.update(1)
+            return False
+        running[trial.trial_id] = run_id
+        return True
 
     def on_progress(trial: Trial, point: dict) -> None:  # the learning curve, as it is measured
         if trial.trial_id in running:
@@ -68,10 +81,16 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
 
     status = "KILLED"
     try:
-        with tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
+        with tracker.heartbeat(parent), \
+                tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
             for outcome in scheduler.run(todo, on_start, on_progress):
                 old = finished.get(outcome.trial.trial_id, []) if force else []
-                tracker.finish_trial(running.pop(outcome.trial.trial_id), outcome, old)
+                recorded = tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)
+                del running[outcome.trial.trial_id]  # after: an interrupt mid-way closes it KILLED
+                if not recorded:
+                    summary.n_lost += 1
+                    bar.update(1)
+                    continue
                 if outcome.error is not None:
                     last = outcome.error.strip().splitlines()[-1]
                     summary.failed.append(f"{_describe(outcome)}: {last}")
@@ -95,6 +114,9 @@ def print_summary(summary: SweepSummary) -> None:
     print(f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
           f"{summary.finished} finished now, {len(summary.failed)} failed, "
           f"{len(summary.diverged)} diverged" +
+          (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +
+          (f", {summary.n_lost} lost (closed as stale by another invocation; rerun to record)"
+           if summary.n_lost else "") +
           (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else ""))
     for line in summary.failed:
         print(f"FAILED {line}", file=sys.stderr)

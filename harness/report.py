@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Collection
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from harness.sweep import Trial
     from harness.tracking import Store, Tracker
 
@@ -22,8 +24,41 @@ def print_trials(trials: list[Trial], finished: Collection[str] = ()) -> None:
         print(f"{t.trial_id}  {mark}{t.variant:<{width}}  {' '.join(t.overrides)}")
 
 
+def _varying(finished: pd.DataFrame) -> list[str]:
+    """Config params (dotted names, not ``model.*``: the variant names those) that differ among
+    the finished runs, ``task.n_train`` first: each is a column of the table, so runs with a
+    different learning rate or step budget are never averaged together."""
+    params = [c for c in finished.columns if "." in c and "/" not in c and not c.startswith("model.")
+              and finished[c].astype(str).nunique() > 1]
+    return sorted(params, key=lambda c: (c != "task.n_train", c))
+
+
+def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and count of ``error`` per task, variant and varying param over the FINISHED
+    runs that did not diverge; ``diverged`` counts, per group, the finished runs left out (loss
+    or a metric became inf/NaN). Empty if no run has an error."""
+    import pandas as pd
+
+    finished = df[df["status"] == "FINISHED"]
+    bad = finished["diverged"].fillna(False).astype(bool) if "diverged" in finished else False
+    if "nonfinite" in finished:
+        bad = bad | finished["nonfinite"].fillna(False).astype(bool)
+    finished = finished.assign(_bad=bad)
+    finished = finished[finished["_bad"] | finished["error"].notna()]
+    if finished.empty:
+        return pd.DataFrame()
+    keys = ["task", "variant", *_varying(finished)]
+    groups = finished.groupby(keys, dropna=False)
+    table = groups["error"].agg(lambda e: e[~finished.loc[e.index, "_bad"]].mean()).rename("mean").to_frame()
+    table["std"] = groups["error"].agg(lambda e: e[~finished.loc[e.index, "_bad"]].std())
+    table["count"] = groups["_bad"].agg(lambda b: int((~b).sum()))
+    table["diverged"] = groups["_bad"].agg(lambda b: int(b.sum()))
+    return table.reset_index()
+
+
 def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_dir: Path) -> None:
-    """Load the ablation's runs from MLflow, draw the sample-efficiency plot, print a table.
+    """Load the ablation's runs from MLflow, draw the sample-efficiency plot, print a table
+    (:func:`sweep_table`: diverged runs counted, never averaged in).
 
     The plot (PNG, PDF) and the table (CSV) go to ``out_dir`` and are logged as artifacts of the
     parent run ``parent``; the printed plot location is its artifact URI in the store (under a
@@ -33,12 +68,12 @@ def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_di
     from analysis.plots import sample_efficiency, with_error
 
     df = with_error(load_runs(ablation, store.uri))
-    finished = df[df["status"] == "FINISHED"].dropna(subset=["error"])
-    if finished.empty:
+    table = sweep_table(df)
+    if table.empty or not table["count"].any():
         print("no finished trial with test/rel_mse or test/acc: no plot", file=sys.stderr)
+        if not table.empty:
+            print(table.to_string(index=False))
         return
-    table = (finished.groupby(["task", "variant", "task.n_train"])["error"]
-             .agg(["mean", "std", "count"]).reset_index())
     out_dir.mkdir(parents=True, exist_ok=True)
     table_path = out_dir / "sample_efficiency.csv"
     table.to_csv(table_path, index=False)

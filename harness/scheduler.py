@@ -7,6 +7,7 @@ set; the sweep goes on. Workers never touch MLflow: the driver records every out
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import traceback
@@ -59,7 +60,8 @@ def execute(trial: Trial, device: str, num_threads: int,
         return Outcome(trial, None, traceback.format_exc(), node)
 
 
-OnStart = Optional[Callable[[Trial], None]]
+# Called just before a trial is started; returning False skips the trial (no outcome is yielded).
+OnStart = Optional[Callable[[Trial], Optional[bool]]]
 OnProgress = Optional[Callable[[Trial, dict], None]]  # (trial, learning-curve point)
 
 
@@ -80,12 +82,12 @@ class SerialScheduler:
 
     def run(self, trials: Sequence[Trial], on_start: OnStart = None,
             on_progress: OnProgress = None) -> Iterator[Outcome]:
-        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each,
-        ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
+        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each (False
+        skips it), ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
         threads = max(1, round(self.cfg.cpus_per_trial))
         for trial in trials:
-            if on_start:
-                on_start(trial)
+            if on_start and on_start(trial) is False:
+                continue
             progress = (lambda point, t=trial: on_progress(t, point)) if on_progress else None
             yield execute(trial, self.cfg.device, threads, progress)
 
@@ -112,10 +114,19 @@ class RayScheduler:
         import ray
 
         if self.cfg.scheduler is SchedulerKind.local:
-            ray.init(num_cpus=self.cfg.num_cpus, include_dashboard=False,
+            if os.environ.get("RAY_ADDRESS"):
+                print(f"cluster=local starts its own Ray instance; RAY_ADDRESS="
+                      f"{os.environ['RAY_ADDRESS']} is not used (cluster=ray joins a cluster)",
+                      file=sys.stderr)
+            # "local": always a new instance, never one that `ray start` left on this machine
+            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+            total = ray.cluster_resources()
+            print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
+                  f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "
+                  f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs)", file=sys.stderr)
         self._check_feasible()
         return self
 
@@ -173,12 +184,14 @@ class RayScheduler:
         while queue or self._pending:
             while queue and len(self._pending) < self._slots():
                 trial = queue.pop(0)
-                if on_start:
-                    on_start(trial)
+                if on_start and on_start(trial) is False:
+                    continue
                 progress = Progress(points, trial.trial_id) if points is not None else None
                 ref = remote.remote(trial, self.cfg.device, threads, progress)
                 by_ref[ref] = trial
                 self._pending.append(ref)
+            if not self._pending:  # every remaining trial was skipped
+                continue
             done, self._pending = ray.wait(self._pending, num_returns=1,
                                            timeout=1.0 if points is not None else None)
             if points is not None:

@@ -72,13 +72,29 @@ def trial_id(cfg: DictConfig | Config) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def grid_points(grid: dict[str, str], replaced: set[str]) -> list[list[str]]:
-    """Cross product of the grid's axes (Hydra grammar), leaving out the ``replaced`` keys.
+def split_sweeps(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(plain, sweeps)``: command-line overrides without and with a sweep (``seed=0,1,2``,
+    ``seed=range(3)``); a sweep on the command line is an axis of the sweep.
+
+    Raises:
+        SweepError: if an override does not parse.
+    """
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as err:
+        raise SweepError(f"command-line override does not parse: {err}") from err
+    plain = [o.input_line for o in parsed if not o.is_sweep_override() or o.is_hydra_override()]
+    return plain, [o.input_line for o in parsed if o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] = ()) -> list[list[str]]:
+    """Cross product of the grid's axes (Hydra grammar), leaving out the ``replaced`` keys, and
+    of the command line's ``sweeps`` (override strings such as ``seed=0,1,2``).
 
     Raises:
         SweepError: if an axis does not parse.
     """
-    lines = [f"{key}={value}" for key, value in grid.items() if key not in replaced]
+    lines = [f"{key}={value}" for key, value in grid.items() if key not in replaced] + list(sweeps)
     try:
         parsed = OverridesParser.create().parse_overrides(lines)
     except Exception as err:  # Hydra raises OverrideParseException with the offending text
@@ -164,7 +180,8 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     """All trials of the invocation whose composed config is ``cfg``.
 
     ``cli_overrides`` are the command line's overrides (Hydra's ``overrides.task``); a key given
-    there replaces the grid axis of the same key. Without a grid, the result is one trial.
+    there replaces the grid axis of the same key, and a sweep given there (``seed=0,1,2``) is an
+    axis itself. Without a grid or a sweep, the result is one trial.
 
     Raises:
         SweepError: for a grid that does not parse or a trial that does not compose.
@@ -176,8 +193,10 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
                          "at least one axis, e.g. seed: range(5)")
     parser = OverridesParser.create()
     replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
-    points = grid_points(OmegaConf.to_container(cfg.ablation.grid, resolve=True), replaced) if cfg.ablation.grid else [[]]
-    composer = Composer(cli_overrides)
+    plain, sweeps = split_sweeps(cli_overrides)
+    grid = OmegaConf.to_container(cfg.ablation.grid, resolve=True) if cfg.ablation.grid else {}
+    points = grid_points(grid, replaced, sweeps) if grid or sweeps else [[]]
+    composer = Composer(plain)
     trials = [composer.trial(point) for point in points]
     seen: dict[str, Trial] = {}
     for trial in trials:
@@ -204,7 +223,7 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
     for name in cfg.ablation.suite:
         cli = [f"+ablation={name}", *rest]
         try:
-            sub = compose(config_name="config", overrides=cli)
+            sub = compose(config_name="config", overrides=split_sweeps(cli)[0])
         except Exception as err:
             raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
         out.append((sub.ablation.name, expand(sub, cli)))

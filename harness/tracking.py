@@ -4,27 +4,50 @@ experiment and parent run are created once, by the driver, before any trial star
 
 A child run is opened (RUNNING) when its trial starts and closed when its outcome arrives:
 FINISHED (tag ``diverged``), FAILED (tag and artifact ``error``), or KILLED on an interrupt.
-Runs left RUNNING by a driver that died are closed as KILLED by the next invocation.
+
+Many drivers may share one store (several researchers, or one sweep launched twice):
+
+* **Leases.** Each driver keeps a heartbeat on its parent run (tags ``heartbeat_ms`` and
+  ``lease_s``, renewed every ``lease_s / 4``). A RUNNING run is *stale* only when the heartbeat of
+  its driver is older than that driver's lease, or its parent run is closed; stale runs are
+  closed as KILLED by whichever invocation finds them. Clocks of the drivers' machines must agree
+  to well within the lease.
+* **Claims.** MLflow has no atomic test-and-set, so a trial is claimed with Lamport's bakery
+  algorithm over runs: the driver creates the trial's run without a ticket ("choosing"), reads
+  the trial's live runs, tags its own with ``ticket`` = 1 + the largest ticket seen, reads them
+  again (waiting while any live rival is still choosing) and wins only if no rival is FINISHED
+  and none holds a smaller ``(ticket, run id)``. A loser closes and deletes its run and skips the
+  trial. So at most one live run of a trial runs at a time and no trial gets two FINISHED runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import math
 import os
 import sqlite3
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
+from omegaconf import OmegaConf
 
 from harness.cli import ablation_question
 from harness.config import TrackingConfig, TrackingKind
@@ -37,6 +60,8 @@ _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch lim
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # MLflow prints a "View run … at" link per closed run on a server store: noise in sweep logs.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+MAX_PARAM = 6000  # MLflow's longest param value (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)
+LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s)
 
 
 class StoreError(ValueError):
@@ -60,6 +85,8 @@ def resolve_store(cfg: TrackingConfig, cwd: Path) -> Store:
     Raises:
         StoreError: for ``tracking=server`` without an ``http(s)://`` ``tracking.uri``.
     """
+    if not cfg.lease_s > 0:
+        raise StoreError(f"tracking.lease_s must be positive, got {cfg.lease_s}")
     if cfg.kind is TrackingKind.server:
         if not cfg.uri or not cfg.uri.startswith(("http://", "https://")):
             raise StoreError(f"tracking.uri={cfg.uri!r} cannot be used with tracking=server; allowed: "
@@ -68,7 +95,106 @@ def resolve_store(cfg: TrackingConfig, cwd: Path) -> Store:
         return Store(cfg.uri.rstrip("/"), None)
     db = (cwd / cfg.db_path).resolve()
     root = (cwd / cfg.artifact_root).resolve() if cfg.artifact_root else db.parent / "mlartifacts"
-    return Store(f"sqlite:///{db}", root.as_uri())
+    return Store(sqlite_uri(db), root.as_uri())
+
+
+def sqlite_uri(db: Path) -> str:
+    """``sqlite:////abs/path``; a ``%`` that SQLAlchemy would decode (``%41``) is escaped as ``%25``."""
+    path = str(db)
+    if urllib.parse.unquote(path) != path:
+        path = path.replace("%", "%25")
+    return f"sqlite:///{path}"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` URI (inverse of :func:`sqlite_uri`), or None for a server."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(urllib.parse.unquote(uri[len("sqlite:///"):]))
+
+
+def _file_uri_path(uri: str) -> Path:
+    """The folder of a ``file://`` URI, percent-decoded (spaces, non-ASCII, ``%``)."""
+    return Path(urllib.request.url2pathname(urllib.parse.urlparse(uri).path))
+
+
+def _unquoting_parent_dirs() -> None:
+    """MLflow creates the parent folder of a SQLite file from the URI text without decoding it,
+    which for a path with ``%25`` makes a stray folder; decode first (idempotent)."""
+    from mlflow.store.db import utils
+
+    original = getattr(utils, "_make_parent_dirs_if_sqlite", None)
+    if original is None or getattr(original, "_harness_unquotes", False):
+        return
+
+    def unquoted(db_uri: str) -> None:
+        path = sqlite_path(db_uri)
+        original(f"sqlite:///{path}" if path is not None else db_uri)
+
+    unquoted._harness_unquotes = True
+    utils._make_parent_dirs_if_sqlite = unquoted
+
+
+@contextlib.contextmanager
+def store_lock(store: Store) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on a SQLite store's file while MLflow creates or migrates its
+    tables, so that drivers started together cannot race (``duplicate column``, ``table
+    alembic_version already exists``). Creates the (empty) file if missing. No-op for a server."""
+    db = sqlite_path(store.uri)
+    if db is None:
+        yield
+        return
+    with open(db, "ab") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def open_client(store: Store) -> MlflowClient:
+    """An ``MlflowClient`` on ``store`` whose tables exist.
+
+    A new SQLite store is created under :func:`store_lock` in a temporary file beside it and
+    renamed into place, so a driver killed while MLflow creates the tables never leaves a
+    half-made store behind (MLflow's table creation is not one transaction).
+    """
+    _unquoting_parent_dirs()
+    db = sqlite_path(store.uri)
+    with store_lock(store):  # MLflow creates / migrates the tables when the client is made
+        if db is not None and db.stat().st_size == 0:
+            tmp = db.with_name(f".{db.name}.creating-{os.getpid()}")
+            tmp.unlink(missing_ok=True)
+            MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
+            os.replace(tmp, db)
+        client = MlflowClient(tracking_uri=store.uri)
+        client.search_experiments(max_results=1)
+    return client
+
+
+def deleted_experiment_error(name: str, experiment_id: str, uri: str) -> str:
+    """The message for an ablation whose experiment was deleted, with the ways out."""
+    return (f"MLflow experiment {name!r} (id {experiment_id}) in {uri} is deleted; restore it "
+            f"(mlflow experiments restore --experiment-id {experiment_id}), purge it for good "
+            f"(mlflow gc --backend-store-uri {uri} --experiment-ids {experiment_id}), or record "
+            f"under another name (ablation.name=NEW_NAME)")
+
+
+def check_experiments(store: Store, names: list[str]) -> None:
+    """Fail early if an ablation's experiment exists but is deleted; reads only (a SQLite store
+    that does not exist yet is not created).
+
+    Raises:
+        StoreError: naming the experiment and how to restore, purge or avoid it.
+    """
+    db = sqlite_path(store.uri)
+    if db is not None and (not db.exists() or db.stat().st_size == 0):
+        return
+    client = open_client(store)
+    for name in names:
+        found = client.get_experiment_by_name(name)
+        if found is not None and found.lifecycle_stage == "deleted":
+            raise StoreError(deleted_experiment_error(name, found.experiment_id, store.uri))
 
 
 def check_store(store: Store, timeout_s: float = 10.0) -> None:
@@ -78,9 +204,9 @@ def check_store(store: Store, timeout_s: float = 10.0) -> None:
     Raises:
         StoreError: naming the store and what is wrong with it.
     """
-    if store.uri.startswith("sqlite:///"):
-        db = Path(store.uri[len("sqlite:///"):])
-        for folder in (db.parent, Path(store.artifact_root[len("file://"):]).parent):
+    db = sqlite_path(store.uri)
+    if db is not None:
+        for folder in (db.parent, _file_uri_path(store.artifact_root).parent):
             if not folder.is_dir():
                 raise StoreError(f"tracking store folder {folder} does not exist (tracking.db_path)")
             _probe_writable(folder)
@@ -173,23 +299,87 @@ def _chunks(items: list, size: int):
         yield items[i:i + size]
 
 
-class Tracker:
-    """Records an invocation and its trials in MLflow through one ``MlflowClient``."""
+def param_value(value: Any) -> str:
+    """A param's text; one longer than MLflow's limit (6,000 characters) is replaced by a note
+    with its length and SHA-256, so two different values never look alike (the full value is in
+    the run's ``config.yaml``)."""
+    text = str(value)
+    if len(text) <= MAX_PARAM:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"<{len(text)} characters, too long for an MLflow param; sha256 {digest}; full value in config.yaml>"
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+
+def split_finite(metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """``(finite, non-finite)`` metrics: MLflow stores inf as 1.797e308, which tables would
+    average, so non-finite values are kept out of the metrics and named in a tag instead."""
+    finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+    return finite, {k: float(v) for k, v in metrics.items() if k not in finite}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Heartbeat:
+    """A daemon thread that renews a driver's lease: tag ``heartbeat_ms`` on its parent run every
+    ``lease_s / 4`` seconds (a context manager; own client, so the driver's calls never wait)."""
+
+    def __init__(self, store: Store, run_id: str, lease_s: float) -> None:
         self.client = MlflowClient(tracking_uri=store.uri)
+        self.run_id, self.every = run_id, lease_s / 4
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="harness-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.client.set_tag(self.run_id, "heartbeat_ms", str(_now_ms()))
+            except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
+                print(f"warning: heartbeat not written ({type(err).__name__}); retrying",
+                      file=sys.stderr)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+class Tracker:
+    """Records an invocation and its trials in MLflow through one ``MlflowClient``.
+
+    ``lease_s``: how long this driver's runs count as alive after its last heartbeat.
+    """
+
+    def __init__(self, store: Store, lease_s: float = LEASE_S) -> None:
+        self.store = store
+        self.lease_s = lease_s
+        self.client = open_client(store)
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
 
     def experiment(self, name: str) -> str:
-        """The id of experiment ``name``, created (with artifacts beside the store) if missing."""
+        """The id of experiment ``name``, created (with artifacts beside the store) if missing.
+
+        Raises:
+            StoreError: if the experiment exists but is deleted.
+        """
         found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
-        return self.client.create_experiment(name, artifact_location=location, tags={
-            EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name)})
+        if found is None:
+            location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
+            try:
+                return self.client.create_experiment(name, artifact_location=location, tags={
+                    EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name)})
+            except MlflowException:  # another driver created it first
+                found = self.client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        if found.lifecycle_stage == "deleted":
+            raise StoreError(deleted_experiment_error(name, found.experiment_id, self.store.uri))
+        return found.experiment_id
 
     def _search(self, experiment_id: str, filter_string: str) -> list:
         runs, token = [], None
@@ -209,90 +399,191 @@ class Tracker:
                 found.setdefault(run.data.tags["trial_id"], []).append(run.info.run_id)
         return found
 
+    def _alive(self, run, parents: dict, now_ms: int) -> bool:
+        """Whether a RUNNING run's driver still holds its lease (see the module docstring).
+        ``parents`` caches parent runs by id for one pass."""
+        parent_id = run.data.tags.get(MLFLOW_PARENT_RUN_ID)
+        holder = run
+        if parent_id is not None:
+            if parent_id not in parents:
+                try:
+                    parents[parent_id] = self.client.get_run(parent_id)
+                except MlflowException:
+                    parents[parent_id] = None
+            holder = parents[parent_id]
+            if holder is None or holder.info.status != "RUNNING" or holder.info.lifecycle_stage != "active":
+                return False
+        lease_ms = float(holder.data.tags.get("lease_s", LEASE_S)) * 1000
+        beat = holder.data.tags.get("heartbeat_ms")
+        last = int(beat) if beat is not None else holder.info.start_time
+        return now_ms - last < lease_ms
+
     def close_stale(self, experiment_id: str) -> int:
-        """Close the experiment's runs left RUNNING (a driver that died) as KILLED; returns how many."""
-        stale = self._search(experiment_id, "attributes.status = 'RUNNING'")
+        """Close the experiment's RUNNING runs whose driver's lease has expired (it died, or its
+        parent run is closed) as KILLED; runs of live drivers are left alone. Returns how many."""
+        parents: dict = {}
+        now = _now_ms()
+        stale = [run for run in self._search(experiment_id, "attributes.status = 'RUNNING'")
+                 if not self._alive(run, parents, now)]
         for run in stale:
-            self.client.set_tag(run.info.run_id, "closed_by", "next invocation (stale RUNNING)")
+            self.client.set_tag(run.info.run_id, "closed_by", "another invocation (lease expired)")
             self.client.set_terminated(run.info.run_id, "KILLED")
         return len(stale)
 
     def start_parent(self, experiment_id: str, ablation: str, n_trials: int, n_skipped: int,
                      overrides: list[str]) -> str:
         """Open the invocation's parent run, named after the ablation and its start time
-        (``smoke 2025-06-01 14:03:07``) and described by the ablation's question; returns its id."""
+        (``smoke 2025-06-01 14:03:07``), described by the ablation's question and holding this
+        driver's lease; returns its id."""
         started = datetime.now().astimezone()
         run = self.client.create_run(
             experiment_id, run_name=f"{ablation} {started:%Y-%m-%d %H:%M:%S}",
             start_time=int(started.timestamp() * 1000),
             tags={"ablation": ablation, "git_commit": self.commit, "role": "sweep",
-                  MLFLOW_RUN_NOTE: describe(ablation)})
+                  MLFLOW_RUN_NOTE: describe(ablation),
+                  "lease_s": str(self.lease_s), "heartbeat_ms": str(_now_ms())})
         self.client.log_batch(run.info.run_id, params=[
             Param("n_trials", str(n_trials)), Param("n_skipped_finished", str(n_skipped)),
-            Param("overrides", " ".join(overrides)[:6000])])
+            Param("overrides", param_value(" ".join(overrides)))])
         return run.info.run_id
 
-    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
-        """Close a run with ``status`` (FINISHED, FAILED or KILLED)."""
-        self.client.set_terminated(run_id, status)
+    def heartbeat(self, parent_id: str) -> Heartbeat:
+        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager)."""
+        return Heartbeat(self.store, parent_id, self.lease_s)
 
-    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
-        """Open a RUNNING child run for ``trial`` with its tags and params; returns its run id."""
+    def end_run(self, run_id: str, status: str = "FINISHED", patience_s: float = 60.0) -> None:
+        """Close a run with ``status`` (FINISHED, FAILED or KILLED). On a busy SQLite store
+        ("database is locked": other drivers, a reader) it tries again for ``patience_s``
+        seconds, so an interrupted sweep still closes its runs."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.client.set_terminated(run_id, status)
+                return
+            except Exception as err:  # noqa: BLE001 - sqlalchemy's OperationalError, MLflow's wrapper
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+    def _rivals(self, experiment_id: str, trial_id: str, own: str, ignore: set[str]) -> list:
+        runs = self._search(experiment_id, f"tags.trial_id = '{trial_id}'")
+        return [r for r in runs if r.info.status in ("RUNNING", "FINISHED")
+                and r.info.run_id != own and r.info.run_id not in ignore]
+
+    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
+              ignore: set[str] = frozenset(), poll_s: float = 0.25) -> str | None:
+        """Open a RUNNING child run for ``trial`` if no other live driver runs it and none has
+        finished it (the bakery claim of the module docstring); returns the run id, or None when
+        the trial is another driver's (the claim run is then closed and deleted).
+
+        ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
+        """
         tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
             tags["extends"] = trial.extends
         run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
-        params = [Param(k, str(v)) for k, v in flatten(identity_dict(trial.config)).items()]
-        for chunk in _chunks(params, _BATCH["params"]):
-            self.client.log_batch(run_id, params=chunk)
+        try:
+            rivals = self._rivals(experiment_id, trial.trial_id, run_id, ignore)
+            ticket = 1 + max((int(r.data.tags.get("ticket", 0)) for r in rivals), default=0)
+            self.client.set_tag(run_id, "ticket", str(ticket))
+            mine = (ticket, run_id)
+            while True:
+                parents: dict = {}
+                now = _now_ms()
+                rivals = self._rivals(experiment_id, trial.trial_id, run_id, ignore)
+                live = [r for r in rivals if r.info.status == "FINISHED" or self._alive(r, parents, now)]
+                lost = any(r.info.status == "FINISHED" or
+                           ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
+                           for r in live)
+                if lost:
+                    self.client.set_tag(run_id, "claim", "lost: another invocation has this trial")
+                    self.client.set_terminated(run_id, "KILLED")
+                    self.client.delete_run(run_id)
+                    return None
+                if all("ticket" in r.data.tags for r in live):
+                    break
+                time.sleep(poll_s)  # a live rival is still choosing its ticket
+            self._log_config(run_id, trial)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.client.set_terminated(run_id, "KILLED")
+            raise
         return run_id
 
     def log_progress(self, run_id: str, point: dict[str, float]) -> None:
         """Log one learning-curve point (``step``, ``train/loss``, ``val/loss``, ...) while the
         trial runs, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then
-        logs only the points that did not arrive this way."""
+        logs only the points that did not arrive this way. Non-finite values are left out (the
+        final record names them)."""
         step = int(point["step"])
         ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
-        metrics = [Metric(k, float(v), ts, step) for k, v in point.items() if k not in ("step", "time_ms")]
-        self.client.log_batch(run_id, metrics=metrics)
+        ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
+        self.client.log_batch(run_id, metrics=[Metric(k, v, ts, step) for k, v in ok.items()])
         self._live.setdefault(run_id, set()).add(step)
 
-    def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> None:
-        """Record an outcome in its run and close it FINISHED or FAILED.
+    def _log_config(self, run_id: str, trial: Trial) -> None:
+        params = [Param(k, param_value(v)) for k, v in flatten(identity_dict(trial.config)).items()]
+        for chunk in _chunks(params, _BATCH["params"]):
+            self.client.log_batch(run_id, params=chunk)
+        self.client.log_text(run_id, OmegaConf.to_yaml(OmegaConf.structured(trial.config)), "config.yaml")
+
+    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
+        """Open a RUNNING child run for ``trial`` with its tags, params and ``config.yaml``
+        unconditionally (no claim); returns its run id."""
+        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
+                "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
+                "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
+        if trial.extends:
+            tags["extends"] = trial.extends
+        run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
+        self._log_config(run_id, trial)
+        return run_id
+
+    def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> bool:
+        """Record an outcome in its run and close it FINISHED or FAILED; returns False (and
+        records nothing) if the run was meanwhile closed as stale by another invocation (this
+        driver lost its lease), so that its trial never gets two FINISHED runs.
 
         ``supersede``: older FINISHED runs of the same trial (a forced rerun); they are deleted
         (MLflow's soft delete, recoverable) once this one is FINISHED, so that no trial ever has
         two FINISHED runs.
         """
+        if self.client.get_run(run_id).info.status != "RUNNING":
+            return False
         self.client.set_tag(run_id, "node", outcome.node)
         result = outcome.result
         if result is None:
             self.client.set_tag(run_id, "error", outcome.error[-5000:])
             self.client.log_text(run_id, outcome.error, "error.txt")
             self.client.set_terminated(run_id, "FAILED")
-            return
+            return True
         self._log_result(run_id, result)
         self.client.set_terminated(run_id, "FINISHED", end_time=result.end_ms)
         for old in supersede:
             self.client.delete_run(old)
+        return True
 
     def _log_result(self, run_id: str, result) -> None:
         ts = result.end_ms
-        metrics = [Metric(k, float(v), ts, 0) for k, v in result.metrics.items()]
+        finite, nonfinite = split_finite(result.metrics)
+        metrics = [Metric(k, v, ts, 0) for k, v in finite.items()]
         metrics.append(Metric("n_params", float(result.n_params), ts, 0))
         live = self._live.pop(run_id, set())
         for point in result.curve:  # each point carries the time it was measured
             step, when = int(point["step"]), int(point.get("time_ms", ts))
-            if step in live:
-                continue
-            metrics += [Metric(k, float(v), when, step) for k, v in point.items()
-                        if k not in ("step", "time_ms")]
+            ok, bad = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
+            nonfinite.update({f"{k}@{step}": v for k, v in bad.items()})
+            if step not in live:
+                metrics += [Metric(k, v, when, step) for k, v in ok.items()]
         for chunk in _chunks(metrics, _BATCH["metrics"]):
             self.client.log_batch(run_id, metrics=chunk)
-        self.client.log_batch(run_id, tags=[RunTag("diverged", str(result.diverged).lower()),
-                                            RunTag("device", result.info.get("device", ""))])
+        tags = [RunTag("diverged", str(result.diverged).lower()),
+                RunTag("device", result.info.get("device", ""))]
+        if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
+            tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
+        self.client.log_batch(run_id, tags=tags)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "model_state.pt"
             torch.save(result.state_dict, path)

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import torch
 
+from harness.config import ClusterConfig, SchedulerKind
 from harness.models import build_model
 from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
@@ -22,6 +23,29 @@ def _positive(trial: Trial) -> None:
         raise ValueError(f"must be positive: {bad}")
     if not train.lr > 0:
         raise ValueError(f"train.lr must be positive, got {train.lr}")
+
+
+def check_cluster(cfg: ClusterConfig) -> None:
+    """Every ``cluster`` value, before anything starts or is written.
+
+    Raises:
+        SweepError: naming the bad value and what is allowed.
+    """
+    if not cfg.cpus_per_trial > 0:
+        raise SweepError(f"cluster.cpus_per_trial must be positive (fractions allowed), got {cfg.cpus_per_trial}")
+    if not cfg.gpus_per_trial >= 0:
+        raise SweepError(f"cluster.gpus_per_trial must be 0 or positive (fractions allowed), got {cfg.gpus_per_trial}")
+    if cfg.max_retries < 0:
+        raise SweepError(f"cluster.max_retries must be 0 or positive, got {cfg.max_retries}")
+    if cfg.num_cpus is not None and cfg.num_cpus <= 0:
+        raise SweepError(f"cluster.num_cpus must be positive (or null: all cores), got {cfg.num_cpus}")
+    if cfg.scheduler is not SchedulerKind.local and cfg.num_cpus is not None:
+        raise SweepError(f"cluster.num_cpus={cfg.num_cpus} sizes the Ray instance that cluster=local "
+                         f"starts; cluster={cfg.scheduler.value} cannot use it (a running cluster has "
+                         "its own size; cluster=serial runs one trial at a time)")
+    if cfg.scheduler is not SchedulerKind.ray and cfg.address is not None:
+        raise SweepError(f"cluster.address={cfg.address!r} is for cluster=ray (join a running "
+                         f"cluster); cluster={cfg.scheduler.value} does not join one")
 
 
 def preflight(trials: Sequence[Trial], device: str) -> None:

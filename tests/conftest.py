@@ -59,9 +59,12 @@ def run_cli_module():
 
 
 def _trial_runs(uri: str, experiment: str) -> list:
-    from mlflow.tracking import MlflowClient
+    from harness.tracking import Store, open_client, sqlite_path
 
-    client = MlflowClient(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():  # never create a store a driver is about to create
+        return []
+    client = open_client(Store(uri, None))  # under the drivers' creation lock
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
@@ -73,3 +76,74 @@ def _trial_runs(uri: str, experiment: str) -> list:
 def trial_runs():
     """``trial_runs(uri, experiment)``: the experiment's child (trial) runs."""
     return _trial_runs
+
+
+def descendants(pid: int) -> list[int]:
+    """Process ids below ``pid`` (children, grandchildren, ...), read from /proc: how a test finds
+    the processes it started (its driver's Ray workers), never by name across the machine."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line ('' if it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def trial_workers(driver_pid: int) -> list[int]:
+    """The Ray workers executing a trial for the driver ``driver_pid`` (its embedded instance)."""
+    return [p for p in descendants(driver_pid) if cmdline(p).startswith("ray::execute")]
+
+
+@pytest.fixture()
+def mlflow_server_uri(tmp_path):
+    """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, proxied artifacts); yields its URI."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = tmp_path / "server"
+    store.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'server.db'}",
+         "--artifacts-destination", (store / "artifacts").as_uri()],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("mlflow server did not start")
+        time.sleep(0.5)
+    yield uri
+    proc.terminate()
+    proc.wait(timeout=60)

@@ -19,8 +19,15 @@ def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.Completed
                           text=True, timeout=timeout)
 
 
+def _state(path: Path) -> tuple:
+    """What a test may not change in the checkout: whether ``path`` exists, its size and mtime."""
+    return (path.exists(), *((path.stat().st_size, path.stat().st_mtime_ns) if path.exists() else ()))
+
+
 @pytest.mark.slow
 def test_smoke_ablation_end_to_end_on_ray(tmp_path):
+    # the README's first command may have left a store in the checkout: it must stay untouched
+    before = {name: _state(ROOT / name) for name in ("mlflow.db", "mlruns", "mlartifacts")}
     proc = _run(["harness", "+ablation=smoke"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     db = tmp_path / "mlflow.db"
@@ -46,7 +53,7 @@ def test_smoke_ablation_end_to_end_on_ray(tmp_path):
     assert "sample_efficiency.png" in artifacts
     # nothing written anywhere but the configured store and the output folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlartifacts", "mlflow.db", "outputs"]
-    assert not (ROOT / "mlflow.db").exists() and not (ROOT / "mlruns").exists()
+    assert {name: _state(ROOT / name) for name in before} == before
 
     proc = _run(["analysis", "+ablation=smoke"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -76,3 +83,57 @@ def test_bad_value_is_rejected_before_any_trial_with_exit_2(tmp_path):
     assert proc.returncode == 2
     assert "n_train" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
+
+
+TINY = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64"]
+
+
+def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path):
+    """``-m`` with ``seed=0,1,2`` (Hydra's multirun) runs every value, in one invocation."""
+    proc = _run(["harness", "-m", "+ablation=smoke", "model=mlp", "task.n_train=64", "seed=0,1,2",
+                 "dry_run=true"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[:2] == ["== smoke", "3 trials"]
+    assert {f"seed={s}" for s in range(3)} <= set(proc.stdout.split())
+    proc = _run(["harness", "-m", "seed=0,1", *TINY], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 trials: 0 already finished (skipped), 2 finished now" in proc.stdout
+    proc = _run(["harness", "seed=range(3)", *TINY], tmp_path)  # without -m too; 0, 1 are done
+    assert "3 trials: 2 already finished (skipped), 1 finished now" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
+    extra = tmp_path / "myconf"
+    (extra / "ablation").mkdir(parents=True)
+    (extra / "ablation" / "mine.yaml").write_text(
+        "# @package _global_\nablation:\n  name: mine\n  grid:\n    model: softmax,mlp\n    seed: range(2)\n")
+    proc = _run(["harness", "+ablation=mine", f"hydra.searchpath=[file://{extra}]", "dry_run=true"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[:2] == ["== mine", "4 trials"]
+    proc = _run(["harness", "+ablation=smoke", "--cfg", "hydra", "--resolve"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "dir: outputs/" in proc.stdout
+
+
+@pytest.mark.parametrize("folder", ["My Experiments é", "100%41 sure"])
+def test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started(tmp_path, folder):
+    """Spaces, non-ASCII and ``%`` in the path; ``hydra.job.chdir=True`` moves the job into its
+    output folder, but the store stays in the folder the command started from (so the second
+    invocation resumes, and the analysis finds the runs); the analysis never creates a store."""
+    cwd = tmp_path / folder
+    cwd.mkdir()
+    args = ["harness", *TINY, "hydra.job.chdir=True"]
+    first = _run(args, cwd)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = _run(args, cwd)
+    assert "1 trials: 1 already finished (skipped), 0 finished now" in again.stdout, again.stderr[-3000:]
+    assert sorted(p.name for p in cwd.iterdir()) == ["mlartifacts", "mlflow.db", "outputs"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder]  # no stray folder beside it
+    proc = _run(["analysis", "hydra.job.chdir=True"], cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 trial runs" in proc.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = _run(["analysis", "+ablation=smoke", "hydra.job.chdir=True"], empty)
+    assert proc.returncode == 2 and "no MLflow store" in proc.stderr, proc.stderr[-2000:]
+    assert not list(empty.rglob("mlflow.db"))

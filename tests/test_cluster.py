@@ -71,6 +71,7 @@ def test_sweep_on_a_two_node_cluster_logs_through_an_mlflow_server(tmp_path, two
             "tracking=server", f"tracking.uri={mlflow_server}", *FAST, "train.max_steps=300"]
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "joined Ray cluster at" in proc.stderr and "2 nodes" in proc.stderr
     client = MlflowClient(mlflow_server)
     experiment = client.get_experiment_by_name("smoke")
     runs = client.search_runs([experiment.experiment_id], max_results=1000)

@@ -27,7 +27,7 @@ def _popen(args: list[str], cwd: Path) -> subprocess.Popen:
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def _wait_for(predicate, timeout: float = 240.0, every: float = 0.5, proc=None):
+def _wait_for(predicate, timeout: float = 900.0, every: float = 0.5, proc=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -44,21 +44,25 @@ def _wait_for(predicate, timeout: float = 240.0, every: float = 0.5, proc=None):
 
 @pytest.mark.slow
 def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tmp_path, trial_runs):
-    # 6 trials of a few seconds each on 2 CPUs; SIGINT the driver once 2 have finished
+    # 6 trials of a few seconds each on 2 CPUs; SIGTERM (what Slurm and Kubernetes send) the
+    # driver on Ray once one has finished
     args = ["harness", "+ablation=smoke", "model=mlp", "train.max_steps=2000"]
     proc = _popen(args, tmp_path)
-    _wait_for(lambda: sum(r.info.status == "FINISHED" for r in trial_runs(_uri(tmp_path), "smoke")) >= 2,
+    _wait_for(lambda: sum(r.info.status == "FINISHED" for r in trial_runs(_uri(tmp_path), "smoke")) >= 1,
               proc=proc)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: running trials cancelled and closed as KILLED" in err
+    assert "SIGTERM received" not in err
     first = trial_runs(_uri(tmp_path), "smoke")
     statuses = Counter(r.info.status for r in first)
     assert "RUNNING" not in statuses
-    assert 2 <= statuses["FINISHED"] < 6 and statuses["KILLED"] >= 1
+    assert 1 <= statuses["FINISHED"] < 6 and statuses["KILLED"] >= 1
     finished_first = statuses["FINISHED"]
 
-    again = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True, text=True)
+    again = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=1200)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"6 trials: {finished_first} already finished (skipped), {6 - finished_first} finished now" in again.stdout
     runs = trial_runs(_uri(tmp_path), "smoke")
@@ -68,18 +72,29 @@ def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tm
     print(f"resume: first invocation finished {finished_first}, second {6 - finished_first}")
 
 
-def test_stale_running_run_is_closed_by_the_next_invocation(tmp_path, run_cli, trial_runs):
+def test_only_runs_whose_driver_lease_expired_are_closed_as_stale(tmp_path, run_cli, trial_runs):
+    """A RUNNING run is closed by another invocation only when its driver's heartbeat is older
+    than that driver's lease; the runs of a live driver (fresh heartbeat) are left alone."""
     from mlflow.tracking import MlflowClient
 
     args = ["harness", "cluster=serial", *FAST]
     assert run_cli(args, tmp_path).returncode == 0
     client = MlflowClient(_uri(tmp_path))
     exp = client.get_experiment_by_name("single").experiment_id
-    ghost = client.create_run(exp, tags={"trial_id": "deadbeef"}).info.run_id  # a driver died here
+    now_ms = int(time.time() * 1000)
+    dead = client.create_run(exp, tags={"role": "sweep", "lease_s": "60",
+                                        "heartbeat_ms": str(now_ms - 600_000)}).info.run_id
+    live = client.create_run(exp, tags={"role": "sweep", "lease_s": "3600",
+                                        "heartbeat_ms": str(now_ms)}).info.run_id
+    ghost = client.create_run(exp, tags={"trial_id": "deadbeef",  # its driver died 10 min ago
+                                         "mlflow.parentRunId": dead}).info.run_id
+    busy = client.create_run(exp, tags={"trial_id": "cafebabe",  # another sweep's running trial
+                                        "mlflow.parentRunId": live}).info.run_id
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "1 already finished (skipped)" in proc.stdout and "closed 1 stale RUNNING" in proc.stdout
-    assert client.get_run(ghost).info.status == "KILLED"
+    assert "1 already finished (skipped)" in proc.stdout and "closed 2 stale RUNNING" in proc.stdout
+    assert client.get_run(ghost).info.status == "KILLED" and client.get_run(dead).info.status == "KILLED"
+    assert client.get_run(busy).info.status == "RUNNING" and client.get_run(live).info.status == "RUNNING"
 
 
 def test_force_reruns_and_leaves_one_finished_run_per_trial(tmp_path, run_cli, trial_runs):
@@ -100,11 +115,24 @@ def test_changed_config_gets_a_new_trial(tmp_path, run_cli, trial_runs):
     assert len(trial_runs(_uri(tmp_path), "single")) == 2
 
 
+def test_sigint_closes_the_running_trial_as_killed_and_exits_130(tmp_path, trial_runs):
+    proc = _popen(["harness", "cluster=serial", "model=mlp", "train.max_steps=100000"], tmp_path)
+    _wait_for(lambda: [r for r in trial_runs(_uri(tmp_path), "single") if r.info.status == "RUNNING"],
+              proc=proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: running trials cancelled and closed as KILLED" in err
+    assert [r.info.status for r in trial_runs(_uri(tmp_path), "single")] == ["KILLED"]
+
+
 def _kill_running_trials(proc: subprocess.Popen) -> list[int]:
-    """SIGKILL every Ray worker that is executing a trial, once both trials are running."""
+    """SIGKILL the Ray workers executing this test's trials (found below its own driver, never
+    by name: other sweeps may run on the machine), once both trials are running."""
+    from conftest import trial_workers
+
     def busy():
-        found = subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True, text=True)
-        pids = [int(p) for p in found.stdout.split()]
+        pids = trial_workers(proc.pid)
         return pids if len(pids) >= 2 else None
 
     _wait_for(busy, proc=proc)
@@ -212,6 +240,13 @@ def _digest(path: Path) -> str:
     ("tracking=server tracking.uri=file:///tmp/mlruns", "file stores are not supported"),
     ("tracking.db_path=missing/sub/mlflow.db", "does not exist"),
     ("cluster.cpus_per_trial=64", "no Ray node can run a trial"),
+    ("cluster.cpus_per_trial=-1", "cluster.cpus_per_trial must be positive"),
+    ("cluster=serial cluster.cpus_per_trial=0", "cluster.cpus_per_trial must be positive"),
+    ("cluster.gpus_per_trial=-0.5", "cluster.gpus_per_trial"),
+    ("cluster.max_retries=-1", "cluster.max_retries"),
+    ("cluster=ray cluster.num_cpus=2", "cluster.num_cpus=2 sizes the Ray instance"),
+    ("cluster.address=auto", "cluster.address='auto' is for cluster=ray"),
+    ("tracking.lease_s=0", "tracking.lease_s must be positive"),
 ])
 def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_path, run_cli, populated,
                                                                           override, message):
@@ -222,12 +257,30 @@ def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_p
     extra.mkdir(parents=True)
     (extra / "empty.yaml").write_text("# @package _global_\nablation:\n  name: empty\n  grid: {}\n")
     args = ["harness", *override.split(), f"hydra.searchpath=[file://{extra.parent}]"]
-    if "cpus_per_trial" in override:
+    if "cpus_per_trial=64" in override:
         args.append("cluster.num_cpus=2")
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 2, (proc.stdout[-1000:], proc.stderr[-2000:])
     assert message in proc.stderr, proc.stderr[-2000:]
     assert _digest(tmp_path / "mlflow.db") == before
+
+
+def test_deleted_experiment_exits_2_naming_it_and_the_ways_out(tmp_path, run_cli, populated):
+    from mlflow.tracking import MlflowClient
+
+    shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
+    shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
+    client = MlflowClient(_uri(tmp_path))
+    client.delete_experiment(client.get_experiment_by_name("single").experiment_id)
+    before = _digest(tmp_path / "mlflow.db")
+    proc = run_cli(["harness", "cluster=serial", *FAST], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "'single'" in proc.stderr and "is deleted" in proc.stderr
+    assert all(way in proc.stderr for way in ("restore", "mlflow gc", "ablation.name="))
+    assert "Traceback" not in proc.stderr
+    assert _digest(tmp_path / "mlflow.db") == before
+    proc = run_cli(["analysis"], tmp_path)
+    assert proc.returncode == 2 and "is deleted" in proc.stderr, proc.stderr[-2000:]
 
 
 def test_read_only_store_folder_is_rejected(tmp_path, run_cli):

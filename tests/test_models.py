@@ -237,3 +237,19 @@ def test_every_preset_is_documented_and_swept():
     for preset in PRESETS:
         assert f"| `{preset}` |" in doc, f"{preset} missing from docs/variants.md"
     assert sorted(swept) == PRESETS
+
+
+@pytest.mark.parametrize("preset, overrides", [
+    ("transformer_causal", ("model.sigma=relu",)),
+    ("transformer_causal", ("model.sigma=tanh",)),
+    ("transformer_causal", ()),
+    ("multihead", ("model.causal=true", "model.sigma=sigmoid")),
+])
+def test_causal_outputs_do_not_depend_on_later_tokens(preset, overrides):
+    """A causal model's first m outputs on a 12-token input equal its outputs on the m-token
+    prefix: an elementwise σ divides row i by the i + 1 keys it sees, not by n."""
+    model = make(preset, overrides)
+    x = torch.randn(3, 12, D, generator=gen(5), dtype=torch.float64)
+    with torch.no_grad():
+        full, prefix = model(x), model(x[:, :8])
+    torch.testing.assert_close(full[:, :8], prefix, rtol=1e-10, atol=1e-10)

@@ -72,3 +72,80 @@ def test_trial_recorded_in_mlflow_and_read_back_typed(hydra_conf, tmp_path):
 
     paths = sample_efficiency(df, tmp_path / "plot")
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_long_params_are_kept_in_full_in_config_yaml_and_never_look_alike(hydra_conf, tmp_path):
+    """Two trials whose ``task.train_lengths`` (2,101 entries) differ only in the last entry get
+    different ids and different param values (MLflow cuts a param at 6,000 characters); each
+    run's resolved config is its ``config.yaml`` artifact, with the full list."""
+    import yaml
+
+    trials = [compose_trial([*FAST, "task=teacher_length",
+                             f"task.train_lengths=[{','.join(['4'] * 2100 + [str(last)])}]"], [])
+              for last in (4, 16)]
+    assert trials[0].trial_id != trials[1].trial_id
+    tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", 2, 0, [])
+    runs = [tracker.claim(experiment, parent, "unit", t) for t in trials]
+    client = MlflowClient(tracker.store.uri)
+    params = [client.get_run(r).data.params["task.train_lengths"] for r in runs]
+    assert params[0] != params[1] and all("config.yaml" in p and len(p) < 6000 for p in params)
+    for run_id, last in zip(runs, (4, 16)):
+        path = client.download_artifacts(run_id, "config.yaml", str(tmp_path))
+        config = yaml.safe_load(Path(path).read_text())
+        assert len(config["task"]["train_lengths"]) == 2101
+        assert config["task"]["train_lengths"][-1] == last
+        assert config["seed"] == 0 and config["train"]["max_steps"] == 30
+
+
+def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
+    """A non-finite metric is named in the run's ``nonfinite`` tag instead of being stored (MLflow
+    would store inf as 1.797e308, which tables average); the loader reads it back as NaN with the
+    ``nonfinite`` flag, and so it reads the 1.797e308 of runs recorded before."""
+    import dataclasses
+    import math
+
+    from mlflow.entities import Metric
+
+    trial = compose_trial(FAST, ["seed=0"])
+    with SerialScheduler(trial.config.cluster) as scheduler:
+        (outcome,) = list(scheduler.run([trial]))
+    result = outcome.result
+    bad = dataclasses.replace(result, metrics={**result.metrics, "test/rel_mse": math.inf,
+                                               "val/best_loss": math.nan},
+                              curve=[*result.curve, {"step": 40, "train/loss": math.inf}])
+    tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", 2, 0, [])
+    run_id = tracker.log_trial(experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
+    old = tracker.log_trial(experiment, parent, "unit", outcome)
+    client = MlflowClient(tracker.store.uri)
+    later = result.end_ms + 1000  # an older harness stored inf, which MLflow made 1.797e308
+    client.log_batch(old, metrics=[Metric("test/rel_mse", float("inf"), later, 1)])
+    stored = client.get_run(run_id)
+    assert "test/rel_mse" not in stored.data.metrics and "val/best_loss" not in stored.data.metrics
+    assert set(stored.data.tags["nonfinite"].split(",")) == {"test/rel_mse=inf", "val/best_loss=nan",
+                                                             "train/loss@40=inf"}
+    assert all(math.isfinite(m.value) for m in client.get_metric_history(run_id, "train/loss"))
+    df = load_runs("unit", tracker.store.uri).set_index("run_id")
+    assert df.loc[[run_id, old], "test/rel_mse"].isna().all()
+    assert df.loc[run_id, "nonfinite"] and df.loc[old, "nonfinite"]
+    assert df.loc[run_id, "test/uniform_rel_mse"] == result.metrics["test/uniform_rel_mse"]
+
+
+def test_sweep_table_counts_diverged_runs_and_never_averages_them_in():
+    """The end-of-sweep table: runs with another learning rate are another row, and a diverged
+    run (or one with a non-finite metric) is counted in ``diverged``, not averaged."""
+    from harness.report import sweep_table
+
+    rows = [dict(run_id=str(i), status="FINISHED", task="teacher", variant="mlp", seed=s,
+                 **{"task.n_train": 64, "train.lr": lr}, error=err, diverged=div, nonfinite=nf)
+            for i, (s, lr, err, div, nf) in enumerate([
+                (0, 0.01, 0.2, False, False), (1, 0.01, 0.4, False, False),
+                (0, 1e6, 1e30, True, False), (1, 1e6, float("nan"), False, True)])]
+    table = sweep_table(pd.DataFrame(rows)).set_index("train.lr")
+    assert table.loc[0.01, "mean"] == pytest.approx(0.3) and table.loc[0.01, "count"] == 2
+    assert table.loc[0.01, "diverged"] == 0
+    assert table.loc[1e6, "count"] == 0 and table.loc[1e6, "diverged"] == 2
+    assert pd.isna(table.loc[1e6, "mean"])

@@ -68,15 +68,20 @@ def mix_weights(a: Tensor, sigma: Sigma, length_norm: bool, causal: bool = False
     """Mixing weights ``(B, n, n)`` from scores ``a`` (query first; paper.md §7, §9, M3/M4).
 
     ``softmax`` normalises each row over keys (the causal mask sets future scores to -inf);
-    an elementwise σ is applied entrywise and, if ``length_norm``, divided by n; with
-    ``causal`` its future entries are zeroed.
+    an elementwise σ is applied entrywise and, if ``length_norm``, divided by the number of keys
+    a query sees: n, or with ``causal`` (future entries zeroed) ``i + 1`` for query ``i``, so
+    that the first m outputs of a causal model do not depend on what follows them.
     """
     if sigma is Sigma.softmax:
         return torch.softmax(causal_fill(a) if causal else a, dim=-1)
     s = ELEMENTWISE[sigma](a)
+    n = a.shape[-1]
     if causal:
         s = s.tril()
-    return s / a.shape[-1] if length_norm else s
+        if length_norm:  # row i sees keys 0..i
+            keys = torch.arange(1, n + 1, dtype=s.dtype, device=s.device).unsqueeze(-1)  # (n, 1)
+            return s / keys
+    return s / n if length_norm else s
 
 
 def normal(generator: torch.Generator, *shape: int, std: float) -> nn.Parameter:
