@@ -53,7 +53,7 @@ def prepare(df: pd.DataFrame, x: str = SIZE) -> pd.DataFrame:
     Raises:
         ValueError: the table has neither ``arm`` nor ``variant``.
     """
-    out = df if "error" in df else stats.add_error(df)
+    out = df if "error_name" in df else stats.add_error(df)  # add_error names its metric
     if "arm" not in out and "variant" not in out:
         raise ValueError("the runs table needs an 'arm' or a 'variant' column")
     out = out.assign(arm=(out["arm"] if "arm" in out else out["variant"]).astype(str))

@@ -86,6 +86,8 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
         for prefix in ("params.", "metrics.", "tags."):
             if col.startswith(prefix):
                 renamed[col] = col[len(prefix):]
+    if "tags.error" in renamed:  # a failed run's message; ``error`` is the test error metric
+        renamed["tags.error"] = "error_message"
     df = raw[["run_id", "status", "start_time", "end_time", *renamed]].rename(columns=renamed)
     df = df.loc[:, ~df.columns.duplicated()]
     keep = [c for c in df.columns if not c.startswith("mlflow.")]

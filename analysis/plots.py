@@ -107,7 +107,8 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
     common = dict(hue="label", hue_order=labels, palette=palette, errorbar=("ci", 95),
                   n_boot=N_BOOT, seed=0, ax=ax, legend=False)
     if len(values) == 1:
-        sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y, dodge=0.45,
+        sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y,
+                      dodge=0.45 if len(labels) > 1 else False,
                       linestyle="none", marker="o", capsize=0.08, err_kws={"linewidth": 1.2}, **common)
         ax.set_xlim(-0.6, 0.6)
     else:
@@ -268,7 +269,7 @@ def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hu
     hues = [h for h in palette if h in set(data[hue])]
     kw = dict(data=data, x="short", y=y, order=order, hue=hue, hue_order=hues, palette=palette,
               ax=ax, legend=False)
-    dodge = 0.4 if hue != "label" else False
+    dodge = 0.4 if hue != "label" and len(hues) > 1 else False
     sns.stripplot(alpha=0.45, size=4, jitter=0.12, dodge=bool(dodge), **kw)
     sns.pointplot(errorbar=("ci", 95), n_boot=N_BOOT, seed=0, dodge=dodge, linestyle="none",
                   marker="D", markersize=6, capsize=0.1, markeredgecolor="black", **kw)

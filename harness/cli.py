@@ -139,7 +139,8 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
     if "--help" in args or "-h" in args:
         print(help_text(usage), end="")
         sys.exit(0)
-    error = check_choices(args)
+    # options from another config folder (hydra.searchpath) are Hydra's to find and check
+    error = None if any(a.startswith("hydra.searchpath=") for a in args) else check_choices(args)
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -129,7 +129,7 @@ def test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started
     assert "1 trials: 1 already finished (skipped), 0 finished now" in again.stdout, again.stderr[-3000:]
     assert sorted(p.name for p in cwd.iterdir()) == ["mlartifacts", "mlflow.db", "outputs"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [folder]  # no stray folder beside it
-    proc = _run(["analysis", "hydra.job.chdir=True"], cwd)
+    proc = _run(["analysis", *TINY, "hydra.job.chdir=True"], cwd)  # the same trial's runs
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 trial runs" in proc.stdout
     empty = tmp_path / "empty"
