@@ -17,7 +17,7 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from analysis import protocol, stats
-from analysis.bundle import collect, read_bundle, split, write_bundle
+from analysis.bundle import collect, planned, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
@@ -159,7 +159,7 @@ def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
 
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
-                      rel: str) -> list[str]:
+                      rel: str, plan: int | None = None) -> list[str]:
     header = (ROOT / "conf" / "ablation" / f"{name}.yaml").read_text()
     question = " ".join(line[2:].strip() for line in header.splitlines()
                         if line.startswith("# ") and not line.startswith(("# @package", "# Parts", "#   C")))
@@ -169,7 +169,8 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
     n = stats.counts(df, by=()).iloc[0].to_dict() if not df.empty else {}
     ext = int((df.get("extends", pd.Series(dtype=str)).fillna("").astype(str) != "").sum()) if not df.empty else 0
     lines = [f"### `{name}`", "", question, "",
-             f"Trials: {n.get('total', 0)} ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
+             f"Trials: {n.get('total', 0)}" + (f" runs of the {plan} trials this ablation composes to"
+                                                if plan is not None else "") + f" ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
              f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged; {ext} past an lr grid edge); "
              f"sweep wall time {wall / 60:.1f} min over {len(mine)} invocation(s).", ""]
     for fig in sorted(folder.glob("*.png")):
@@ -228,7 +229,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         if not runs[name].empty:
             write_all(runs[name], folder / name, ablation=name, scale=scale.name,
                       axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures))
-        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}")
+        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
+                                      planned(bundle).get(name))
     total = sum(len(df) for df in runs.values())
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
@@ -241,7 +243,9 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         f"`{scale.lrs}` (" + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10" if not tiny
           else "no reruns past an edge at this scale") + "), "
         f"{scale.steps} steps per trial, validation every {scale.eval_every} steps. {total} trial runs "
-        f"in {len(configs)} ablations. Margins pre-registered in the ablation files at commit `{margins}`. "
+        f"in {len(configs)} ablations" + (f" ({sum(planned(bundle).values())} trials composed; the rest are "
+        "reruns past an lr grid edge, or missing where fewer)" if planned(bundle) else "") + ". "
+        f"Margins pre-registered in the ablation files at commit `{margins}`. "
         "Do not edit by hand: rerun the command.", "",
         *([f"**This is a check of the path at scale `{scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
