@@ -181,6 +181,22 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
     return lines
 
 
+def _completeness(runs: dict[str, pd.DataFrame], plan: dict[str, int]) -> list[str]:
+    """A warning line when some ablation has fewer grid trials finished than it composes to."""
+    short = []
+    for name, n in plan.items():
+        df = runs.get(name, pd.DataFrame())
+        grid = df[df.get("extends", pd.Series("", index=df.index)).fillna("").astype(str) == ""] if len(df) else df
+        done = int((grid["status"] == "FINISHED").sum()) if len(grid) else 0
+        if done < n:
+            short.append(f"`{name}` {done} of {n}")
+    if not short:
+        return []
+    return [f"**Incomplete store: these ablations have fewer finished trials than they compose to** "
+            f"({', '.join(short)}). Their parts are decided on what exists or are inconclusive "
+            "(\"no runs\"); rerun the command to complete them.", ""]
+
+
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
                  source: str) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`); returns
@@ -247,6 +263,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         "reruns past an lr grid edge, or missing where fewer)" if planned(bundle) else "") + ". "
         f"Margins pre-registered in the ablation files at commit `{margins}`. "
         "Do not edit by hand: rerun the command.", "",
+        *_completeness(runs, planned(bundle)),
         *([f"**This is a check of the path at scale `{scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
         "## Verdicts (statistical claims)", "",
