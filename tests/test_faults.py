@@ -183,10 +183,10 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
     original = trial_module.run_trial
 
-    def flaky(cfg, device="cpu"):
+    def flaky(cfg, device="cpu", progress=None):
         if cfg.seed == 1:
             raise RuntimeError("boom: cannot draw the data")
-        return original(cfg, device)
+        return original(cfg, device, progress)
 
     monkeypatch.setattr("harness.scheduler.run_trial", flaky)
     store = resolve_store(TrackingConfig(), tmp_path)
