@@ -506,9 +506,9 @@ class Tracker:
                     break
                 time.sleep(poll_s)  # a live rival is still choosing its ticket
             self._log_config(run_id, trial)
-        except BaseException:
+        except BaseException:  # an interrupt mid-claim: close the claim run (retrying while locked)
             with contextlib.suppress(Exception):
-                self.client.set_terminated(run_id, "KILLED")
+                self.end_run(run_id, "KILLED")
             raise
         return run_id
 
