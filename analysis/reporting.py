@@ -304,7 +304,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         source = f"the results bundle `{source_path.name}`"
     else:
         from harness.sweep import expand
-        from harness.tracking import resolve_store
+        from harness.store import resolve_store
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if cfg.report.run:

@@ -57,7 +57,7 @@ def _on_signals() -> None:
 def _dry_run(ablations, store) -> None:
     """List each ablation's trials, marking those already FINISHED in the store (read only)."""
     from harness.report import print_trials
-    from harness.tracking import finished_ids
+    from harness.store import finished_ids
 
     for name, trials in ablations:
         print(f"== {name}")
@@ -68,7 +68,7 @@ def _dry_run(ablations, store) -> None:
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from harness.sweep import SweepError, expand_suite
-    from harness.tracking import StoreError, check_experiments, check_store, resolve_store
+    from harness.store import StoreError, check_store, resolve_store
     from harness.validate import check_cluster, preflight
 
     global _ENTERED
@@ -85,6 +85,8 @@ def main(cfg: DictConfig) -> None:
         tracking = OmegaConf.to_object(cfg.tracking)
         store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
         if not cfg.dry_run:
+            from harness.tracking import check_experiments
+
             check_store(store)
             check_experiments(store, [name for name, _ in ablations])
     except (SweepError, StoreError) as err:
