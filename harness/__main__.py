@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -43,7 +44,11 @@ def _bad_input(err: Exception) -> None:
     sys.exit(2)
 
 
+_STOP = threading.Event()  # set on SIGINT/SIGTERM; the driver raises again if the first was swallowed
+
+
 def _interrupt(signum, frame) -> None:
+    _STOP.set()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -107,7 +112,7 @@ def main(cfg: DictConfig) -> None:
             _on_signals()
             for name, trials in ablations:
                 summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
-                                    force=cfg.force)
+                                    force=cfg.force, stop=_STOP)
                 print_summary(summary)
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)
