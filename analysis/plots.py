@@ -139,9 +139,16 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     for path in paths:
-        g.figure.savefig(path, dpi=150, bbox_inches="tight")
+        _save(g.figure, path)
     plt.close(g.figure)
     return paths
+
+
+def _save(fig, path: Path) -> None:
+    """Save ``fig`` to ``path`` (PNG or PDF) reproducibly: a PDF carries no creation date, so
+    the same runs give the same bytes."""
+    metadata = {"CreationDate": None} if path.suffix == ".pdf" else None
+    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
 
 
 def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D]:
@@ -448,6 +455,6 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     fig.tight_layout()
     for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        _save(fig, path)
     plt.close(fig)
     return paths
