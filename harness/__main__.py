@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config import register_configs
 from harness.driver import print_summary, run_sweep
-from harness.report import print_trials, summarise
+from harness.report import print_packs, print_trials, summarise
 from harness.scheduler import make_scheduler
 from harness.sweep import SweepError, expand_suite
 from harness.tracking import StoreError, Tracker, check_store, resolve_store
@@ -44,7 +44,7 @@ def main(cfg: DictConfig) -> None:
     cli = list(HydraConfig.get().overrides.task)
     try:
         ablations = expand_suite(cfg, cli)
-        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
+        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device, cfg.cluster.pack_size)
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if not cfg.dry_run:
             check_store(store)
@@ -54,6 +54,7 @@ def main(cfg: DictConfig) -> None:
         for name, trials in ablations:
             print(f"== {name}")
             print_trials(trials)
+            print_packs(trials, cfg.cluster.pack_size, cfg.cluster.device)
         return
     signal.signal(signal.SIGTERM, _interrupt)
     out_dir = Path(HydraConfig.get().runtime.output_dir)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from analysis.load import load_runs
 from analysis.plots import sample_efficiency, with_error
+from harness.pack import cannot_pack, resolve_pack_size
+from harness.scheduler import plan
 from harness.sweep import Trial
 from harness.tracking import Store, Tracker
 
@@ -17,6 +19,24 @@ def print_trials(trials: list[Trial]) -> None:
     width = max(len(t.variant) for t in trials)
     for t in trials:
         print(f"{t.trial_id}  {t.variant:<{width}}  {' '.join(t.overrides)}")
+
+
+def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
+    """How the trials would run (``cluster.pack_size``, harness/pack.py): the number of packs
+    and their sizes, and the trials that run alone because they cannot be packed, by reason."""
+    size = resolve_pack_size(pack_size, device)
+    units = plan(trials, size)
+    packs = [len(u) for u in units if len(u) > 1]
+    alone: dict[str, list[str]] = {}
+    for trial in trials:
+        reason = cannot_pack(trial.config)
+        if reason:
+            alone.setdefault(reason, []).append(trial.variant)
+    print(f"packing (cluster.pack_size={pack_size} -> {size}): {sum(packs)} trials in {len(packs)} "
+          f"packs (sizes {min(packs, default=0)}-{max(packs, default=0)}), "
+          f"{len(units) - len(packs)} alone")
+    for reason, variants in alone.items():
+        print(f"  cannot pack {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
 
 
 def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_dir: Path) -> None:

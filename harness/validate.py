@@ -8,7 +8,8 @@ from typing import Sequence
 import torch
 
 from harness.models import build_model
-from harness.sweep import SweepError, Trial, identity_dict
+from harness.pack import resolve_pack_size
+from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
 from tasks import build_task
 
@@ -24,22 +25,23 @@ def _positive(trial: Trial) -> None:
         raise ValueError(f"train.lr must be positive, got {train.lr}")
 
 
-def preflight(trials: Sequence[Trial], device: str) -> None:
-    """Build each distinct task and model of ``trials`` (cheaply, on the CPU).
+def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> None:
+    """Check the device and ``cluster.pack_size``, and build each distinct task and model of
+    ``trials`` (cheaply, on the CPU).
 
     Raises:
         SweepError: naming the first trial whose config cannot be built, and why.
     """
     try:
         resolve_device(device)
+        resolve_pack_size(pack_size, device)
     except ValueError as err:
         raise SweepError(str(err)) from err
     tasks: dict[str, object] = {}
     built: set[str] = set()
     for trial in trials:
         cfg = trial.config
-        ident = identity_dict(cfg)
-        task_key, model_key = repr(ident["task"]), repr((ident["model"], ident["task"]))
+        task_key, model_key = repr(cfg.task), repr((cfg.model, cfg.task))  # dataclass reprs
         try:
             _positive(trial)
             if task_key not in tasks:
