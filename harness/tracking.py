@@ -190,7 +190,7 @@ class Tracker:
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
-        params = [Param(k, str(v)) for k, v in flatten(identity_dict(trial.config)).items()]
+        params = [Param(k, str(v)) for k, v in flatten(trial.identity or identity_dict(trial.config)).items()]
         for chunk in _chunks(params, _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
         return run_id
