@@ -22,6 +22,7 @@ from harness.scheduler import make_scheduler
 from harness.sweep import SweepError, expand_suite
 from harness.tracking import StoreError, Tracker, check_store, resolve_store
 from harness.validate import preflight
+from harness.writer import TrackingError
 
 register_configs()
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
@@ -71,6 +72,9 @@ def main(cfg: DictConfig) -> None:
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
         sys.exit(130)
+    except TrackingError as err:  # the sweep ran, but some of it is not recorded
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
     except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
         _bad_input(err)
     sys.exit(1 if any_failed else 0)

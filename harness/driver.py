@@ -16,6 +16,7 @@ from tqdm import tqdm
 from harness.scheduler import Outcome, RayScheduler, SerialScheduler
 from harness.sweep import Trial
 from harness.tracking import Tracker
+from harness.writer import TrackingWriter
 
 
 Scheduler = RayScheduler | SerialScheduler
@@ -56,6 +57,7 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
     finished = tracker.finished_trials(experiment)
     todo = trials if force else [t for t in trials if t.trial_id not in finished]
     parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
+    tracker = TrackingWriter(tracker)  # per-trial writes on a writer thread, flushed below
     summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
     running: dict[str, str] = {}
 
@@ -83,6 +85,7 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
         for run_id in running.values():
             tracker.end_run(run_id, "KILLED")
         tracker.end_run(parent, status)
+        tracker.close(raise_errors=status == "FINISHED")  # raises TrackingError if a write failed
     return summary
 
 
