@@ -166,13 +166,17 @@ def _copy_into(stacked: dict[str, Tensor], i: int, module: nn.Module) -> None:
             p.copy_(stacked[name][i])
 
 
-def run_pack(cfgs: Sequence[Config], device: str = "cpu") -> list[TrialResult]:
+def run_pack(cfgs: Sequence[Config], device: str = "cpu",
+             timings: dict[str, float] | None = None) -> list[TrialResult]:
     """Train the trials ``cfgs`` as one pack and evaluate each; the results are those of
     :func:`harness.trial.run_trial` for each config, up to rounding (module docstring).
 
     Args:
         cfgs: trial configs with one :func:`pack_key`, none of which :func:`cannot_pack`.
         device: ``cpu``, ``cuda`` or ``auto``.
+        timings: if given, filled with where the pack's wall time went, in seconds: ``setup``
+            (data, models), ``steps`` (vectorised training), ``eval`` (per-trial validation and
+            checkpoints), ``conclude`` (per-trial test evaluation and symmetry measurements).
 
     Returns:
         One :class:`~harness.trial.TrialResult` per config, in order.
@@ -191,6 +195,8 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu") -> list[TrialResult]:
     if reason:
         raise ValueError(f"cannot pack: {reason}")
     dev = resolve_device(device)
+    clock = {"setup": 0.0, "steps": 0.0, "eval": 0.0, "conclude": 0.0}
+    mark = time.perf_counter()
     setups = [prepare(c, dev) for c in cfgs]
     if any(len(s.train) != 1 for s in setups):
         raise ValueError("cannot pack: several training lengths")
@@ -218,6 +224,8 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu") -> list[TrialResult]:
     offset = torch.tensor(offsets, device=dev).view(P, 1, 1)
     batch_size, max_steps = setups[0].batch_size, cfg0.train.max_steps
     mask = torch.ones(P, dtype=torch.bool, device=dev)
+    now = time.perf_counter()
+    clock["setup"], mark = now - mark, now
     for first in range(1, max_steps + 1, INDEX_CHUNK):
         k = min(INDEX_CHUNK, max_steps + 1 - first)
         idx = torch.stack([torch.randint(s.total, (k, batch_size), generator=s.order) for s in setups])
@@ -239,11 +247,21 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu") -> list[TrialResult]:
                 if active[i]:
                     running[i].append(values[i])
             if is_eval_step(step, cfg0):
+                now = time.perf_counter()
+                clock["steps"], mark = clock["steps"] + now - mark, now
                 for i, s in enumerate(setups):
                     if active[i]:
                         _copy_into(stacked, i, losses_of[i])
                         kept[i].record(step, running[i], s.model, s.task, s.val)
                         running[i] = []
+                now = time.perf_counter()
+                clock["eval"], mark = clock["eval"] + now - mark, now
         if not any(active):
             break
-    return [conclude(s, kept[i], diverged[i], start) for i, s in enumerate(setups)]
+    now = time.perf_counter()
+    clock["steps"], mark = clock["steps"] + now - mark, now
+    results = [conclude(s, kept[i], diverged[i], start) for i, s in enumerate(setups)]
+    clock["conclude"] = time.perf_counter() - mark
+    if timings is not None:
+        timings.update(clock)
+    return results
