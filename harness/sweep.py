@@ -13,7 +13,7 @@ import itertools
 import json
 import re
 from enum import Enum
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from hydra import compose
