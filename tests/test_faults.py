@@ -183,14 +183,15 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
     original = trial_module.run_trial
 
-    def flaky(cfg, device="cpu"):
+    def flaky(cfg, device="cpu", progress=None):
         if cfg.seed == 1:
             raise RuntimeError("boom: cannot draw the data")
-        return original(cfg, device)
+        return original(cfg, device, progress)
 
     monkeypatch.setattr("harness.scheduler.run_trial", flaky)
     store = resolve_store(TrackingConfig(), tmp_path)
-    with SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial)) as scheduler:
+    # lone trials (pack_size=1): a pack would not call run_trial
+    with SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")) as scheduler:
         summary = run_sweep(trials, scheduler, Tracker(store), "unit", [])
     assert summary.finished == 2 and len(summary.failed) == 1
     assert "boom" in summary.failed[0] and trials[1].trial_id in summary.failed[0]
