@@ -42,7 +42,7 @@ def main(cfg: DictConfig) -> None:
     from analysis.outputs import write_all
     from analysis.trials import restrict, swept_axes
     from harness.sweep import SweepError, expand
-    from harness.tracking import resolve_store
+    from harness.store import resolve_store
 
     name = cfg.ablation.name
     if cfg.ablation.suite:

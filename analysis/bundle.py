@@ -5,7 +5,8 @@ One row per run: every trial run of the suite's ablations (restricted to the tri
 ablation composes to, :func:`analysis.trials.restrict`, with ``ablation`` and ``arm``) with
 every param, metric (final values, including the best-so-far validation summary that the
 budget precondition reads) and tag; plus one row per sweep (parent) run with ``role = sweep``
-and its start and end time. The report is always written from the bundle *as read back from
+and its start and end time; and one row per ablation with ``role = plan`` and ``n_trials``, the
+number of trials the ablation composes to (so a partial store is visible as such). The report is always written from the bundle *as read back from
 disk*, whether it was just exported from the store or given on the command line, so both give
 the same report.
 """
@@ -44,7 +45,8 @@ def collect(uri: str, ablations: Mapping[str, Sequence[Trial]]) -> pd.DataFrame:
     """The suite's runs from the store at ``uri``: per ablation, the runs of exactly its trials
     (and of their lr-edge extensions) and its sweep runs. An ablation with no experiment yet
     contributes nothing."""
-    parts = []
+    parts = [pd.DataFrame([{"ablation": name, "role": "plan", "n_trials": len(trials)}
+                           for name, trials in ablations.items()])]
     for name, trials in ablations.items():
         try:
             runs = load_runs(name, uri)
@@ -77,6 +79,14 @@ def read_bundle(path: Path) -> pd.DataFrame:
     df = pd.read_csv(path, compression="gzip", low_memory=False, dtype=str, keep_default_na=False,
                      na_values=[""])
     return df.apply(_typed)
+
+
+def planned(bundle: pd.DataFrame) -> dict[str, int]:
+    """``{ablation: trials it composes to}`` from the bundle's plan rows (empty if none)."""
+    if "role" not in bundle or "n_trials" not in bundle:
+        return {}
+    rows = bundle[bundle["role"] == "plan"]
+    return {str(a): int(n) for a, n in zip(rows["ablation"], rows["n_trials"])}
 
 
 def split(bundle: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:

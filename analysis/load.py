@@ -73,7 +73,7 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     if found is None:
         raise LookupError(f"no MLflow experiment {ablation!r} in {tracking_uri}")
     if found.lifecycle_stage == "deleted":
-        from harness.tracking import deleted_experiment_error
+        from harness.store import deleted_experiment_error
 
         raise LookupError(deleted_experiment_error(ablation, found.experiment_id, tracking_uri))
     mlflow.set_tracking_uri(tracking_uri)

@@ -270,7 +270,8 @@ def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hu
     kw = dict(data=data, x="short", y=y, order=order, hue=hue, hue_order=hues, palette=palette,
               ax=ax, legend=False)
     dodge = 0.4 if hue != "label" and len(hues) > 1 else False
-    sns.stripplot(alpha=0.45, size=4, jitter=0.12, dodge=bool(dodge), **kw)
+    # no jitter: seaborn draws jitter from numpy's global RNG, and figures must be reproducible
+    sns.stripplot(alpha=0.45, size=4, jitter=False, dodge=bool(dodge), **kw)
     sns.pointplot(errorbar=("ci", 95), n_boot=N_BOOT, seed=0, dodge=dodge, linestyle="none",
                   marker="D", markersize=6, capsize=0.1, markeredgecolor="black", **kw)
     ax.tick_params(axis="x", labelrotation=30)

@@ -17,7 +17,7 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from analysis import protocol, stats
-from analysis.bundle import collect, read_bundle, split, write_bundle
+from analysis.bundle import collect, planned, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
@@ -159,7 +159,7 @@ def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
 
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
-                      rel: str) -> list[str]:
+                      rel: str, plan: int | None = None) -> list[str]:
     header = (ROOT / "conf" / "ablation" / f"{name}.yaml").read_text()
     question = " ".join(line[2:].strip() for line in header.splitlines()
                         if line.startswith("# ") and not line.startswith(("# @package", "# Parts", "#   C")))
@@ -169,7 +169,8 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
     n = stats.counts(df, by=()).iloc[0].to_dict() if not df.empty else {}
     ext = int((df.get("extends", pd.Series(dtype=str)).fillna("").astype(str) != "").sum()) if not df.empty else 0
     lines = [f"### `{name}`", "", question, "",
-             f"Trials: {n.get('total', 0)} ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
+             f"Trials: {n.get('total', 0)}" + (f" runs of the {plan} trials this ablation composes to"
+                                                if plan is not None else "") + f" ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
              f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged; {ext} past an lr grid edge); "
              f"sweep wall time {wall / 60:.1f} min over {len(mine)} invocation(s).", ""]
     for fig in sorted(folder.glob("*.png")):
@@ -178,6 +179,22 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
         lines += [f"<details><summary>{table.stem.replace('_', ' ')}</summary>", "",
                   table.read_text(), "</details>", ""]
     return lines
+
+
+def _completeness(runs: dict[str, pd.DataFrame], plan: dict[str, int]) -> list[str]:
+    """A warning line when some ablation has fewer grid trials finished than it composes to."""
+    short = []
+    for name, n in plan.items():
+        df = runs.get(name, pd.DataFrame())
+        grid = df[df.get("extends", pd.Series("", index=df.index)).fillna("").astype(str) == ""] if len(df) else df
+        done = int((grid["status"] == "FINISHED").sum()) if len(grid) else 0
+        if done < n:
+            short.append(f"`{name}` {done} of {n}")
+    if not short:
+        return []
+    return [f"**Incomplete store: these ablations have fewer finished trials than they compose to** "
+            f"({', '.join(short)}). Their parts are decided on what exists or are inconclusive "
+            "(\"no runs\"); rerun the command to complete them.", ""]
 
 
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
@@ -228,7 +245,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         if not runs[name].empty:
             write_all(runs[name], folder / name, ablation=name, scale=scale.name,
                       axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures))
-        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}")
+        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
+                                      planned(bundle).get(name))
     total = sum(len(df) for df in runs.values())
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
@@ -241,8 +259,11 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         f"`{scale.lrs}` (" + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10" if not tiny
           else "no reruns past an edge at this scale") + "), "
         f"{scale.steps} steps per trial, validation every {scale.eval_every} steps. {total} trial runs "
-        f"in {len(configs)} ablations. Margins pre-registered in the ablation files at commit `{margins}`. "
+        f"in {len(configs)} ablations" + (f" ({sum(planned(bundle).values())} trials composed; the rest are "
+        "reruns past an lr grid edge, or missing where fewer)" if planned(bundle) else "") + ". "
+        f"Margins pre-registered in the ablation files at commit `{margins}`. "
         "Do not edit by hand: rerun the command.", "",
+        *_completeness(runs, planned(bundle)),
         *([f"**This is a check of the path at scale `{scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
         "## Verdicts (statistical claims)", "",
@@ -283,7 +304,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         source = f"the results bundle `{source_path.name}`"
     else:
         from harness.sweep import expand
-        from harness.tracking import resolve_store
+        from harness.store import resolve_store
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if cfg.report.run:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from pathlib import Path
 
 
@@ -43,7 +44,11 @@ def _bad_input(err: Exception) -> None:
     sys.exit(2)
 
 
+_STOP = threading.Event()  # set on SIGINT/SIGTERM; the driver raises again if the first was swallowed
+
+
 def _interrupt(signum, frame) -> None:
+    _STOP.set()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -58,7 +63,7 @@ def _dry_run(ablations, store, cluster) -> None:
     """List each ablation's trials, marking those already FINISHED in the store (read only), and
     how they would be packed (``cluster.pack_size``)."""
     from harness.report import print_packs, print_trials
-    from harness.tracking import finished_ids
+    from harness.store import finished_ids
 
     for name, trials in ablations:
         print(f"== {name}")
@@ -70,7 +75,7 @@ def _dry_run(ablations, store, cluster) -> None:
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from harness.sweep import SweepError, expand_suite
-    from harness.tracking import StoreError, check_experiments, check_store, resolve_store
+    from harness.store import StoreError, check_store, resolve_store
     from harness.validate import check_cluster, preflight
 
     global _ENTERED
@@ -87,6 +92,8 @@ def main(cfg: DictConfig) -> None:
         tracking = OmegaConf.to_object(cfg.tracking)
         store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
         if not cfg.dry_run:
+            from harness.tracking import check_experiments
+
             check_store(store)
             check_experiments(store, [name for name, _ in ablations])
     except (SweepError, StoreError) as err:
@@ -108,7 +115,7 @@ def main(cfg: DictConfig) -> None:
             _on_signals()
             for name, trials in ablations:
                 summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
-                                    force=cfg.force)
+                                    force=cfg.force, stop=_STOP)
                 print_summary(summary)
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)

@@ -3,51 +3,12 @@ tracking server on 127.0.0.1; and a load test of 200 trials finishing on busy CP
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections import Counter
 
 import pytest
 
 FAST = ["train.max_steps=30", "train.eval_every=15", "task.n_val=32", "task.n_test=64"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture()
-def mlflow_server(tmp_path):
-    """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, proxied artifacts); yields its URI."""
-    port = _free_port()
-    store = tmp_path / "server"
-    store.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'server.db'}",
-         "--artifacts-destination", (store / "artifacts").as_uri()],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            proc.kill()
-            pytest.fail("mlflow server did not start")
-        time.sleep(0.5)
-    yield uri
-    proc.terminate()
-    proc.wait(timeout=30)
 
 
 @pytest.fixture()
@@ -64,15 +25,15 @@ def two_node_cluster():
 
 @pytest.mark.slow
 def test_sweep_on_a_two_node_cluster_logs_through_an_mlflow_server(tmp_path, two_node_cluster,
-                                                                    mlflow_server, run_cli):
+                                                                    mlflow_server_uri, run_cli):
     from mlflow.tracking import MlflowClient
 
     args = ["harness", "+ablation=smoke", "cluster=ray", f"cluster.address={two_node_cluster}",
-            "tracking=server", f"tracking.uri={mlflow_server}", *FAST, "train.max_steps=300"]
+            "tracking=server", f"tracking.uri={mlflow_server_uri}", *FAST, "train.max_steps=300"]
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "joined Ray cluster at" in proc.stderr and "2 nodes" in proc.stderr
-    client = MlflowClient(mlflow_server)
+    client = MlflowClient(mlflow_server_uri)
     experiment = client.get_experiment_by_name("smoke")
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     children = [r for r in runs if "trial_id" in r.data.tags]

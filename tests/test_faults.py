@@ -177,7 +177,8 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     from harness.driver import run_sweep
     from harness.scheduler import SerialScheduler
     from harness.sweep import compose_trial
-    from harness.tracking import Tracker, resolve_store
+    from harness.store import resolve_store
+    from harness.tracking import Tracker
     import harness.trial as trial_module
 
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]

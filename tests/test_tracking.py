@@ -14,7 +14,8 @@ from analysis.plots import sample_efficiency
 from harness.config import TrackingConfig, TrackingKind
 from harness.scheduler import Outcome, SerialScheduler
 from harness.sweep import compose_trial
-from harness.tracking import Tracker, resolve_store
+from harness.store import resolve_store
+from harness.tracking import Tracker
 
 FAST = ["train.max_steps=30", "train.eval_every=10", "task.n_train=32", "task.n_val=32",
         "task.n_test=64", "cluster=serial"]
