@@ -59,14 +59,16 @@ def _on_signals() -> None:
     signal.signal(signal.SIGINT, _interrupt)
 
 
-def _dry_run(ablations, store) -> None:
-    """List each ablation's trials, marking those already FINISHED in the store (read only)."""
-    from harness.report import print_trials
+def _dry_run(ablations, store, cluster) -> None:
+    """List each ablation's trials, marking those already FINISHED in the store (read only), and
+    how they would be packed (``cluster.pack_size``)."""
+    from harness.report import print_packs, print_trials
     from harness.store import finished_ids
 
     for name, trials in ablations:
         print(f"== {name}")
         print_trials(trials, finished_ids(store, name))
+        print_packs(trials, cluster.pack_size, cluster.device)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -83,7 +85,7 @@ def main(cfg: DictConfig) -> None:
     cli = [*hydra_cfg.overrides.task, *_SWEEPS]
     try:
         ablations = expand_suite(cfg, [*cli, *searchpath])
-        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device)
+        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device, cfg.cluster.pack_size)
         cluster = OmegaConf.to_object(cfg.cluster)
         check_cluster(cluster)
         # the store stays where the command started, also with hydra.job.chdir=True
@@ -97,12 +99,13 @@ def main(cfg: DictConfig) -> None:
     except (SweepError, StoreError) as err:
         _bad_input(err)
     if cfg.dry_run:
-        _dry_run(ablations, store)
+        _dry_run(ablations, store, cluster)
         return
     from harness.driver import print_summary, run_sweep
     from harness.report import summarise
     from harness.scheduler import make_scheduler
     from harness.tracking import Tracker
+    from harness.writer import TrackingError
 
     _on_signals()
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -124,6 +127,9 @@ def main(cfg: DictConfig) -> None:
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
         sys.exit(130)
+    except TrackingError as err:  # the sweep ran, but some of it is not recorded
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
     except (ValueError, StoreError) as err:  # the cluster cannot run a trial; nothing was recorded
         _bad_input(err)
     sys.exit(1 if any_failed else 0)

@@ -66,6 +66,7 @@ class ClusterConfig:
     gpus_per_trial: float = 0.0  # fractions allowed
     max_retries: int = 2  # Ray retries of a trial whose worker process died
     device: str = "cpu"  # cpu | cuda | auto
+    pack_size: str = "auto"  # trials per pack (harness/pack.py): a positive integer, or auto (per device)
 
 
 class TrackingKind(Enum):

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from harness.scheduler import Outcome, RayScheduler, SerialScheduler
 from harness.sweep import Trial
 from harness.tracking import Tracker
+from harness.writer import TrackingWriter
 
 
 Scheduler = RayScheduler | SerialScheduler
@@ -68,6 +69,7 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
     todo = trials if force else [t for t in trials if t.trial_id not in finished]
     superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
     parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
+    tracker = TrackingWriter(tracker)  # per-trial writes on a writer thread, flushed below
     summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
     running: dict[str, str] = {}
 
@@ -90,33 +92,36 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
             tracker.log_progress(running[trial.trial_id], point)
 
     status = "KILLED"
+    recorded: list = []  # (outcome, future of finish_trial's answer), tallied once flushed
     try:
         with tracker.heartbeat(parent), \
                 tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
             for outcome in scheduler.run(todo, on_start, on_progress):
                 stopping()
                 old = finished.get(outcome.trial.trial_id, []) if force else []
-                recorded = tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)
+                recorded.append((outcome, tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)))
                 del running[outcome.trial.trial_id]  # after: an interrupt mid-way closes it KILLED
-                if not recorded:
-                    summary.n_lost += 1
-                    bar.update(1)
-                    continue
-                if outcome.error is not None:
-                    last = outcome.error.strip().splitlines()[-1]
-                    summary.failed.append(f"{_describe(outcome)}: {last}")
-                else:
-                    summary.finished += 1
-                    if outcome.result.diverged:
-                        summary.diverged.append(_describe(outcome))
                 bar.update(1)
-                bar.set_postfix(done=summary.finished, failed=len(summary.failed),
+                bar.set_postfix(done=sum(o.error is None for o, _ in recorded),
+                                failed=sum(o.error is not None for o, _ in recorded),
                                 remaining=bar.total - bar.n)
+            tracker.flush()  # while the heartbeat still holds the lease
         status = "FINISHED"
     finally:
         for run_id in running.values():
             tracker.end_run(run_id, "KILLED")
         tracker.end_run(parent, status)
+        tracker.close(raise_errors=status == "FINISHED")  # raises TrackingError if a write failed
+    for outcome, answer in recorded:
+        if answer.result() is False:  # closed as stale by another invocation: not recorded
+            summary.n_lost += 1
+        elif outcome.error is not None:
+            last = outcome.error.strip().splitlines()[-1]
+            summary.failed.append(f"{_describe(outcome)}: {last}")
+        else:
+            summary.finished += 1
+            if outcome.result.diverged:
+                summary.diverged.append(_describe(outcome))
     return summary
 
 

@@ -56,6 +56,27 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
+def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
+    """How the trials would run (``cluster.pack_size``, harness/pack.py): the number of packs
+    and their sizes, and the trials that run alone because they cannot be packed, by reason."""
+    from harness.pack import cannot_pack, resolve_pack_size
+    from harness.scheduler import plan
+
+    size = resolve_pack_size(pack_size, device)
+    units = plan(trials, size)
+    packs = [len(u) for u in units if len(u) > 1]
+    alone: dict[str, list[str]] = {}
+    for trial in trials:
+        reason = cannot_pack(trial.config)
+        if reason:
+            alone.setdefault(reason, []).append(trial.variant)
+    print(f"packing (cluster.pack_size={pack_size} -> {size}): {sum(packs)} trials in {len(packs)} "
+          f"packs (sizes {min(packs, default=0)}-{max(packs, default=0)}), "
+          f"{len(units) - len(packs)} alone")
+    for reason, variants in alone.items():
+        print(f"  cannot pack {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
+
+
 def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_dir: Path) -> None:
     """Load the ablation's runs from MLflow, draw the sample-efficiency plot, print a table
     (:func:`sweep_table`: diverged runs counted, never averaged in).

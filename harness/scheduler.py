@@ -1,5 +1,8 @@
 """Run trials: on Ray (an embedded local instance or a running cluster) or serially in-process.
 
+Trials that can share a process run as packs (:mod:`harness.pack`, ``cluster.pack_size``): a
+pack is one unit of work (one Ray task, one slot) and yields one outcome per trial.
+
 A scheduler yields one :class:`Outcome` per trial as trials finish, in completion order. A trial
 that raises, or whose worker dies after its retries are spent, yields an outcome with ``error``
 set; the sweep goes on. Workers never touch MLflow: the driver records every outcome.
@@ -7,6 +10,7 @@ set; the sweep goes on. Workers never touch MLflow: the driver records every out
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import sys
@@ -17,8 +21,10 @@ from typing import Callable, Iterator, Optional, Sequence
 import torch
 
 from harness.config import ClusterConfig, SchedulerKind
+from harness.pack import cannot_pack, pack_key, resolve_pack_size, run_pack
 from harness.sweep import Trial
 from harness.trial import TrialResult, run_trial
+from tasks.base import split_evenly
 
 
 @dataclass
@@ -45,19 +51,74 @@ class Progress:
             pass
 
 
+def _node() -> str:
+    node = socket.gethostname()
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():  # a Ray worker: name the node, not the host
+        node = f"{node}/{ray.get_runtime_context().get_node_id()[:12]}"
+    return node
+
+
 def execute(trial: Trial, device: str, num_threads: int,
             progress: Optional[Callable[[dict], None]] = None) -> Outcome:
     """Run one trial in this process with ``num_threads`` torch threads; never raises.
     ``progress`` receives each learning-curve point as it is measured."""
     torch.set_num_threads(num_threads)
-    node = socket.gethostname()
-    ray = sys.modules.get("ray")
-    if ray is not None and ray.is_initialized():  # a Ray worker: name the node, not the host
-        node = f"{node}/{ray.get_runtime_context().get_node_id()[:12]}"
+    node = _node()
     try:
         return Outcome(trial, run_trial(trial.config, device, progress), None, node)
     except Exception:  # noqa: BLE001 - any trial error is recorded, and the sweep goes on
         return Outcome(trial, None, traceback.format_exc(), node)
+
+
+def execute_pack(trials: Sequence[Trial], device: str, num_threads: int,
+                 progress: Optional[Sequence[Optional[Callable[[dict], None]]]] = None,
+                 ) -> list[Outcome]:
+    """Run trials as one pack (:func:`harness.pack.run_pack`) in this process; one outcome per
+    trial, in order; never raises. A pack that runs out of CUDA memory is split in halves; a pack
+    that fails otherwise falls back to its trials one by one (each then fails or not alone).
+    ``progress``: one callback (or None) per trial, given each of its learning-curve points (a
+    trial re-run alone after a failed pack may send its first points twice)."""
+    progress = list(progress) if progress is not None else [None] * len(trials)
+    if len(trials) == 1:
+        return [execute(trials[0], device, num_threads, progress[0])]
+    torch.set_num_threads(num_threads)
+    try:
+        results = run_pack([t.config for t in trials], device, progress=progress)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        half = len(trials) // 2
+        return [*execute_pack(trials[:half], device, num_threads, progress[:half]),
+                *execute_pack(trials[half:], device, num_threads, progress[half:])]
+    except Exception:  # noqa: BLE001 - the pack failed: its trials run (and fail) one by one
+        return [execute(t, device, num_threads, p) for t, p in zip(trials, progress)]
+    node = _node()
+    return [Outcome(t, r, None, node) for t, r in zip(trials, results)]
+
+
+def plan(trials: Sequence[Trial], size: int, min_units: int = 1) -> list[list[Trial]]:
+    """Group trials into packs of at most ``size`` (trials that share :func:`harness.pack.pack_key`,
+    split into near-equal packs), trials that :func:`harness.pack.cannot_pack` alone; packs are
+    split further until there are at least ``min_units`` units (free slots) where possible.
+    Longest units first (packs, then lone trials), so the last to finish is short."""
+    if size <= 1:
+        return [[t] for t in trials]
+    groups: dict[str, list[Trial]] = {}
+    units: list[list[Trial]] = []
+    for trial in trials:
+        if cannot_pack(trial.config):
+            units.append([trial])
+        else:
+            groups.setdefault(pack_key(trial.config), []).append(trial)
+    for members in groups.values():
+        count = -(-len(members) // size)
+        bounds = [0, *itertools.accumulate(split_evenly(len(members), count))]
+        units += [members[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    while len(units) < min_units and units and max(len(u) for u in units) > 1:
+        big = max(units, key=len)
+        units.remove(big)
+        units += [big[:len(big) // 2], big[len(big) // 2:]]
+    return sorted(units, key=lambda u: -len(u) * u[0].config.train.max_steps)
 
 
 # Called just before a trial is started; returning False skips the trial (no outcome is yielded).
@@ -85,11 +146,13 @@ class SerialScheduler:
         """Yield each trial's outcome in order; ``on_start(trial)`` is called before each (False
         skips it), ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
         threads = max(1, round(self.cfg.cpus_per_trial))
-        for trial in trials:
-            if on_start and on_start(trial) is False:
+        for unit in plan(trials, resolve_pack_size(self.cfg.pack_size, self.cfg.device)):
+            unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
+            if not unit:
                 continue
-            progress = (lambda point, t=trial: on_progress(t, point)) if on_progress else None
-            yield execute(trial, self.cfg.device, threads, progress)
+            progress = ([(lambda point, t=trial: on_progress(t, point)) for trial in unit]
+                        if on_progress else None)
+            yield from execute_pack(unit, self.cfg.device, threads, progress)
 
 
 class RayScheduler:
@@ -101,8 +164,8 @@ class RayScheduler:
     retried (it is deterministic) and comes back as a failed outcome.
 
     Trials are submitted in a window as wide as the cluster's free slots (its CPUs divided by
-    ``cpus_per_trial``, likewise for GPUs), so a submitted trial is a running trial: ``on_start``
-    marks it, and an interrupt cancels only what really runs. The window is re-read as trials
+    ``cpus_per_trial``, likewise for GPUs; a pack of trials takes one slot), so a submitted trial
+    is a running trial: ``on_start`` marks it, and an interrupt cancels only what really runs. The window is re-read as trials
     finish, so nodes that join a cluster are used.
     """
 
@@ -170,7 +233,7 @@ class RayScheduler:
         import ray
         from ray.util.queue import Queue
 
-        remote = ray.remote(execute).options(
+        remote = ray.remote(execute_pack).options(
             num_cpus=self.cfg.cpus_per_trial,
             num_gpus=self.cfg.gpus_per_trial,
             max_retries=self.cfg.max_retries,
@@ -179,16 +242,18 @@ class RayScheduler:
         threads = max(1, round(self.cfg.cpus_per_trial))
         points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
         by_id = {t.trial_id: t for t in trials}
-        queue = list(trials)
+        queue = plan(trials, resolve_pack_size(self.cfg.pack_size, self.cfg.device), self._slots())
         by_ref: dict = {}
         while queue or self._pending:
             while queue and len(self._pending) < self._slots():
-                trial = queue.pop(0)
-                if on_start and on_start(trial) is False:
+                unit = queue.pop(0)
+                unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
+                if not unit:
                     continue
-                progress = Progress(points, trial.trial_id) if points is not None else None
-                ref = remote.remote(trial, self.cfg.device, threads, progress)
-                by_ref[ref] = trial
+                progress = ([Progress(points, t.trial_id) for t in unit]
+                            if points is not None else None)
+                ref = remote.remote(unit, self.cfg.device, threads, progress)
+                by_ref[ref] = unit
                 self._pending.append(ref)
             if not self._pending:  # every remaining trial was skipped
                 continue
@@ -201,9 +266,10 @@ class RayScheduler:
                 continue
             ref = done[0]
             try:
-                yield ray.get(ref)
+                yield from ray.get(ref)
             except Exception as err:  # noqa: BLE001 - the worker died and its retries are spent
-                yield Outcome(by_ref[ref], None, f"{type(err).__name__}: {err}", "unknown")
+                for trial in by_ref[ref]:
+                    yield Outcome(trial, None, f"{type(err).__name__}: {err}", "unknown")
             del by_ref[ref]
 
     def running(self) -> int:

@@ -11,13 +11,16 @@ import copy
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+import re
+from enum import Enum
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, ValidationError, ValueNode, open_dict
+from omegaconf._impl import select_node
 
 from harness.config import Config
 
@@ -46,6 +49,8 @@ class Trial:
         task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
         extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
             grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
+        identity: :func:`identity_dict` of the config, computed once when composed (the id's
+            payload and the run's params); empty for a trial built by hand.
     """
 
     trial_id: str
@@ -54,6 +59,7 @@ class Trial:
     config: Config
     task: str = ""
     extends: str = ""
+    identity: dict = field(default_factory=dict, compare=False, repr=False)  # identity_dict, once
 
 
 def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
@@ -67,8 +73,12 @@ def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
 
 def trial_id(cfg: DictConfig | Config) -> str:
     """Stable id of what a trial is: SHA-256 of its identity config and ``RESULTS_VERSION``."""
-    payload = json.dumps({"results_version": RESULTS_VERSION, "config": identity_dict(cfg)},
-                         sort_keys=True)
+    return identity_id(identity_dict(cfg))
+
+
+def identity_id(identity: dict[str, Any]) -> str:
+    """:func:`trial_id` from an :func:`identity_dict` already computed."""
+    payload = json.dumps({"results_version": RESULTS_VERSION, "config": identity}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -85,6 +95,57 @@ def split_sweeps(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
         raise SweepError(f"command-line override does not parse: {err}") from err
     plain = [o.input_line for o in parsed if not o.is_sweep_override() or o.is_hydra_override()]
     return plain, [o.input_line for o in parsed if o.is_sweep_override() and not o.is_hydra_override()]
+
+
+def _plain_copy(tree: Any) -> Any:
+    """A copy of nested dicts and lists of scalars (much cheaper than ``copy.deepcopy``)."""
+    if isinstance(tree, dict):
+        return {k: _plain_copy(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_plain_copy(v) for v in tree]
+    return tree
+
+
+def _with_value(obj: Any, path: list[str], value: Any) -> Any:
+    """``obj`` (dataclasses and dicts) with the leaf at ``path`` replaced; shallow copies along the
+    path only, every other node shared."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        out = dict(obj)
+        out[head] = _with_value(obj[head], rest, value)
+        return out
+    out = copy.copy(obj)
+    setattr(out, head, _with_value(getattr(obj, head), rest, value))
+    return out
+
+
+_INTERPOLATION = re.compile(r"\$\{([^}]*)\}")
+
+
+def _referenced(tree: Any, found: set[str]) -> set[str]:
+    """Keys that interpolations ``${...}`` in an unresolved container refer to."""
+    if isinstance(tree, dict):
+        for value in tree.values():
+            _referenced(value, found)
+    elif isinstance(tree, list):
+        for value in tree:
+            _referenced(value, found)
+    elif isinstance(tree, str):
+        found.update(m.strip() for m in _INTERPOLATION.findall(tree))
+    return found
+
+
+@dataclass
+class _Base:
+    """One Hydra composition and what the fast path reuses from it."""
+
+    cfg: DictConfig
+    choices: dict
+    identity: dict | None = None  # identity_dict(cfg)
+    obj: Any = None  # OmegaConf.to_object(cfg)
+    referenced: set | None = None  # keys interpolations refer to
 
 
 def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] = ()) -> list[list[str]]:
@@ -121,20 +182,74 @@ class Composer:
     ``seed=3``), parsed by Hydra's override grammar, are then set on a copy with OmegaConf, whose
     structured-config checks reject unknown keys and wrong types as Hydra would. A point that
     adds or deletes keys (``+key=``, ``~key``) is composed by Hydra in full.
+
+    Fast path (``fast=True``): each distinct value override is checked and converted once per
+    composition, and a point that sets only scalar leaves no interpolation refers to is built
+    from the composition's resolved identity and config object, copying only what it changes;
+    ids and configs are those of the full path (``tests/test_sweep.py`` compares them).
     """
 
-    def __init__(self, cli_overrides: Sequence[str]) -> None:
+    def __init__(self, cli_overrides: Sequence[str], fast: bool = True) -> None:
         self.cli = list(cli_overrides)
         self.parser = OverridesParser.create()
         self.groups = set(GlobalHydra.instance().config_loader().list_groups(""))
-        self._cache: dict[tuple[str, ...], tuple[DictConfig, dict]] = {}
+        self.fast = fast
+        self._cache: dict[tuple[str, ...], _Base] = {}
+        self._parsed: dict[str, Any] = {}  # override line → parsed Override
+        self._values: dict[tuple, tuple[Any, Any]] = {}
 
-    def _compose(self, overrides: list[str]) -> tuple[DictConfig, dict]:
+    def _compose(self, overrides: list[str]) -> _Base:
         cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
         choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
         with open_dict(cfg):
             del cfg["hydra"]
-        return cfg, choices
+        return _Base(cfg, choices)
+
+    def _value(self, groups: tuple[str, ...], base: _Base, override) -> tuple[Any, Any] | None:
+        """A value override checked and converted by its leaf node's type, once per composition
+        and line: ``(object value, plain value)``; ``None`` where the full path must decide
+        (no such scalar leaf, a value OmegaConf rejects or an interpolation: it raises there)."""
+        key = (groups, override.input_line)
+        if key not in self._values:
+            self._values[key] = None
+            node = select_node(base.cfg, override.key_or_group)
+            value = override.value()
+            if isinstance(node, ValueNode) and not (isinstance(value, str) and "${" in value):
+                leaf = copy.deepcopy(node)
+                try:
+                    leaf._set_value(value)  # OmegaConf's own validation and conversion
+                except ValidationError:
+                    return None
+                typed = leaf._value()
+                self._values[key] = (typed, typed.name if isinstance(typed, Enum) else typed)
+        return self._values[key]
+
+    def _fast(self, groups: tuple[str, ...], base: _Base, values: list) -> tuple[dict, Any] | None:
+        """``(identity, config object)`` of a point that sets only scalar leaves that no
+        interpolation refers to, from the composition ``base``; ``None`` otherwise."""
+        if base.identity is None:
+            base.identity = identity_dict(base.cfg)
+            base.obj = OmegaConf.to_object(base.cfg)
+            base.referenced = _referenced(OmegaConf.to_container(base.cfg, resolve=False), set())
+        for o in values:
+            k = o.key_or_group
+            if any(r == k or r.startswith(k + ".") or k.startswith(r + ".") or r.startswith(".")
+                   for r in base.referenced):
+                return None
+        identity, obj = _plain_copy(base.identity), base.obj
+        for o in values:
+            converted = self._value(groups, base, o)
+            if converted is None:
+                return None
+            value, plain = converted
+            path = o.key_or_group.split(".")
+            obj = _with_value(obj, path, value)
+            if path[0] not in NOT_IDENTITY:
+                node = identity
+                for part in path[:-1]:
+                    node = node[part]
+                node[path[-1]] = plain
+        return identity, obj
 
     def trial(self, point: Sequence[str]) -> Trial:
         """The trial of one grid point.
@@ -145,7 +260,10 @@ class Composer:
         """
         overrides = [*point, *self.cli]
         try:
-            parsed = self.parser.parse_overrides(list(point))
+            for line in point:  # Hydra's grammar is slow: parse each distinct line once
+                if line not in self._parsed:
+                    self._parsed[line] = self.parser.parse_overrides([line])[0]
+            parsed = [self._parsed[line] for line in point]
             plain = not any(o.is_add() or o.is_force_add() or o.is_delete() or o.is_sweep_override()
                             or o.is_hydra_override() for o in parsed)
             groups = tuple(o.input_line for o in parsed if o.key_or_group in self.groups)
@@ -153,18 +271,27 @@ class Composer:
                 key = groups
                 if key not in self._cache:
                     self._cache[key] = self._compose([*groups, *self.cli])
-                base, choices = self._cache[key]
-                cfg = copy.deepcopy(base)
-                for o in parsed:
-                    if o.key_or_group not in self.groups:
-                        OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+                base = self._cache[key]
+                values = [o for o in parsed if o.key_or_group not in self.groups]
+                done = self._fast(groups, base, values) if self.fast else None
+                if done is not None:
+                    identity, obj = done
+                    return Trial(identity_id(identity), _variant(base.choices, overrides), tuple(point),
+                                 obj, str(base.choices["task"]), identity=identity)
+                cfg = copy.deepcopy(base.cfg)
+                for o in values:
+                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
+                choices = base.choices
             else:
-                cfg, choices = self._compose(overrides)
+                composed = self._compose(overrides)
+                cfg, choices = composed.cfg, composed.choices
             obj = OmegaConf.to_object(cfg)
+            identity = identity_dict(cfg)
         except Exception as err:
             cause = f" ({err.__cause__})" if err.__cause__ else ""
             raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
-        return Trial(trial_id(cfg), _variant(choices, overrides), tuple(point), obj, str(choices["task"]))
+        return Trial(identity_id(identity), _variant(choices, overrides), tuple(point), obj,
+                     str(choices["task"]), identity=identity)
 
 
 def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:

@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -400,7 +399,8 @@ class Tracker:
         self._live.setdefault(run_id, set()).add(step)
 
     def _log_config(self, run_id: str, trial: Trial) -> None:
-        params = [Param(k, param_value(v)) for k, v in flatten(identity_dict(trial.config)).items()]
+        identity = trial.identity or identity_dict(trial.config)  # composed once (Trial.identity)
+        params = [Param(k, param_value(v)) for k, v in flatten(identity).items()]
         for chunk in _chunks(params, _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
         self.client.log_text(run_id, OmegaConf.to_yaml(OmegaConf.structured(trial.config)), "config.yaml")

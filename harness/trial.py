@@ -182,6 +182,117 @@ def _load(model: nn.Module, task: TaskBase, state: dict[str, Tensor]) -> None:
     task.load_state_dict({k[5:]: v for k, v in state.items() if k.startswith("task.")})
 
 
+@dataclass
+class Setup:
+    """A trial's task, model and data on its device, built as :func:`run_trial` builds them
+    (shared with the packed trainer, :mod:`harness.pack`).
+
+    Attributes:
+        task, model: on ``dev``; for ``rotation=retrain`` already rotated.
+        train, val: lists of batches (one per length); ``tests``: ``{"" or "n_<n>": batches}``.
+        Q: T2's rotation ``(d, d)`` or ``None``; ``order``: the minibatch stream
+        ``(seed, "batches")``; ``total``: training examples; ``batch_size``: minibatch size.
+    """
+
+    cfg: Config
+    dev: torch.device
+    task: TaskBase
+    model: nn.Module
+    train: list[Batch]
+    val: list[Batch]
+    tests: dict[str, list[Batch]]
+    Q: Tensor | None
+    order: torch.Generator
+    total: int
+    batch_size: int
+
+
+def prepare(cfg: Config, dev: torch.device) -> Setup:
+    """Build a trial's task (with its learned ``E``/``U`` initialised), data, model and minibatch
+    stream on ``dev`` from the independent streams described in :func:`run_trial`.
+
+    Raises:
+        ValueError: for non-positive train sizes, or impossible task/model sizes.
+    """
+    dtype = DTYPES[cfg.train.dtype]
+    if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
+        raise ValueError(f"train sizes must be positive, got {cfg.train}")
+    task = build_task(cfg.task, dtype)
+    task.init_parameters(generator(cfg.seed, "init", "task"))
+    train, val = task.train_set(cfg.seed), task.val_set()
+    tests = task.test_sets()
+    model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dtype)
+    rotation = cfg.task.rotation
+    Q = rotation_matrix(cfg, task.d, dtype) if rotation is not Rotation.none else None
+    if rotation is Rotation.retrain:
+        model, task = rotate(model, Q), task.rotated(Q)
+    model, task = model.to(dev), task.to(dev)
+    train, val = [b.to(dev) for b in train], [b.to(dev) for b in val]
+    tests = {key: [b.to(dev) for b in batches] for key, batches in tests.items()}
+    total = sum(len(b) for b in train)
+    return Setup(cfg, dev, task, model, train, val, tests, Q, generator(cfg.seed, "batches"),
+                 total, min(cfg.train.batch_size, total))
+
+
+class Checkpoints:
+    """Validation-based checkpoint selection and the learning curve of one trial.
+
+    :meth:`record` evaluates the model on the validation set, appends a curve point (``step``,
+    ``time_ms``, ``train/loss`` = mean of ``running``, ``val/*``, ``val/error``,
+    ``val/best_error``) and keeps a copy of the model and task state when its key
+    ``(val error, val loss)`` is the smallest so far (paper.md §13, "Selection").
+    """
+
+    def __init__(self, model: nn.Module, task: TaskBase) -> None:
+        self.best = (math.inf, math.inf)  # (val error, val loss) of the kept state: selection key
+        self.best_state, self.best_step = _state(model, task), 0
+        self.curve: list[dict[str, float]] = []
+
+    def record(self, step: int, running: list[float], model: nn.Module, task: TaskBase,
+               val: list[Batch]) -> None:
+        """Evaluate at ``step`` (``running``: the training losses since the last point)."""
+        val_metrics = evaluate(model, task, val)
+        key = (selection_error(val_metrics), val_metrics["loss"])
+        if key < self.best:  # NaN never compares smaller: never kept
+            self.best, self.best_step, self.best_state = key, step, _state(model, task)
+        self.curve.append({"step": step, "time_ms": time.time() * 1000.0,
+                           "train/loss": sum(running) / len(running),
+                           **{f"val/{k}": v for k, v in val_metrics.items()},
+                           "val/error": key[0], "val/best_error": self.best[0]})
+
+
+def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> TrialResult:
+    """Load the kept state into ``s.model``/``s.task``, evaluate the test sets (and T2's rotated
+    ones), measure the symmetries, and return the :class:`TrialResult` (``start``: wall-clock
+    seconds since the epoch when the trial began)."""
+    cfg, model, task, tests = s.cfg, s.model, s.task, s.tests
+    _load(model, task, kept.best_state)
+    metrics = {"val/best_error": kept.best[0], "val/best_loss": kept.best[1],
+               "train/best_step": float(kept.best_step),
+               **budget_summary(kept.curve, cfg.train.max_steps)}
+    metrics.update(evaluate_lengths(model, task, tests))
+    if cfg.task.rotation is Rotation.eval:
+        metrics.update(_rotation_metrics(model, task, tests[""], s.Q))
+    probe = tests[""][0]  # symmetry of the trained model on one test batch (cheap)
+    probe = probe.index(torch.arange(min(64, len(probe)), device=probe.y.device))
+    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry")))
+    return TrialResult(
+        metrics=metrics,
+        curve=kept.curve,
+        state_dict={k: v.detach().cpu() for k, v in kept.best_state.items()},
+        n_params=count_parameters(model),
+        diverged=diverged,
+        start_ms=int(start * 1000),
+        end_ms=int(time.time() * 1000),
+        info={"device": str(s.dev), "torch_threads": torch.get_num_threads()},
+    )
+
+
+def is_eval_step(step: int, cfg: Config) -> bool:
+    """Whether the validation set is evaluated after ``step`` (every ``eval_every`` and the last)."""
+    return step % cfg.train.eval_every == 0 or step == cfg.train.max_steps
+
+
 def run_trial(cfg: Config, device: str = "cpu",
               progress: Callable[[dict[str, float]], None] | None = None) -> TrialResult:
     """Train ``cfg.model`` (and the task's learned ``E``/``U``) on ``cfg.task`` and evaluate it
@@ -211,34 +322,14 @@ def run_trial(cfg: Config, device: str = "cpu",
         ValueError: for impossible sizes or an unavailable device.
     """
     start = time.time()
-    dev = resolve_device(device)
-    dtype = DTYPES[cfg.train.dtype]
-    if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
-        raise ValueError(f"train sizes must be positive, got {cfg.train}")
-    task = build_task(cfg.task, dtype)
-    task.init_parameters(generator(cfg.seed, "init", "task"))
-    train, val = task.train_set(cfg.seed), task.val_set()
-    tests = task.test_sets()
-    model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dtype)
-    rotation = cfg.task.rotation
-    Q = rotation_matrix(cfg, task.d, dtype) if rotation is not Rotation.none else None
-    if rotation is Rotation.retrain:
-        model, task = rotate(model, Q), task.rotated(Q)
-    model, task = model.to(dev), task.to(dev)
-    train, val = [b.to(dev) for b in train], [b.to(dev) for b in val]
-    tests = {key: [b.to(dev) for b in batches] for key, batches in tests.items()}
+    s = prepare(cfg, resolve_device(device))
+    model, task = s.model, s.task
     opt = _optimizer(cfg, [*model.parameters(), *task.parameters()])
-    order = generator(cfg.seed, "batches")
-    total = sum(len(b) for b in train)
-    batch_size = min(cfg.train.batch_size, total)
-
-    best = (math.inf, math.inf)  # (val error, val loss) of the kept state: selection key
-    best_state, best_step = _state(model, task), 0
-    curve: list[dict[str, float]] = []
+    kept = Checkpoints(model, task)
     diverged, running = False, []
     for step in range(1, cfg.train.max_steps + 1):
-        idx = torch.randint(total, (batch_size,), generator=order).to(dev)
-        loss = _minibatch_loss(model, task, train, idx)
+        idx = torch.randint(s.total, (s.batch_size,), generator=s.order).to(s.dev)
+        loss = _minibatch_loss(model, task, s.train, idx)
         if not torch.isfinite(loss):
             diverged = True
             break
@@ -246,35 +337,9 @@ def run_trial(cfg: Config, device: str = "cpu",
         loss.backward()
         opt.step()
         running.append(loss.item())
-        if step % cfg.train.eval_every == 0 or step == cfg.train.max_steps:
-            val_metrics = evaluate(model, task, val)
-            key = (selection_error(val_metrics), val_metrics["loss"])
-            if key < best:  # NaN never compares smaller: never kept
-                best, best_step, best_state = key, step, _state(model, task)
-            curve.append({"step": step, "time_ms": time.time() * 1000.0,
-                          "train/loss": sum(running) / len(running),
-                          **{f"val/{k}": v for k, v in val_metrics.items()},
-                          "val/error": key[0], "val/best_error": best[0]})
+        if is_eval_step(step, cfg):
+            kept.record(step, running, model, task, s.val)
             if progress is not None:
-                progress(curve[-1])
+                progress(kept.curve[-1])
             running = []
-
-    _load(model, task, best_state)
-    metrics = {"val/best_error": best[0], "val/best_loss": best[1], "train/best_step": float(best_step),
-               **budget_summary(curve, cfg.train.max_steps)}
-    metrics.update(evaluate_lengths(model, task, tests))
-    if rotation is Rotation.eval:
-        metrics.update(_rotation_metrics(model, task, tests[""], Q))
-    probe = tests[""][0]  # symmetry of the trained model on one test batch (cheap)
-    probe = probe.index(torch.arange(min(64, len(probe)), device=probe.y.device))
-    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry")))
-    return TrialResult(
-        metrics=metrics,
-        curve=curve,
-        state_dict={k: v.detach().cpu() for k, v in best_state.items()},
-        n_params=count_parameters(model),
-        diverged=diverged,
-        start_ms=int(start * 1000),
-        end_ms=int(time.time() * 1000),
-        info={"device": str(dev), "torch_threads": torch.get_num_threads()},
-    )
+    return conclude(s, kept, diverged, start)

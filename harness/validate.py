@@ -9,6 +9,7 @@ import torch
 
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models import build_model
+from harness.pack import resolve_pack_size
 from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
 from tasks import build_task
@@ -48,8 +49,9 @@ def check_cluster(cfg: ClusterConfig) -> None:
                          f"cluster); cluster={cfg.scheduler.value} does not join one")
 
 
-def preflight(trials: Sequence[Trial], device: str) -> None:
-    """Build each distinct task and model of ``trials`` (cheaply, on the CPU).
+def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> None:
+    """Check the device and ``cluster.pack_size``, and build each distinct task and model of
+    ``trials`` (cheaply, on the CPU).
 
     Raises:
         SweepError: naming the first trial whose config cannot be built, and why.
@@ -57,6 +59,7 @@ def preflight(trials: Sequence[Trial], device: str) -> None:
     try:
         if not device.startswith("cuda"):  # CUDA is checked where trials run (the scheduler)
             resolve_device(device)
+        resolve_pack_size(pack_size, device)
     except ValueError as err:
         raise SweepError(str(err)) from err
     tasks: dict[str, object] = {}

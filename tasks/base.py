@@ -207,6 +207,12 @@ class TaskBase(nn.Module):
         """Scalar training loss of the model output ``out: (B, n, d)``."""
         raise NotImplementedError
 
+    def loss_dense(self, out: Tensor, batch: Batch) -> Tensor:
+        """:meth:`loss` without data-dependent shapes (no boolean indexing), so that it runs
+        under ``torch.func.vmap`` (packed trials, :mod:`harness.pack`); equal to :meth:`loss` up
+        to summation order. Default: :meth:`loss` itself."""
+        return self.loss(out, batch)
+
     def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
         """``{name: (numerator, denominator)}``; :func:`combine` turns them into metrics."""
         raise NotImplementedError

@@ -115,6 +115,14 @@ class TokenTask(TaskBase):
         logits = self.logits(out)[batch.mask]  # (P, V)
         return F.cross_entropy(logits, batch.y[batch.mask])
 
+    def loss_dense(self, out: Tensor, batch: Batch) -> Tensor:
+        """:meth:`loss` as a mask-weighted mean over every position (vmap-safe; same value up to
+        summation order). ``out: (B, n, d)``; targets at unmasked positions must be valid ids."""
+        logits = self.logits(out)  # (B, n, V)
+        ce = F.cross_entropy(logits.flatten(0, 1), batch.y.flatten(), reduction="none")  # (B n,)
+        weight = batch.mask.flatten().to(ce.dtype)
+        return (ce * weight).sum() / weight.sum()
+
     def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
         """``acc`` (strict argmax over masked positions), ``loss`` (cross-entropy), and
         ``acc_<group>`` / ``acc_not_<group>`` for each example group."""

@@ -44,9 +44,9 @@ def _wait_for(predicate, timeout: float = 900.0, every: float = 0.5, proc=None):
 
 @pytest.mark.slow
 def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tmp_path, trial_runs):
-    # 6 trials of a few seconds each on 2 CPUs; SIGTERM (what Slurm and Kubernetes send) the
-    # driver on Ray once one has finished
-    args = ["harness", "+ablation=smoke", "model=mlp", "train.max_steps=2000"]
+    # 6 lone trials (cluster.pack_size=1) of a few seconds each on 2 CPUs; SIGTERM (what Slurm
+    # and Kubernetes send) the driver on Ray once one has finished
+    args = ["harness", "+ablation=smoke", "model=mlp", "train.max_steps=2000", "cluster.pack_size=1"]
     proc = _popen(args, tmp_path)
     _wait_for(lambda: sum(r.info.status == "FINISHED" for r in trial_runs(_uri(tmp_path), "smoke")) >= 1,
               proc=proc)
@@ -191,7 +191,8 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
 
     monkeypatch.setattr("harness.scheduler.run_trial", flaky)
     store = resolve_store(TrackingConfig(), tmp_path)
-    with SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial)) as scheduler:
+    # lone trials (pack_size=1): a pack would not call run_trial
+    with SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")) as scheduler:
         summary = run_sweep(trials, scheduler, Tracker(store), "unit", [])
     assert summary.finished == 2 and len(summary.failed) == 1
     assert "boom" in summary.failed[0] and trials[1].trial_id in summary.failed[0]

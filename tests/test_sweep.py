@@ -110,3 +110,29 @@ def test_unparsable_grid_is_rejected(hydra_conf):
     cfg = compose(config_name="config", overrides=["+ablation=smoke", "ablation.grid.seed='range(('"])
     with pytest.raises(SweepError, match="grid"):
         expand(cfg, ["+ablation=smoke"])
+
+
+@pytest.mark.parametrize("name", ["smoke", "sigma_vs_softmax", "knowledge_forms", "rotation",
+                                  "finite_information", "practical", "arithmetic"])
+def test_fast_composition_gives_the_full_path_ids_configs_and_identities(hydra_conf, name):
+    from omegaconf import OmegaConf
+
+    from harness.sweep import Composer, grid_points, identity_dict
+
+    cli = [f"+ablation={name}", "scale=tiny"]
+    cfg = compose(config_name="config", overrides=cli)
+    points = grid_points(OmegaConf.to_container(cfg.ablation.grid, resolve=True), set())
+    fast, full = Composer(cli), Composer(cli, fast=False)
+    for point in points:
+        a, b = fast.trial(point), full.trial(point)
+        assert (a.trial_id, a.variant, a.task, a.overrides) == (b.trial_id, b.variant, b.task, b.overrides)
+        assert a.config == b.config
+        assert a.identity == b.identity == identity_dict(b.config)
+
+
+def test_fast_composition_rejects_what_the_full_path_rejects(hydra_conf):
+    from harness.sweep import Composer
+
+    for point in (["train.lr=fast"], ["task.n_trian=3"], ["model.sigma=softmx"]):
+        with pytest.raises(SweepError, match="cannot compose trial"):
+            Composer([]).trial(point)

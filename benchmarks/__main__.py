@@ -1,0 +1,371 @@
+"""``python -m benchmarks [--quick] [--steps N] [--families a,b] [--no-server]``: speed of packed
+trials and of the driver, as ratios measured side by side in one run (the machine is shared, so
+absolute times drift; the ratios are what to read). Prints the tables and writes them into the
+``packing`` section of ``benchmarks/RESULTS.md`` with the machine described.
+
+1. packed vs single-trial throughput by pack size (1, 4, 16, 64) per model family, and where a
+   pack's time goes (vectorised steps, per-trial validation, per-trial test evaluation);
+2. sweep wall time vs the ideal (Σ unit time / slots) on Ray, lone trials vs packs;
+3. driver CPU per trial (``getrusage``) with a no-op tracker, and the tracking cost per trial
+   for SQLite and for an MLflow server;
+4. composition time per trial;
+5. on a CUDA machine, packed throughput on the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the benchmark's output
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+START, END = "<!-- packing:start -->", "<!-- packing:end -->"
+FAMILIES = {  # family → overrides of a typical paper-suite trial
+    "attention (softmax, M4a)": ["model=softmax"],
+    "attention (relu, M4)": ["model=relu_attention"],
+    "mlp (B1)": ["model=mlp"],
+    "transformer (M10)": ["model=transformer"],
+    "deepsets (B4)": ["model=deepsets"],
+    "tokenwise (B3)": ["model=tokenwise"],
+    "xg (M1)": ["model=xg"],
+}
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _configs(extra: list[str], count: int) -> list:
+    from harness.sweep import compose_trial
+
+    lrs, sizes = (0.003, 0.01, 0.03), (64, 256, 1024)
+    return [compose_trial(extra, [f"seed={i}", f"train.lr={lrs[i % 3]}",
+                                  f"task.n_train={sizes[(i // 3) % 3]}"]).config for i in range(count)]
+
+
+def packing(steps: int, sizes: list[int], families: dict[str, list[str]], device: str = "cpu"):
+    """Rows ``(family, P, lone s/trial, packed s/trial, ratio, step/eval/conclude shares)``."""
+    from harness.pack import run_pack
+    from harness.trial import run_trial
+
+    base = [f"train.max_steps={steps}", "train.eval_every=20", "cluster.device=" + device]
+    rows = []
+    run_pack(_configs([*base, "train.max_steps=2"], 2), device)  # warm-up (imports, first calls)
+    for family, extra in families.items():
+        cfgs = _configs([*base, *extra], max(sizes))
+        lone = []
+        run_trial(cfgs[-1], device)  # warm-up of this family
+        for cfg in cfgs[:2]:  # lone, before the packs ...
+            t = time.perf_counter()
+            run_trial(cfg, device)
+            lone.append(time.perf_counter() - t)
+        packed = {}
+        for size in sizes:
+            timings: dict[str, float] = {}
+            t = time.perf_counter()
+            run_pack(cfgs[:size], device, timings)
+            packed[size] = ((time.perf_counter() - t) / size, timings)
+        for cfg in cfgs[2:4]:  # ... and after them (the machine's load drifts)
+            t = time.perf_counter()
+            run_trial(cfg, device)
+            lone.append(time.perf_counter() - t)
+        single = statistics.mean(lone)
+        for size, (per_trial, timings) in packed.items():
+            total = sum(timings.values())
+            rows.append((family, size, single, per_trial, single / per_trial,
+                         *(timings[k] / total for k in ("setup", "steps", "eval", "conclude"))))
+        print(f"  {family}: lone {single:.2f} s/trial; " +
+              ", ".join(f"P={s}: x{single / packed[s][0]:.2f}" for s in sizes), flush=True)
+    return rows
+
+
+class NoOpTracker:
+    """The tracker interface doing nothing (the driver's own cost)."""
+
+    store = None
+
+    def experiment(self, name): return "0"  # noqa: E704
+    def close_stale(self, experiment_id): return 0  # noqa: E704
+    def finished_trials(self, experiment_id): return {}  # noqa: E704
+    def start_parent(self, *args): return "parent"  # noqa: E704
+    def start_trial(self, *args): return "run"  # noqa: E704
+    def claim(self, *args): return "run"  # noqa: E704
+    def heartbeat(self, *args): return contextlib.nullcontext()  # noqa: E704
+    def log_progress(self, *args): return None  # noqa: E704
+    def finish_trial(self, *args): return True  # noqa: E704
+    def end_run(self, *args): return None  # noqa: E704
+
+
+class Replay:
+    """A scheduler that hands back a ready outcome per trial at once (no training)."""
+
+    def __init__(self, result) -> None:
+        self.result = result
+
+    def run(self, trials, on_start=None, on_progress=None):
+        from harness.scheduler import Outcome
+
+        for trial in trials:
+            if on_start and on_start(trial) is False:
+                continue
+            yield Outcome(trial, self.result, None, "bench")
+
+
+class Timed:
+    """A tracker proxy that adds up the wall time of its calls (on whichever thread)."""
+
+    def __init__(self, tracker) -> None:
+        self.tracker, self.seconds = tracker, 0.0
+
+    def __getattr__(self, name):
+        call = getattr(self.tracker, name)
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t
+        return timed
+
+
+def _mlflow_server(folder: Path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+         "--artifacts-destination", (folder / "server-artifacts").as_uri(), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(uri + "/health", timeout=2):
+                return proc, uri
+        except OSError:
+            time.sleep(1)
+    proc.terminate()
+    return None, uri
+
+
+def driver(n_noop: int, n_store: int, server: bool):
+    """Driver CPU per trial with a no-op tracker; tracking seconds per trial per store."""
+    from harness.driver import run_sweep
+    from harness.sweep import compose_trial
+    from harness.tracking import Store, Tracker
+    from harness.trial import run_trial
+
+    trials = [compose_trial(["train.max_steps=2", "train.eval_every=1", "task.n_val=8", "task.n_test=8"],
+                            [f"seed={i}"]) for i in range(max(n_noop, n_store))]
+    result = run_trial(trials[0].config)
+    rows = []
+    cpu, wall = _cpu(), time.perf_counter()
+    run_sweep(trials[:n_noop], Replay(result), NoOpTracker(), "bench", [])
+    rows.append(("driver CPU, no-op tracker", (_cpu() - cpu) / n_noop * 1000,
+                 (time.perf_counter() - wall) / n_noop * 1000))
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        stores = [("SQLite", Store(f"sqlite:///{tmp / 'mlflow.db'}", (tmp / "mlartifacts").as_uri()))]
+        proc = None
+        if server:
+            proc, uri = _mlflow_server(tmp)
+            if proc is not None:
+                stores.append(("MLflow server", Store(uri, None)))
+        try:
+            for name, store in stores:
+                tracker = Timed(Tracker(store))
+                cpu, wall = _cpu(), time.perf_counter()
+                run_sweep(trials[:n_store], Replay(result), tracker, "bench", [])
+                rows.append((f"tracking, {name} (writer thread)", (_cpu() - cpu) / n_store * 1000,
+                             tracker.seconds / n_store * 1000))
+        finally:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=60)
+    return rows
+
+
+def sweep_efficiency(n_trials: int, steps: int):
+    """Ray (2 CPUs): wall vs ideal, driver CPU and tracking shares, lone trials vs packs."""
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.driver import run_sweep
+    from harness.scheduler import RayScheduler
+    from harness.sweep import compose_trial
+    from harness.tracking import Store, Tracker
+
+    trials = [compose_trial([f"train.max_steps={steps}", "train.eval_every=20"],
+                            [f"seed={i}", f"train.lr={(0.003, 0.01, 0.03)[i % 3]}"])
+              for i in range(n_trials)]
+    slots = 2
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for pack in ("1", "auto"):
+            cfg = ClusterConfig(scheduler=SchedulerKind.local, num_cpus=slots, pack_size=pack)
+            store = Store(f"sqlite:///{Path(tmp) / f'p{pack}.db'}", (Path(tmp) / f"a{pack}").as_uri())
+            tracker = Timed(Tracker(store))
+            with RayScheduler(cfg) as scheduler:
+                outcomes = []
+                original = scheduler.run
+
+                def run(todo, on_start=None):
+                    for outcome in original(todo, on_start):
+                        outcomes.append(outcome)
+                        yield outcome
+                scheduler.run = run
+                cpu, wall = _cpu(), time.perf_counter()
+                run_sweep(trials, scheduler, tracker, f"eff{pack}", [])
+                wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+            units = {(o.result.start_ms, o.result.info.get("device")): o.result.end_ms - o.result.start_ms
+                     for o in outcomes if o.result is not None}  # a pack's trials share a start
+            ideal = sum(units.values()) / 1000 / slots
+            rows.append((f"pack_size={pack}", wall, ideal, ideal / wall, cpu / wall, tracker.seconds / wall,
+                         wall / n_trials))
+            print(f"  pack_size={pack}: wall {wall:.1f} s, ideal {ideal:.1f} s", flush=True)
+    return rows
+
+
+def composition():
+    """Seconds per trial to compose the paper suite (fast path) and one ablation (both paths)."""
+    from harness import sweep
+
+    rows = []
+    for cli, fast in ((["+ablation=paper", "scale=full"], True), (["+ablation=sigma_vs_softmax"], True),
+                      (["+ablation=sigma_vs_softmax"], False)):
+        original = sweep.Composer.__init__
+
+        def init(self, cli_overrides, fast_=fast, _orig=original):
+            _orig(self, cli_overrides, fast=fast_)
+        sweep.Composer.__init__ = init
+        try:
+            cfg = compose(config_name="config", overrides=cli)
+            t = time.perf_counter()
+            n = sum(len(ts) for _, ts in sweep.expand_suite(cfg, cli))
+            rows.append((" ".join(cli) + ("" if fast else " (full path)"), n, (time.perf_counter() - t) / n * 1000))
+        finally:
+            sweep.Composer.__init__ = original
+    return rows
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return (f"{os.cpu_count()} CPUs ({cpu}), load average {load:.1f} at the start (shared machine), "
+            f"GPU: {gpu}; Python {platform.python_version()}, torch {torch.__version__}, "
+            f"torch threads per trial 1; {time.strftime('%Y-%m-%d %H:%M')}")
+
+
+def table(header: list[str], rows: list[tuple], fmt: list[str]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f.format(v) for f, v in zip(fmt, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a check that it runs)")
+    parser.add_argument("--steps", type=int, default=200, help="training steps of each benchmark trial")
+    parser.add_argument("--families", default="", help="comma-separated subset of the family names")
+    parser.add_argument("--sizes", default="1,4,16,64", help="pack sizes")
+    parser.add_argument("--no-server", action="store_true", help="skip the MLflow server measurement")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
+                        "packing,sweep,driver,composition,gpu")
+    parser.add_argument("--out", default=str(RESULTS), help="Markdown file whose packing section is written")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    skip = set(filter(None, args.skip.split(",")))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    families = {k: v for k, v in FAMILIES.items()
+                if not args.families or any(f.strip() in k for f in args.families.split(","))}
+    steps = 20 if args.quick else args.steps
+    if args.quick:
+        sizes, families = [1, 4], dict(list(families.items())[:1])
+    from harness.config import register_configs
+
+    register_configs()
+    parts = [f"Machine: {machine()}.", ""]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        if "packing" not in skip:
+            print("packed vs single-trial throughput", flush=True)
+            rows = packing(steps, sizes, families)
+            parts += [f"**Packed vs single trials** (teacher T3a, d=16, n=8, {steps} steps, validation every "
+                      "20 steps on 512 examples, test on 2048; the lone trials run before and after the packs; "
+                      "ratio = trials per hour packed / single; shares = where a pack's time goes):", "",
+                      table(["family", "pack", "single s/trial", "packed s/trial", "ratio", "setup", "steps",
+                             "validation", "test+symmetry"], rows,
+                            ["{}", "{}", "{:.3f}", "{:.3f}", "**{:.2f}×**", "{:.0%}", "{:.0%}", "{:.0%}", "{:.0%}"]), ""]
+        if "sweep" not in skip:
+            print("sweep efficiency on Ray", flush=True)
+            n = 8 if args.quick else 48
+            rows = sweep_efficiency(n, steps)
+            parts += [f"**Sweep on Ray, 2 slots** ({n} softmax trials of {steps} steps, SQLite store; ideal = Σ "
+                      "unit (trial or pack) time / slots; driver CPU and tracking time as shares of the sweep's wall "
+                      "time):", "",
+                      table(["run", "wall s", "ideal s", "ideal/wall", "driver CPU share", "tracking share",
+                             "wall s per trial"], rows,
+                            ["{}", "{:.1f}", "{:.1f}", "{:.2f}", "{:.1%}", "{:.1%}", "{:.3f}"]), ""]
+        if "driver" not in skip:
+            print("driver and tracking cost per trial", flush=True)
+            rows = driver(200 if args.quick else 2000, 20 if args.quick else 200, not args.no_server)
+            parts += ["**Driver and tracking per trial** (outcomes replayed at once, no training; CPU from "
+                      "`getrusage` of the driver process; tracking = wall time inside the tracker's calls, "
+                      "on the writer thread):", "",
+                      table(["what", "driver CPU ms/trial", "ms/trial (wall / in tracker)"], rows,
+                            ["{}", "{:.2f}", "{:.2f}"]), ""]
+        if "composition" not in skip and not args.quick:
+            print("composition", flush=True)
+            rows = composition()
+            parts += ["**Composition** (`expand_suite`, Hydra compositions included):", "",
+                      table(["command", "trials", "ms/trial"], rows, ["`{}`", "{}", "{:.2f}"]), ""]
+        if "gpu" not in skip:
+            if torch.cuda.is_available():
+                print("GPU", flush=True)
+                rows = packing(steps, [1, 16, 64, 256], dict(list(families.items())[:2]), "cuda")
+                parts += ["**GPU** (same trials on `cuda`):", "",
+                          table(["family", "pack", "single s/trial", "packed s/trial", "ratio", "setup", "steps",
+                                 "validation", "test+symmetry"], rows,
+                                ["{}", "{}", "{:.3f}", "{:.3f}", "**{:.2f}×**", "{:.0%}", "{:.0%}", "{:.0%}",
+                                 "{:.0%}"]), ""]
+            else:
+                parts += ["GPU: no CUDA device on this machine; the GPU section did not run.", ""]
+    text = "\n".join(parts)
+    print(text)
+    out = Path(args.out)
+    old = out.read_text() if out.exists() else "# Benchmarks\n"
+    section = f"{START}\n## Packed trials and the lean driver (`python -m benchmarks`)\n\n{text}\n{END}"
+    if START in old and END in old:
+        new = old[:old.index(START)] + section + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(new)
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""MLflow writes off the driver's critical path: a :class:`~harness.tracking.Tracker`'s per-trial
+writes run in order on one writer thread, so a slow store never holds up starting the next trial
+or collecting the next outcome.
+
+The driver calls :meth:`TrackingWriter.log_progress`, :meth:`~TrackingWriter.finish_trial` and
+:meth:`~TrackingWriter.end_run` as it would the tracker's; they return at once
+(``finish_trial`` returns a :class:`~concurrent.futures.Future` of the tracker's answer: False
+when the run was closed as stale meanwhile). :meth:`~TrackingWriter.claim` is *not* queued: its
+answer decides whether the trial runs, so it runs on the caller's thread at once (MLflow's client
+and store are thread-safe; the claimed run is a new one that no queued write touches).
+:meth:`~TrackingWriter.start_trial` (an unconditional open, no claim) is queued and returns a
+:class:`RunHandle` that the writer fills with the run id. :meth:`~TrackingWriter.flush` waits
+until every queued write is done; :meth:`~TrackingWriter.close` flushes, stops the thread and
+raises :class:`TrackingError` if any write failed, so a sweep never ends looking recorded when it
+is not. Other attributes (``heartbeat``, ``experiment``, ...) pass through to the tracker.
+"""
+
+from __future__ import annotations
+
+import queue
+from concurrent.futures import Future
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from harness.scheduler import Outcome
+from harness.sweep import Trial
+
+
+class TrackingError(RuntimeError):
+    """Writes to the tracking store failed (raised by :meth:`TrackingWriter.close`)."""
+
+
+@dataclass
+class RunHandle:
+    """A trial run opened by the writer thread: ``run_id`` once its ``create_run`` is done
+    (``None`` until then, and for ever if it failed)."""
+
+    trial_id: str
+    run_id: Optional[str] = None
+
+
+class TrackingWriter:
+    """Queue a tracker's writes on one thread, in call order (see the module docstring).
+
+    Args:
+        tracker: a :class:`~harness.tracking.Tracker` (or anything with its methods).
+    """
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+        self.errors: list[str] = []
+        self.writes = 0
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="mlflow-writer", daemon=True)
+        self._thread.start()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tracker, name)
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            what, call = job
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - recorded; close() raises with it
+                self.errors.append(f"{what}: {traceback.format_exc().strip().splitlines()[-1]}")
+
+    def _put(self, what: str, call: Callable[[], None]) -> None:
+        self.writes += 1
+        self._queue.put((what, call))
+
+    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> RunHandle:
+        """Queue opening the trial's RUNNING child run; returns its handle at once."""
+        handle = RunHandle(trial.trial_id)
+
+        def start() -> None:
+            handle.run_id = self.tracker.start_trial(experiment_id, parent_id, ablation, trial)
+
+        self._put(f"start trial {trial.trial_id}", start)
+        return handle
+
+    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
+              ignore: set[str] = frozenset()) -> Optional[str]:
+        """The tracker's :meth:`~harness.tracking.Tracker.claim`, at once on the caller's thread
+        (its answer decides whether the trial runs): the run id, or None if the trial is another
+        driver's."""
+        return self.tracker.claim(experiment_id, parent_id, ablation, trial, ignore)
+
+    def log_progress(self, run: RunHandle | str, point: dict[str, float]) -> None:
+        """Queue logging one learning-curve point in a trial's run (before its finish)."""
+        def log() -> None:
+            run_id = run.run_id if isinstance(run, RunHandle) else run
+            if run_id is not None:
+                self.tracker.log_progress(run_id, point)
+
+        self._put(f"log progress of {getattr(run, 'trial_id', run)}", log)
+
+    def finish_trial(self, handle: RunHandle | str, outcome: Outcome, supersede: list[str] = ()) -> Future:
+        """Queue recording ``outcome`` in its run (a handle, or a claimed run id) and closing it
+        (FINISHED or FAILED). Returns a future of the tracker's answer (False: the run was closed
+        as stale by another invocation and nothing was recorded; None if the write failed)."""
+        answer: Future = Future()
+
+        def finish() -> None:
+            try:
+                run_id = handle.run_id if isinstance(handle, RunHandle) else handle
+                if run_id is None:
+                    raise TrackingError("its run was never opened (an earlier write failed)")
+                answer.set_result(self.tracker.finish_trial(run_id, outcome, supersede))
+            except BaseException:
+                answer.set_result(None)
+                raise
+
+        self._put(f"record trial {getattr(handle, 'trial_id', handle)}", finish)
+        return answer
+
+    def end_run(self, run: RunHandle | str, status: str = "FINISHED") -> None:
+        """Queue closing a run (a handle, or a run id such as the parent's) with ``status``."""
+        def end() -> None:
+            run_id = run.run_id if isinstance(run, RunHandle) else run
+            if run_id is not None:
+                self.tracker.end_run(run_id, status)
+
+        self._put(f"close run {getattr(run, 'trial_id', run)} as {status}", end)
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Wait until every write queued so far is done (``timeout`` seconds at most); returns
+        whether it is."""
+        done = threading.Event()
+        self._queue.put(("flush", done.set))
+        return done.wait(timeout)
+
+    def close(self, raise_errors: bool = True) -> None:
+        """Wait for every queued write (flush) and stop the thread.
+
+        Raises:
+            TrackingError: if any write failed (``raise_errors``; else the failures go to
+                stderr), naming how many and the first.
+        """
+        self._queue.put(None)
+        self._thread.join()
+        if not self.errors:
+            return
+        store = getattr(getattr(self.tracker, "store", None), "uri", "the tracking store")
+        message = (f"{len(self.errors)} of {self.writes} MLflow writes to {store} failed; "
+                   f"first: {self.errors[0]}")
+        if raise_errors:
+            raise TrackingError(message)
+        print(f"error: {message}", file=sys.stderr)

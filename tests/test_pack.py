@@ -1,0 +1,217 @@
+"""Packed trials (harness/pack.py) compute what the same trials compute alone (harness/trial.py),
+and the scheduler runs packs behind its one-outcome-per-trial interface."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+
+from harness.config import ClusterConfig, Optimizer, SchedulerKind
+from harness.pack import StackedOptimizer, cannot_pack, pack_key, resolve_pack_size, run_pack
+from harness.sweep import compose_trial
+from harness.trial import run_trial
+
+# every step evaluated, so the curve's train/loss is the per-step loss
+PER_STEP = ["train.eval_every=1", "task.n_val=32", "task.n_test=64"]
+POINTS = [(0, 0.003, 64), (1, 0.03, 256)]  # (seed, lr, n_train) of a pack's trials
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread, as the scheduler runs a trial (a busy 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _configs(extra, points=POINTS):
+    return [compose_trial([*extra, f"seed={s}", f"train.lr={lr}", f"task.n_train={n}"], []).config
+            for s, lr, n in points]
+
+
+def _worst_relative(lone, packed, key="train/loss"):
+    worst = 0.0
+    for a, b in zip(lone, packed):
+        assert [p["step"] for p in a.curve] == [p["step"] for p in b.curve]
+        for pa, pb in zip(a.curve, b.curve):
+            worst = max(worst, abs(pa[key] - pb[key]) / abs(pa[key]))
+    return worst
+
+
+def _same_fields(a, b):
+    assert list(a.metrics) == list(b.metrics)
+    assert [list(p) for p in a.curve] == [list(p) for p in b.curve]
+    assert {k: v.shape for k, v in a.state_dict.items()} == {k: v.shape for k, v in b.state_dict.items()}
+    assert list(a.state_dict) == list(b.state_dict)
+    assert (a.n_params, a.diverged, sorted(a.info)) == (b.n_params, b.diverged, sorted(b.info))
+
+
+ARITH = ["task.n_val=20", "task.n_test=40", "train.batch_size=16"]
+FAMILIES = [
+    ["model=softmax"],                                   # attention (M4a)
+    ["model=mlp"],                                       # flattened MLP (B1)
+    ["task=arithmetic_learned", "model=tokenwise", *ARITH],  # learned E and U, masked CE
+    ["task=arithmetic_retrain", "model=transformer", *ARITH],  # M10 (norms, FFN); T2 rotated init
+]
+ARITH_POINTS = [(0, 0.003, 30), (1, 0.03, 50)]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: "-".join(x.split("=")[1] for x in f[:2]))
+def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hydra_conf, family):
+    points = ARITH_POINTS if "arithmetic" in " ".join(family) else POINTS
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family], points)
+    lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs)
+    assert _worst_relative(lone, packed) <= 1e-10
+    assert _worst_relative(lone, packed, "val/loss") <= 1e-10
+    for a, b in zip(lone, packed):
+        _same_fields(a, b)
+        for key, value in a.metrics.items():
+            assert b.metrics[key] == pytest.approx(value, rel=1e-8, abs=1e-12), key
+
+
+@pytest.mark.parametrize("family", [["model=softmax"], ["model=transformer"]], ids=["softmax", "transformer"])
+def test_float32_packed_per_step_loss_matches_lone_within_1e_5_for_20_steps(hydra_conf, family):
+    cfgs = _configs(["train.max_steps=20", *PER_STEP, *family])
+    lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs)
+    assert _worst_relative(lone, packed) <= 1e-5
+    for a, b in zip(lone, packed):
+        _same_fields(a, b)
+
+
+def test_a_diverging_trial_stops_alone_and_the_others_go_on(hydra_conf):
+    cfgs = _configs(["train.max_steps=40", "train.eval_every=10", "task.n_val=32", "task.n_test=64",
+                     "model=mlp"], [(0, 1e30, 64), (1, 0.003, 64)])
+    lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs)
+    assert [r.diverged for r in packed] == [r.diverged for r in lone] == [True, False]
+    assert len(packed[0].curve) == len(lone[0].curve) < len(packed[1].curve) == 4
+    assert math.isfinite(packed[0].metrics["test/rel_mse"])
+    assert packed[1].metrics["test/rel_mse"] == pytest.approx(lone[1].metrics["test/rel_mse"], rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", [Optimizer.adam, Optimizer.sgd])
+def test_stacked_optimizer_is_the_lone_optimizer_on_each_slice(kind):
+    g = torch.Generator().manual_seed(0)
+    lrs = [0.003, 0.01, 0.3]
+    start = torch.randn(3, 5, 4, generator=g)
+    grads = [torch.randn(3, 5, 4, generator=g) for _ in range(5)]
+    stacked = start.clone()
+    opt = StackedOptimizer([stacked], lrs, kind)
+    for grad in grads:
+        opt.step([grad])
+    for i, lr in enumerate(lrs):
+        p = torch.nn.Parameter(start[i].clone())
+        lone = torch.optim.Adam([p], lr=lr) if kind is Optimizer.adam else torch.optim.SGD([p], lr=lr)
+        for grad in grads:
+            p.grad = grad[i].clone()
+            lone.step()
+        assert torch.allclose(stacked[i], p.detach(), rtol=1e-6, atol=0)  # bit-exact in practice
+
+
+def test_what_can_be_packed_together(hydra_conf):
+    a, b = _configs(["model=softmax"], [(0, 0.003, 64), (3, 0.03, 1024)])
+    assert pack_key(a) == pack_key(b) and cannot_pack(a) is None
+    other = compose_trial(["model=softmax", "task.n_train=32"], []).config  # minibatch of 32
+    assert pack_key(other) != pack_key(a)
+    assert pack_key(compose_trial(["model=softmax", "model.d1=4"], []).config) != pack_key(a)
+    assert "vmap" in cannot_pack(compose_trial(["model=gru"], []).config)
+    assert "several training lengths" in cannot_pack(compose_trial(["task=teacher_length"], []).config)
+    with pytest.raises(ValueError, match="differ only in"):
+        run_pack([a, other])
+    with pytest.raises(ValueError, match="cannot pack"):
+        run_pack(_configs(["model=gru", "train.max_steps=2"], POINTS[:2]))
+    assert resolve_pack_size("auto", "cpu") >= 4 and resolve_pack_size("3", "cpu") == 3
+    for bad in ("0", "-2", "wide"):
+        with pytest.raises(ValueError, match="allowed: auto or a positive integer"):
+            resolve_pack_size(bad, "cpu")
+
+
+def test_plan_groups_splits_and_keeps_unpackable_trials_alone(hydra_conf):
+    from harness.scheduler import plan
+
+    trials = [compose_trial(["model=softmax"], [f"seed={s}", f"train.lr={lr}"])
+              for s in range(5) for lr in (0.003, 0.01)]
+    trials += [compose_trial(["model=gru"], [f"seed={s}"]) for s in range(2)]
+    units = plan(trials, 4)
+    assert sorted(t.trial_id for u in units for t in u) == sorted(t.trial_id for t in trials)
+    assert sorted(len(u) for u in units) == [1, 1, 3, 3, 4]  # 10 packable: 3 near-equal packs
+    assert all(len(u) == 1 for u in units if u[0].config.model.name == "gru")
+    assert len(plan(trials, 16, min_units=6)) >= 6  # split to fill free slots
+    assert all(len(u) == 1 for u in plan(trials, 1))
+    assert plan([], 16, min_units=4) == []  # nothing left to run (all finished)
+
+
+def test_serial_scheduler_runs_a_pack_with_one_start_and_one_outcome_per_trial(hydra_conf):
+    from harness.scheduler import SerialScheduler
+
+    trials = [compose_trial(["train.max_steps=20", "train.eval_every=10", "task.n_val=32",
+                             "task.n_test=64"], [f"seed={s}"]) for s in range(3)]
+    started, outcomes = [], []
+    cfg = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="auto")
+    with SerialScheduler(cfg) as scheduler:
+        for outcome in scheduler.run(trials, started.append):
+            assert outcome.trial in started
+            outcomes.append(outcome)
+    assert sorted(o.trial.trial_id for o in outcomes) == sorted(t.trial_id for t in trials)
+    assert all(o.error is None for o in outcomes)
+    lone = run_trial(trials[0].config)
+    first = next(o.result for o in outcomes if o.trial is trials[0])
+    assert first.metrics["test/rel_mse"] == pytest.approx(lone.metrics["test/rel_mse"], rel=1e-4)
+
+
+def test_a_vetoed_trial_is_dropped_from_its_pack_and_the_others_report_their_curves(hydra_conf):
+    from harness.scheduler import SerialScheduler
+
+    trials = [compose_trial(["train.max_steps=20", "train.eval_every=10", "task.n_val=32",
+                             "task.n_test=64"], [f"seed={s}"]) for s in range(3)]
+    vetoed = trials[1]  # a claim lost to another driver: on_start returns False
+    started, points = [], []
+    cfg = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="4")
+    with SerialScheduler(cfg) as scheduler:
+        outcomes = list(scheduler.run(trials, lambda t: started.append(t) or t is not vetoed,
+                                      lambda t, point: points.append((t.trial_id, point["step"]))))
+    assert len(started) == 3
+    assert sorted(o.trial.trial_id for o in outcomes) == sorted(t.trial_id for t in trials if t is not vetoed)
+    assert all(o.error is None for o in outcomes)
+    by_trial = {o.trial.trial_id: [s for tid, s in points if tid == o.trial.trial_id] for o in outcomes}
+    assert by_trial == {o.trial.trial_id: [p["step"] for p in o.result.curve] for o in outcomes}
+    assert all(steps == [10, 20] for steps in by_trial.values())
+    assert not any(tid == vetoed.trial_id for tid, _ in points)
+
+
+def test_a_pack_that_fails_falls_back_to_its_trials_one_by_one(hydra_conf, monkeypatch):
+    import harness.scheduler as scheduler
+
+    def broken(cfgs, device, **kwargs):
+        raise RuntimeError("pack failure")
+
+    monkeypatch.setattr(scheduler, "run_pack", broken)
+    trials = [compose_trial(["train.max_steps=10", "train.eval_every=5", "task.n_val=32",
+                             "task.n_test=64"], [f"seed={s}"]) for s in range(2)]
+    trials.append(compose_trial(["train.max_steps=10", "train.eval_every=5", "task.n_val=32",
+                                 "task.n_test=64", "task.n_train=100000000"], []))  # fails alone
+    outcomes = scheduler.execute_pack(trials, "cpu", 1)
+    assert [o.trial for o in outcomes] == trials
+    assert [o.error is None for o in outcomes] == [True, True, False]
+    assert outcomes[0].result.metrics == run_trial(trials[0].config).metrics  # lone: bit for bit
+
+
+def test_over_a_full_budget_packed_and_lone_agree_within_a_tenth_of_the_seed_spread(hydra_conf):
+    cfgs = _configs(["train.max_steps=300", "train.eval_every=20", "task.n_val=128",
+                     "task.n_test=256"], [(s, 0.01, 256) for s in range(5)])
+    lone = [r.metrics["test/rel_mse"] for r in map(run_trial, cfgs)]
+    packed = [r.metrics["test/rel_mse"] for r in run_pack(cfgs)]
+    spread = statistics.stdev(lone)
+    assert max(abs(a - b) for a, b in zip(lone, packed)) <= 0.1 * spread, (lone, packed)
+
+
+@pytest.mark.gpu
+def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf):
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP])
+    lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, "cuda")
+    assert all(r.info["device"].startswith("cuda") for r in packed)
+    assert _worst_relative(lone, packed) <= 1e-10
+    assert resolve_pack_size("auto", "cuda") > resolve_pack_size("auto", "cpu")
