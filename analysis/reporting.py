@@ -201,6 +201,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
                  source: str) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`); returns
     ``{claim id: verdict}``."""
+    from harness.counterexample import measure_counterexample
     from harness.fip import enumerate_terms
     from harness.models.table import measure_presets
 
@@ -210,7 +211,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     runs = {name: stats.add_error(runs[name]) if name in runs else pd.DataFrame(
         columns=["status", "variant", "task", "arm"]) for name in configs}
     presets = pd.DataFrame(measure_presets())
-    evidence = Evidence(runs, presets, enumerate_terms(6))
+    evidence = Evidence(runs, presets, enumerate_terms(6), measure_counterexample())
     scale = cfg.scale
     parts = [protocol.decide_part(runs[name], p, runs[name]["seed"].nunique() if "seed" in runs[name] else None)
              for name, conf in configs.items() for p in conf.ablation.parts]
