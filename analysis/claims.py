@@ -50,12 +50,15 @@ class Claim:
 
 @dataclass
 class Evidence:
-    """What the rules read: runs per ablation (:func:`analysis.load.load_runs`) and the float64
-    symmetry measurements of every preset (``harness.models.table.measure_presets``)."""
+    """What the rules read: runs per ablation (:func:`analysis.load.load_runs`), the float64
+    symmetry measurements of every preset (``harness.models.table.measure_presets``), the FIP
+    enumeration (``harness.fip.enumerate_terms``) and the arithmetic counterexample's identities
+    (``harness.counterexample.measure_counterexample``, C2)."""
 
     runs: dict[str, pd.DataFrame]
     presets: pd.DataFrame
     fip: dict
+    counterexample: dict[str, float] = field(default_factory=dict)  # harness.counterexample
 
 
 def _preset_errors(ev: Evidence, presets: list[str], key: str) -> pd.Series:
@@ -75,6 +78,19 @@ def symmetry_part(what: str, presets: list[str], key: str, holds: bool) -> Calla
                    else SUPPORTED if ok.all() else CONTRADICTED)
         shown = ", ".join(f"`{p}` {e:.1e}" for p, e in errs.items())
         return Part(what, verdict, f"{key.split('/')[1]}: {shown}")
+    return check
+
+
+def identity_part(what: str, key: str, holds: bool) -> Callable[[Evidence], Part]:
+    """Exact check on one measurement of the arithmetic counterexample (paper.md §5, C2):
+    ``ev.counterexample[key]`` ≤ 1e-10 (``holds``) or > 1e-3 (broken); inconclusive if it was
+    not measured."""
+    def check(ev: Evidence) -> Part:
+        value = ev.counterexample.get(key)
+        if value is None:
+            return Part(what, INCONCLUSIVE, f"{key} not measured")
+        ok = value <= EXACT_TOL if holds else value > BROKEN_TOL
+        return Part(what, SUPPORTED if ok else CONTRADICTED, f"{key.split('/', 1)[1]}: {value:.1e}")
     return check
 
 

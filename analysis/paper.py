@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.claims import Claim, fip_part, pairs_part, runs_part, symmetry_part, variants
+from analysis.claims import (Claim, fip_part, identity_part, pairs_part, runs_part, symmetry_part,
+                             variants)
 
 ROT_Z, ROT, PERM, SPAN = ("symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                           "symmetry/permutation_err", "symmetry/span_residual")
@@ -33,10 +34,24 @@ CLAIMS = [
         symmetry_part("M2's output lies in the span of its input tokens", ["xg_noknow"], SPAN, True),
     ]),
     Claim("C2", "the arithmetic counterexample: a Prop-1 model cannot tell \"2+1\" from \"2−1\"", "E", exact=[
-        runs_part("trained M2 never produces an answer absent from the input", "arithmetic",
+        identity_part("one-hot tokens: Q12 (swap of '+' and '−') maps X(\"2+1\") to X(\"2−1\")",
+                      "c2/token_swap_err", True),
+        identity_part("M2, no parameter transformed: f(Q12 X) = Q12 f(X) on the 110 examples",
+                      "c2/m2_equivariance_err", True),
+        identity_part("M2 mixes \"2+1\" and \"2−1\" with identical coefficients", "c2/m2_coefficient_gap",
+                      True),
+        identity_part("M2 (tied readout) gives both identical digit logits: one decoded answer",
+                      "c2/m2_digit_logit_gap", True),
+        identity_part("M0 with its knowledge rotated (C4 rules): f(Q12 X, Q12 Z) = Q12 f(X, Z)",
+                      "c2/m0_rotated_err", True),
+        identity_part("M0 with its knowledge fixed is not bound by it", "c2/m0_fixed_err", False),
+        identity_part("B1 (flattened MLP) with fixed weights violates f(Q12 X) = Q12 f(X)", "c2/mlp_err",
+                      False),
+        runs_part("sanity: trained M2 never produces an answer absent from the input", "arithmetic",
                   variants("xg_noknow"), ABSENT, lambda v: bool((v == 0).all()),
                   "test accuracy on answers absent from the input"),
-    ]),
+    ], paper="f(\"2+1\") = \"3\" and f(\"2−1\") = \"1\" cannot both hold for an orthogonal equivariant "
+             "f, since Q12 X(\"2+1\") = X(\"2−1\"); the fix is knowledge that rotates with the embedding"),
     Claim("C3", "Prop. 2: f(QX, QZ) = Q f(X, Z) for the knowledge forms M0–M9", "E", exact=[
         symmetry_part("every M0–M9 preset, knowledge rotated", M_FAMILY, ROT_Z, True),
     ]),

@@ -19,8 +19,8 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    Otherwise *inconclusive*.
 4. **Preconditions**, each printed, each turning a verdict into *inconclusive* with its reason:
    *not learned* (a difference needs the observed better arm, an equivalence both arms, to beat
-   the task's best reference predictor — uniform mixing or zero predictor for relative MSE,
-   majority class for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
+   the task's best reference predictor — uniform mixing, the identity (where logged) or zero
+   predictor for relative MSE, majority class for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
    best-so-far validation error: the best still fell within the last 10% of the budget and by
    more than δ/2 over the last 20%; fewer than 5 evaluations in the last 20% cannot be judged);
    *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
@@ -112,12 +112,18 @@ def _fmt_lr(x: float) -> str:
 
 
 def _reference(rows: pd.DataFrame) -> tuple[float, str]:
-    """The task's best reference predictor's error on these runs' test sets, and its name."""
+    """The task's best reference predictor's error on these runs' test sets, and its name:
+    the logged one (uniform mixing, majority class), and for relative MSE also the zero
+    predictor (exactly 1) and the identity ``ŷ = x`` where logged (``test/identity_rel_mse``)."""
     ref = float(pd.to_numeric(rows["reference_error"], errors="coerce").mean())
     name = str(rows["reference_name"].iloc[0]) if "reference_name" in rows and len(rows) else "reference"
     regression = "test/rel_mse" in rows and rows["test/rel_mse"].notna().any()
     if regression and not (ref <= 1.0):  # the zero predictor's relative MSE is exactly 1
-        return 1.0, "zero predictor"
+        ref, name = 1.0, "zero predictor"
+    if regression and "test/identity_rel_mse" in rows:
+        identity = float(pd.to_numeric(rows["test/identity_rel_mse"], errors="coerce").mean())
+        if identity < ref:
+            return identity, "identity"
     return ref, name
 
 

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from analysis import protocol, stats
 from analysis.bundle import collect, planned, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
+from analysis.health import health_lines, task_health
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
 from analysis.trials import grid_axes
@@ -201,6 +202,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
                  source: str) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`); returns
     ``{claim id: verdict}``."""
+    from harness.counterexample import measure_counterexample
     from harness.fip import enumerate_terms
     from harness.models.table import measure_presets
 
@@ -210,7 +212,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     runs = {name: stats.add_error(runs[name]) if name in runs else pd.DataFrame(
         columns=["status", "variant", "task", "arm"]) for name in configs}
     presets = pd.DataFrame(measure_presets())
-    evidence = Evidence(runs, presets, enumerate_terms(6))
+    evidence = Evidence(runs, presets, enumerate_terms(6), measure_counterexample())
     scale = cfg.scale
     parts = [protocol.decide_part(runs[name], p, runs[name]["seed"].nunique() if "seed" in runs[name] else None)
              for name, conf in configs.items() for p in conf.ablation.parts]
@@ -248,6 +250,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
                                       planned(bundle).get(name))
     total = sum(len(df) for df in runs.values())
+    health = task_health(runs, {name: list(conf.ablation.parts) for name, conf in configs.items()})
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
     lines = [
@@ -272,6 +275,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         "## Checks (exact identities: implementation checks, not evidence)", "",
         "| claim | statement | checks | status |", "|---|---|---|---|", *lines_checks, "",
         "## Parts by role, verdict and reason", "", *_summary_table(parts),
+        "## Task health", "", *health_lines(health),
         "## How verdicts are decided", "", (protocol.__doc__ or "").split("\n\n", 1)[1].strip(), "",
         "## Evidence per claim", "", *evidence_lines,
         "## Exact symmetry of every variant (random O(1) weights, float64)", "",

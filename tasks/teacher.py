@@ -9,17 +9,20 @@ knowledge size ``k*``; the student's (``model.d1``, …) is a model option.
 
 Teacher scale (paper.md §12): the temperature ``β`` is calibrated once, at length ``n`` on a
 calibration set from the teacher's stream, so that the uniform-mixing predictor
-``x̄ = mean_j x_j`` has relative MSE ``uniform_rel_mse``. Teachers (b), (c) are far from uniform
-mixing at every ``β`` (their ``1/n`` output is small); for them ``β`` standardises the scores
-(std 1) instead, and ``test/uniform_rel_mse`` records the (larger) value.
+``x̄ = mean_j x_j`` has relative MSE ``uniform_rel_mse``. Teacher (b) is far from uniform
+mixing at every ``β`` (its ``1/n`` output is small); for it ``β`` standardises the scores
+(std 1) instead, and ``test/uniform_rel_mse`` records the (larger) value. The residual teacher
+``X + W_V* X S_r(·)ᵀ`` is calibrated on its attention ``X S_r(·)ᵀ`` (the residual ``X`` alone
+keeps the uniform-mixing predictor near 1 at every ``β``).
 
 Example (softmax teacher, d=2, n=2, rows are tokens)::
 
     x = [[0.3, -0.7], [1.1, 0.2]]                # (n, d): two tokens
     y = [s_11·x_1 + s_12·x_2, s_21·x_1 + s_22·x_2]  # each output row a convex mix of the inputs
 
-Metrics: ``rel_mse = Σ‖ŷ − y‖² / Σ‖y‖²`` over the whole set, ``mse``, and the reference
-``uniform_rel_mse`` of the uniform-mixing predictor.
+Metrics: ``rel_mse = Σ‖ŷ − y‖² / Σ‖y‖²`` over the whole set, ``mse``, and the references
+``uniform_rel_mse`` (uniform mixing), ``identity_rel_mse`` (``ŷ = x``) and ``zero_rel_mse``
+(``ŷ = 0``, exactly 1).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class TeacherConfig(CommonConfig):
     """Options of :class:`TeacherTask` (registry name ``teacher``)."""
 
     name: str = "teacher"
-    teacher: TeacherKind = TeacherKind.softmax  # which teacher, (a)-(g)
+    teacher: TeacherKind = TeacherKind.softmax  # which teacher, (a)-(g) or residual
     d: int = 16  # embedding dimension
     n: int = 8  # training length (when train_lengths is empty) and calibration length
     k: int = 4  # teacher knowledge size k*
@@ -92,15 +95,16 @@ class TeacherTask(TaskBase):
     def _calibrate(self, x: Tensor) -> float:
         target = self.cfg.uniform_rel_mse
         uniform = x.mean(dim=1, keepdim=True).expand_as(x)
+        part = self.teacher.head if self.cfg.teacher is TeacherKind.residual else self.teacher
 
         def gap(log_beta: float) -> float:
-            return relative_mse(uniform, self.teacher(x, math.exp(log_beta))) - target
+            return relative_mse(uniform, part(x, math.exp(log_beta))) - target
 
         lo, hi = math.log(1e-3), math.log(1e4)
         g_lo, g_hi = gap(lo), gap(hi)
         if g_lo < 0 < g_hi:
             return math.exp(brentq(gap, lo, hi, xtol=1e-6))
-        if g_lo >= 0 and g_hi >= 0 and self.cfg.teacher in (TeacherKind.elementwise, TeacherKind.quartic):
+        if g_lo >= 0 and g_hi >= 0 and self.cfg.teacher is TeacherKind.elementwise:
             return 1.0 / float(self.teacher.scores(x).std())  # scores of std 1: tanh is nonlinear
         raise ValueError(
             f"task.uniform_rel_mse={target} is not reachable for teacher={self.cfg.teacher.value}, "
@@ -135,10 +139,12 @@ class TeacherTask(TaskBase):
         return {"rel_mse": (err, (y**2).sum()), "mse": (err, y.numel())}
 
     def reference_sums(self, batch: Batch) -> Sums:
-        """``uniform_rel_mse`` of the token-mean predictor, and ``zero_rel_mse`` (= 1)."""
+        """``uniform_rel_mse`` of the token-mean predictor, ``identity_rel_mse`` of ``ŷ = x``
+        (the trivial predictor of a teacher with a residual path) and ``zero_rel_mse`` (= 1)."""
         uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
         norm = (batch.y**2).sum()
-        return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
+        return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm),
+                "identity_rel_mse": (((batch.x - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
 
     def rotated(self, Q: Tensor) -> "TeacherTask":
         """A copy that feeds ``x Qᵀ`` and expects ``y Qᵀ`` (the data in the embedding ``Q E``)."""

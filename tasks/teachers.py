@@ -9,12 +9,20 @@ kind           F (paper's notation, columns are tokens)
 =============  =====================================================================
 softmax        (a) ``X S_r(β Y*ᵀ W* Y*)ᵀ``
 elementwise    (b) ``(1/n) X tanh(β Y*ᵀ W* Y*)ᵀ``
-quartic        (c) ``(1/n) X tanh(β Y*ᵀ B1 (Y* Y*ᵀ/n) B2 Y*)ᵀ``
+quartic        (c) ``X S_r(β Y*ᵀ B1 (Y* Y*ᵀ/n) B2 Y*)ᵀ``
 general        (d) ``X S_r(β Y*ᵀ W* Y*)ᵀ + c Z* tanh(W' Y*)``, ``c = 1/(2 sqrt(k* d))``
 noknow         (e) ``X S_r(β XᵀX)ᵀ`` (knowledge-free, Prop. 1)
 control        (f) ``φ(X) S_r(β XᵀX)ᵀ``, ``φ(x) = tanh(√d x)/√d`` coordinate-wise (not equivariant)
 positional     (g) ``X S_r(β (Y*ᵀ W* Y* + B_rel))ᵀ``, ``B_rel[i, j] = b[clip(j − i, −R, R)]``
+residual       ``X + W_V* X S_r(β Y*ᵀ W* Y*)ᵀ``, ``W_V*: (d, d)`` with N(0, 1/d) entries
 =============  =====================================================================
+
+(c) mixes with the row softmax, the ``σ`` of paper.md §12 T3(c) chosen so that the quartic
+student M8 (``higher_order``, softmax) represents it exactly and the uniform-mixing calibration
+applies; with ``tanh`` and ``1/n`` its outputs were so small that every softmax student scored
+worse than predicting zero. ``residual`` is the single head with a residual path that the
+M4 → M7 ladder needs (paper.md §13 C12): M6 (``residual``) and M7 (``multihead``) represent it,
+M4 and M5 lack the identity path.
 """
 
 from __future__ import annotations
@@ -40,12 +48,14 @@ class TeacherKind(Enum):
     noknow = "noknow"
     control = "control"
     positional = "positional"
+    residual = "residual"
 
 
 class Teacher:
     """Teacher knowledge ``Z*: (d, k)``, ``W*: (k, k)`` (from stream ``g``) and, per kind, the
-    extra tensors ``B1, B2`` (quartic), ``W'`` (general) or ``b`` (positional) from the stream
-    ``(teacher_seed, "teacher", kind)``. All float64; :meth:`__call__` casts to ``x``'s dtype.
+    extra tensors ``B1, B2`` (quartic), ``W'`` (general), ``b`` (positional) or ``V = W_V*``
+    (residual) from the stream ``(teacher_seed, "teacher", kind)``. All float64; :meth:`__call__`
+    casts to ``x``'s dtype.
     """
 
     def __init__(self, kind: TeacherKind, d: int, k: int, g: torch.Generator, teacher_seed: int) -> None:
@@ -57,6 +67,7 @@ class Teacher:
         self.B2 = torch.randn(k, k, generator=extra, dtype=torch.float64) / math.sqrt(k)
         self.Wp = torch.randn(k, k, generator=extra, dtype=torch.float64) / math.sqrt(k)
         self.b = 2.0 * torch.randn(2 * MAX_REL + 1, generator=extra, dtype=torch.float64)
+        self.V = torch.randn(d, d, generator=extra, dtype=torch.float64) / math.sqrt(d)  # W_V*
 
     def scores(self, x: Tensor) -> Tensor:
         """Unscaled scores ``A: (B, n, n)`` (query first) of this teacher."""
@@ -75,12 +86,19 @@ class Teacher:
             a = a + c(self.b).to(x.device)[rel]
         return a
 
+    def head(self, x: Tensor, beta: float) -> Tensor:
+        """The residual teacher's attention ``X S_r(β Y*ᵀ W* Y*)ᵀ`` as rows, ``(B, n, d)``: the
+        part its temperature is calibrated on (:class:`tasks.teacher.TeacherTask`)."""
+        return torch.softmax(beta * self.scores(x), dim=-1) @ x
+
     def __call__(self, x: Tensor, beta: float) -> Tensor:
         """``F_rows: (B, n, d)`` of inputs ``x: (B, n, d)`` at temperature ``beta``."""
         a = beta * self.scores(x)  # (B, n, n)
         n = x.shape[-2]
-        if self.kind in (TeacherKind.elementwise, TeacherKind.quartic):
+        if self.kind is TeacherKind.elementwise:
             return torch.tanh(a) @ x / n
+        if self.kind is TeacherKind.residual:  # rows: x + (S x) W_V*ᵀ
+            return x + self.head(x, beta) @ self.V.to(x.dtype).T
         mix = torch.softmax(a, dim=-1)  # (B, n, n): normalised over keys j
         if self.kind is TeacherKind.control:
             root = math.sqrt(self.d)
@@ -92,8 +110,11 @@ class Teacher:
         return out
 
     def rotated(self, Q: Tensor) -> "Teacher":
-        """The teacher with its knowledge rotated, ``Z* ↦ Q Z*`` (exact for (a)-(e), (g))."""
+        """The teacher with its knowledge rotated, ``Z* ↦ Q Z*`` and ``W_V* ↦ Q W_V* Qᵀ`` (exact
+        for every kind but the control (f))."""
         other = object.__new__(Teacher)
         other.__dict__.update(self.__dict__)
-        other.Z = Q.to(torch.float64) @ self.Z
+        q = Q.to(torch.float64)
+        other.Z = q @ self.Z
+        other.V = q @ self.V @ q.T
         return other

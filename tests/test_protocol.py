@@ -85,6 +85,12 @@ def test_not_learned_makes_a_part_inconclusive():
     # rel MSE above 1 everywhere: the zero predictor (1.0) is the best reference
     worse_than_zero = _runs({"a": 1.5, "b": 2.5}, reference=4.0)
     assert "zero predictor" in protocol.decide_part(worse_than_zero, _part()).preconditions["not learned"]
+    # a teacher with a residual path: predicting the input (0.25) is the bar, not uniform mixing
+    residual = _runs({"a": 0.24, "b": 0.5}, reference=0.9, **{"test/identity_rel_mse": 0.25})
+    result = protocol.decide_part(residual, _part())
+    assert result.verdict == INCONCLUSIVE and "identity 0.25" in result.preconditions["not learned"]
+    assert protocol.decide_part(_runs({"a": 0.1, "b": 0.5}, reference=0.9, **{"test/identity_rel_mse": 0.25}),
+                                _part()).preconditions["not learned"] == "ok"
 
 
 def test_budget_limited_makes_a_part_inconclusive():

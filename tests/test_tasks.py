@@ -18,7 +18,7 @@ from tasks.arithmetic import ArithmeticConfig, ArithmeticTask, Ops
 from tasks.base import generator, haar_orthogonal
 from tasks.selection import (SelectionConfig, SelectionKind, SelectionTask, argmax_targets,
                              duplicate_targets, nearest_targets, recall_targets)
-from tasks.teacher import TeacherConfig, TeacherTask
+from tasks.teacher import TeacherConfig, TeacherTask, relative_mse
 from tasks.teachers import TeacherKind
 from tasks.tokens import Embedding, strictly_correct
 
@@ -185,8 +185,50 @@ def _rotation_error(kind: TeacherKind, rotate_knowledge: bool) -> float:
 def test_t3f_control_teacher_is_not_equivariant_while_the_others_are():
     assert _rotation_error(TeacherKind.control, False) > 1e-3
     assert _rotation_error(TeacherKind.noknow, False) < 1e-10
-    for kind in (TeacherKind.softmax, TeacherKind.general, TeacherKind.quartic, TeacherKind.positional):
+    for kind in (TeacherKind.softmax, TeacherKind.general, TeacherKind.quartic, TeacherKind.positional,
+                 TeacherKind.residual):
         assert _rotation_error(kind, True) < 1e-10
+
+
+# A short real training on a small teacher (d=8, n=6, k*=2): enough for a matching student.
+SHORT = ["task.d=8", "task.n=6", "task.k=2", "task.n_train=256", "task.n_val=64", "task.n_test=128",
+         "train.batch_size=32", "train.max_steps=300", "train.eval_every=50", "train.lr=0.01"]
+
+
+def _calibrated_uniform(task: TeacherTask, part) -> float:
+    """Uniform-mixing relative MSE of ``part`` on 4096 fresh sequences of the task's length."""
+    x = task.sample(generator(0, "probe"), 4096, task.cfg.n).x.double()
+    return relative_mse(x.mean(1, keepdim=True).expand_as(x), part(x, task.beta))
+
+
+def test_t3c_quartic_teacher_is_learned_by_the_matching_quartic_student(hydra_conf):
+    """The quartic teacher X S_r(β Y*ᵀB1 (Y*Y*ᵀ/n) B2 Y*)ᵀ stays calibrated (uniform mixing at
+    uniform_rel_mse = 0.6), and M8 (higher_order: softmax with the quartic T_2 term), which
+    represents it exactly, beats the zero and the uniform-mixing predictors after 300 steps."""
+    cfg = compose_trial(["task=teacher_quartic", "model=higher_order", *SHORT], []).config
+    task = build_task(cfg.task)
+    assert _calibrated_uniform(task, task.teacher) == pytest.approx(0.6, abs=0.05)
+    result = run_trial(cfg)
+    m = result.metrics
+    assert not result.diverged
+    assert m["test/zero_rel_mse"] == pytest.approx(1.0)
+    assert m["test/rel_mse"] < 1.0 and m["test/rel_mse"] < m["test/uniform_rel_mse"]
+
+
+def test_residual_teacher_has_a_residual_path_that_the_residual_student_learns(hydra_conf):
+    """teacher_residual, X + W_V* X S_r(β Y*ᵀW*Y*)ᵀ: β calibrated on its attention part, the
+    identity predictor is far from perfect, and M6 (residual) beats it and the zero predictor."""
+    cfg = compose_trial(["task=teacher_residual", "model=residual", *SHORT], []).config
+    task = build_task(cfg.task)
+    assert task.cfg.teacher is TeacherKind.residual
+    assert _calibrated_uniform(task, task.teacher.head) == pytest.approx(0.6, abs=0.05)
+    x = task.sample(generator(0, "probe"), 8, task.cfg.n).x
+    head = torch.softmax(task.beta * task.teacher.scores(x), -1) @ x  # (B, n, d)
+    torch.testing.assert_close(task.teacher(x, task.beta), x + head @ task.teacher.V.to(x).T)
+    result = run_trial(cfg)
+    m = result.metrics
+    assert m["test/identity_rel_mse"] > 0.1  # predicting the input is not already perfect
+    assert m["test/rel_mse"] < 1.0 and m["test/rel_mse"] < m["test/identity_rel_mse"]
 
 
 @pytest.mark.parametrize("preset,model", [
