@@ -26,7 +26,8 @@ from harness.config import Config
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
-RESULTS_VERSION = 3  # 3: checkpoints selected on the validation error metric
+RESULTS_VERSION = 4  # 3: checkpoints selected on the validation error metric; 4: the quartic teacher mixes
+# with softmax, a causal elementwise σ divides row i by i + 1, teachers log identity_rel_mse
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
 NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force")
