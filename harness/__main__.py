@@ -12,9 +12,9 @@ MLflow is imported; those are imported here only once the command needs them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 
@@ -31,6 +31,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from harness import signals  # noqa: E402
 from harness.cli import HARNESS_USAGE, precheck  # noqa: E402
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
@@ -42,21 +43,6 @@ _DRY_RUN_HYDRA = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logg
 def _bad_input(err: Exception) -> None:
     print(f"error: {err}", file=sys.stderr)
     sys.exit(2)
-
-
-_STOP = threading.Event()  # set on SIGINT/SIGTERM; the driver raises again if the first was swallowed
-
-
-def _interrupt(signum, frame) -> None:
-    _STOP.set()
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def _on_signals() -> None:
-    """SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep; set again after ``ray.init``,
-    which installs its own SIGTERM handler."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
 
 
 def _dry_run(ablations, store, cluster) -> None:
@@ -107,26 +93,32 @@ def main(cfg: DictConfig) -> None:
     from harness.tracking import Tracker
     from harness.writer import TrackingError
 
-    _on_signals()
+    signals.install()  # SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep
     out_dir = Path(hydra_cfg.runtime.output_dir)
     any_failed = False
     try:
         with make_scheduler(cluster) as scheduler:  # Ray starts once
-            _on_signals()
+            signals.install()  # again: ray.init installed its own SIGTERM handler
+            signals.check()  # a signal during ray.init whose exception was swallowed
             for name, trials in ablations:
                 summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
-                                    force=cfg.force, stop=_STOP)
+                                    force=cfg.force, stop=signals.STOP)
                 print_summary(summary)
                 summarise(name, store, Tracker(store), summary.parent_id,
                           out_dir / name if len(ablations) > 1 else out_dir)
                 any_failed = any_failed or bool(summary.failed)
     except (KeyboardInterrupt, SystemExit) as stop:
-        # SystemExit(15): SIGTERM while ray.init had its own handler installed
-        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM:
+        # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
+        # having torn down the new Ray instance, with 1); signals.STOP says it was a signal
+        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM and not signals.STOP.is_set():
             raise
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
-        sys.exit(130)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
+        # core, having seen the SIGTERM, can abort (-6) or re-raise it (-15) after our message
+        os._exit(130)
     except TrackingError as err:  # the sweep ran, but some of it is not recorded
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)

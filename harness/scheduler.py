@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
+from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
 from harness.pack import cannot_pack, pack_key, resolve_pack_size, run_pack
 from harness.sweep import Trial
@@ -182,10 +183,12 @@ class RayScheduler:
                       f"{os.environ['RAY_ADDRESS']} is not used (cluster=ray joins a cluster)",
                       file=sys.stderr)
             # "local": always a new instance, never one that `ray start` left on this machine
-            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+            with signals.noting_ray_handlers():
+                ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
         else:
-            ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+            with signals.noting_ray_handlers():
+                ray.init(address=self.cfg.address or "auto", log_to_driver=False)
             total = ray.cluster_resources()
             print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
                   f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "

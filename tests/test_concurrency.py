@@ -21,6 +21,9 @@ import pytest
 from conftest import trial_workers
 
 TINY = ["train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64"]
+# the stress test's trials run long enough (seconds each) that its kills land while the drivers
+# still work, also on an idle machine where 20-step trials finish before the first kill
+STRESS = ["train.max_steps=400", "train.eval_every=50", "task.n_val=32", "task.n_test=64"]
 STORE_ERRORS = ("OperationalError", "IntegrityError", "database is locked", "alembic",
                 "MlflowException", "Traceback")
 
@@ -87,7 +90,7 @@ def _stress(cwd: Path, tracking: list[str], uri: str, seed: int = 12, budget_s: 
     trial workers; at the end of the budget SIGTERM what still runs. Then wait out the lease, run
     a final invocation and return the figures."""
     rng = random.Random(seed)
-    common = ["harness", "+ablation=smoke", *TINY, f"tracking.lease_s={lease_s}", *tracking]
+    common = ["harness", "+ablation=smoke", *STRESS, f"tracking.lease_s={lease_s}", *tracking]
     kinds = [["cluster=local", "cluster.num_cpus=1"]] + [["cluster=serial"]] * 3
     launched: list[tuple[subprocess.Popen, Path]] = []
 
@@ -103,7 +106,7 @@ def _stress(cwd: Path, tracking: list[str], uri: str, seed: int = 12, budget_s: 
     while time.time() < start + budget_s / 2 and not [r for r in _runs(uri, "smoke") if "trial_id" in r.data.tags]:
         time.sleep(1.0)  # drivers start slowly on a busy machine: kill once trials run
     active = time.time()
-    events = sorted((rng.uniform(0, 40), rng.randrange(4), rng.choice(["driver", "worker"]),
+    events = sorted((rng.uniform(0, 25), rng.randrange(4), rng.choice(["driver", "worker"]),
                      rng.choice([signal.SIGKILL, signal.SIGTERM])) for _ in range(6))
     kills: Counter = Counter()
     for at, slot, target, sig in events:

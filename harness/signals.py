@@ -1,0 +1,59 @@
+"""SIGINT and SIGTERM for the driver: both interrupt the sweep (exit 130, running trials closed
+as KILLED; README "Faults").
+
+Python runs a signal handler between bytecodes of the main thread, so the ``KeyboardInterrupt``
+it raises can land where Python swallows exceptions (a garbage-collection or at-fork callback
+prints "Exception ignored in" and goes on). Every handler therefore also sets :data:`STOP`, which
+the driver checks at each learning-curve point and outcome (:func:`harness.driver.run_sweep`) and
+after Ray starts. While ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or
+tear the new instance down); :func:`noting_ray_handlers` wraps each of them so that it also sets
+:data:`STOP`.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Iterator
+
+STOP = threading.Event()  # set by any SIGINT/SIGTERM this process received
+
+
+def _interrupt(signum, frame) -> None:
+    STOP.set()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def install() -> None:
+    """Make SIGINT and SIGTERM interrupt the sweep (again after ``ray.init``, which replaces the
+    SIGTERM handler). Main thread only."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
+def check() -> None:
+    """Raise ``KeyboardInterrupt`` if a signal arrived, even one whose exception was swallowed."""
+    if STOP.is_set():
+        raise KeyboardInterrupt("interrupt requested")
+
+
+@contextlib.contextmanager
+def noting_ray_handlers() -> Iterator[None]:
+    """While in this block, every SIGTERM handler Ray installs also sets :data:`STOP` first
+    (Ray installs them through ``ray._private.utils.set_sigterm_handler``)."""
+    import ray._private.utils as ray_utils
+
+    original = ray_utils.set_sigterm_handler
+
+    def setting(handler) -> None:
+        def noting(signum, frame) -> None:
+            STOP.set()
+            handler(signum, frame)
+
+        original(noting)
+
+    ray_utils.set_sigterm_handler = setting
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original
