@@ -312,7 +312,8 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         if cfg.report.run:
-            proc = subprocess.run([sys.executable, "-m", "harness", f"+ablation={cfg.report.suite}", *cli])
+            proc = subprocess.run([sys.executable, "-m", "harness", f"+ablation={cfg.report.suite}",
+                                   *cli, "summary=false"])  # the report draws its own figures
             if proc.returncode not in (0, 1):  # 1: some trials failed; the report counts them
                 sys.exit(proc.returncode)
         ablations = {name: expand(conf, [f"+ablation={name}", *cli]) for name, conf in configs.items()}

@@ -104,8 +104,9 @@ def main(cfg: DictConfig) -> None:
                 summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
                                     force=cfg.force, stop=signals.STOP)
                 print_summary(summary)
-                summarise(name, store, Tracker(store), summary.parent_id,
-                          out_dir / name if len(ablations) > 1 else out_dir)
+                if cfg.summary:
+                    summarise(name, store, Tracker(store), summary.parent_id,
+                              out_dir / name if len(ablations) > 1 else out_dir)
                 any_failed = any_failed or bool(summary.failed)
     except (KeyboardInterrupt, SystemExit) as stop:
         # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,

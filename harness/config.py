@@ -189,6 +189,7 @@ class Config:
     seed: int = 0  # derives the data, batch-order and initialisation streams separately
     dry_run: bool = False  # list the trials (id, variant, overrides) and exit
     force: bool = False  # rerun trials that already have a FINISHED run (the old run is deleted)
+    summary: bool = True  # per ablation, the end-of-sweep table and plot (analysis.report draws its own)
 
 
 def register_configs() -> None:

@@ -30,7 +30,7 @@ RESULTS_VERSION = 4  # 3: checkpoints selected on the validation error metric; 4
 # with softmax, a causal elementwise σ divides row i by i + 1, teachers log identity_rel_mse
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force")
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force", "summary")
 
 
 class SweepError(ValueError):
