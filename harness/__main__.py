@@ -102,7 +102,7 @@ def main(cfg: DictConfig) -> None:
             signals.check()  # a signal during ray.init whose exception was swallowed
             for name, trials in ablations:
                 summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
-                                    force=cfg.force, stop=signals.STOP)
+                                    force=cfg.force)
                 print_summary(summary)
                 if cfg.summary:
                     summarise(name, store, Tracker(store), summary.parent_id,

@@ -13,11 +13,11 @@ others skip it; a driver's runs stay claimed while its heartbeat renews its leas
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from harness import signals
 from harness.scheduler import Outcome, RayScheduler, SerialScheduler
 from harness.sweep import Trial
 from harness.tracking import Tracker
@@ -49,8 +49,7 @@ def _describe(outcome: Outcome) -> str:
 
 
 def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablation: str,
-              cli: list[str], force: bool = False,
-              stop: threading.Event | None = None) -> SweepSummary:
+              cli: list[str], force: bool = False) -> SweepSummary:
     """Run the trials of ``ablation`` not yet finished and record each outcome as it arrives.
 
     On an interrupt (KeyboardInterrupt, SIGTERM turned into one by the CLI) the running trials
@@ -58,10 +57,9 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
     propagates; everything that finished stays recorded.
 
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
-    the ablations of a suite so that Ray starts once. ``stop``, set by the CLI's signal handler,
-    makes the next learning-curve point or outcome raise the interrupt again: Python may deliver
-    a signal's KeyboardInterrupt where it is swallowed (a garbage-collection callback prints
-    "Exception ignored in" and the trial would run on to its end).
+    the ablations of a suite so that Ray starts once. Each learning-curve point and outcome calls
+    :func:`harness.signals.check`, so an interrupt whose exception Python swallowed (a
+    garbage-collection callback prints "Exception ignored in") still stops the sweep.
     """
     experiment = tracker.experiment(ablation)
     stale = tracker.close_stale(experiment)
@@ -82,28 +80,25 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
         running[trial.trial_id] = run_id
         return True
 
-    def stopping() -> None:
-        if stop is not None and stop.is_set():
-            raise KeyboardInterrupt("interrupt requested")
-
     def on_progress(trial: Trial, point: dict) -> None:  # the learning curve, as it is measured
-        stopping()
+        signals.check()
         if trial.trial_id in running:
             tracker.log_progress(running[trial.trial_id], point)
 
     status = "KILLED"
     recorded: list = []  # (outcome, future of finish_trial's answer), tallied once flushed
+    failed = 0  # outcomes with an error so far (the progress bar's count)
     try:
         with tracker.heartbeat(parent), \
                 tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
             for outcome in scheduler.run(todo, on_start, on_progress):
-                stopping()
+                signals.check()
                 old = finished.get(outcome.trial.trial_id, []) if force else []
                 recorded.append((outcome, tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)))
                 del running[outcome.trial.trial_id]  # after: an interrupt mid-way closes it KILLED
                 bar.update(1)
-                bar.set_postfix(done=sum(o.error is None for o, _ in recorded),
-                                failed=sum(o.error is not None for o, _ in recorded),
+                failed += outcome.error is not None
+                bar.set_postfix(done=len(recorded) - failed, failed=failed,
                                 remaining=bar.total - bar.n)
             tracker.flush()  # while the heartbeat still holds the lease
         status = "FINISHED"
