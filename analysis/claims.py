@@ -82,7 +82,8 @@ def symmetry_part(what: str, presets: list[str], key: str, holds: bool) -> Calla
 
 
 def identity_part(what: str, key: str, holds: bool) -> Callable[[Evidence], Part]:
-    """Exact check on one measurement of the arithmetic counterexample (paper.md §5, C2):
+    """Exact check on one measurement without training (the arithmetic counterexample, paper.md
+    §5, C2; the XᵀX = I identity, C11):
     ``ev.counterexample[key]`` ≤ 1e-10 (``holds``) or > 1e-3 (broken); inconclusive if it was
     not measured."""
     def check(ev: Evidence) -> Part:

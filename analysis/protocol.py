@@ -68,6 +68,7 @@ class PartResult:
     lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
     test_alone: str = ""  # what the interval alone would say, where a precondition failed
+    choice: str = ""  # how b was chosen among the part's choose_b arms (on validation)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -83,6 +84,7 @@ def spec_dict(part: Any) -> dict[str, Any]:
     out.setdefault("role", "deciding")
     out.setdefault("value", "error")
     out.setdefault("lr_bound", None)
+    out["choose_b"] = list(out.get("choose_b") or [])
     return out
 
 
@@ -180,7 +182,28 @@ def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, st
     return verdict, lo90, hi90, "one-sided paired t (90% interval, upper bound vs δ)", why
 
 
-def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) -> PartResult:
+def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, str]:
+    """The arm among ``arms`` with the lowest seed-mean validation error (``val/best_error``)
+    at the largest ``task.n_train`` they all have, each at its lr chosen on validation (paper.md
+    §13: a choice among arms is made on validation too), and a line saying so. Test metrics are
+    never read. Falls back to the first arm (with the reason) when none has an eligible lr."""
+    rows = df[(df["task"] == task) & df["arm"].isin(arms)]
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
+    chosen = chosen[chosen["status"] == "FINISHED"]
+    sizes = [set(chosen[chosen["arm"] == arm]["task.n_train"]) for arm in arms]
+    common = sorted(set.intersection(*sizes)) if sizes and all(sizes) else []
+    if not common:
+        return arms[0], f"b: no size where every candidate {arms} has an eligible lr; took `{arms[0]}`"
+    at = chosen[chosen["task.n_train"] == common[-1]]
+    crit = "val/best_error" if "val/best_error" in at else "val/error"
+    means = at.groupby("arm")[crit].mean().reindex(arms)
+    best = str(means.idxmin())
+    listed = ", ".join(f"`{arm}` {means[arm]:.3g}" for arm in arms)
+    return best, f"b chosen on validation at n_train={int(common[-1])}: `{best}` ({listed})"
+
+
+def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
+                check_edge: bool = True) -> PartResult:
     """Decide one pre-registered part on an ablation's runs (module docstring, steps 1–4).
 
     Args:
@@ -189,12 +212,17 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) 
         part: the part's spec (:class:`harness.config.PartConfig` or a mapping).
         expected_seeds: seeds per arm the ablation ran (for "k of n" pairs); default: the most
             seeds either arm has.
+        check_edge: apply the *lr at grid edge* precondition (off for reruns at one fixed lr,
+            :mod:`analysis.budget`).
 
     Returns:
         A :class:`PartResult`; never raises for missing data (the verdict is then inconclusive
         with the reason).
     """
     spec = spec_dict(part)
+    chose = ""
+    if spec["choose_b"] and not df.empty:
+        spec["b"], chose = choose_arm(df, spec["task"], spec["choose_b"])
     a, b, value, delta = spec["a"], spec["b"], spec["value"], float(spec["delta"])
     rows = df[(df["task"] == spec["task"]) & df["arm"].isin([a, b])] if not df.empty else df
     for arm in (a, b):
@@ -205,7 +233,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) 
     except KeyError as err:
         return PartResult(spec, INCONCLUSIVE, [f"no runs with {err}"])
     chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"))
-    result = PartResult(spec, INCONCLUSIVE)
+    result = PartResult(spec, INCONCLUSIVE, choice=chose)
     pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
     sizes = []
     for arm in (a, b):
@@ -241,7 +269,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None) 
             per_arm[arm] = ok.set_index("seed")[key]
         grid = mine.dropna(subset=["lr_chosen"])
         for n, g in grid.groupby("task.n_train"):
-            status, side = _edge(g, spec["lr_bound"])
+            status, side = _edge(g, spec["lr_bound"]) if check_edge else ("ok", None)
             result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(float(g['lr_chosen'].iloc[0]))} of " \
                 f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}"
             if status != "ok":

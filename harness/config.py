@@ -129,6 +129,9 @@ class PartConfig:
     role: Role = Role.deciding
     value: str = "error"  # error | absent_error | auc
     lr_bound: Optional[float] = None  # an lr stated as a bound: an edge there is accepted
+    # arm b chosen among these on validation (lowest seed-mean validation error at the decided
+    # n_train, each at its chosen lr; paper.md §13 "a choice among arms"); b then names the choice
+    choose_b: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -136,12 +139,17 @@ class AblationConfig:
     """An ablation: its name (= MLflow experiment) and a grid of Hydra overrides.
 
     Each grid entry is ``key: values`` in Hydra's override grammar (``a,b,c``, ``range(5)``);
-    the cross product of the entries is the set of trials. A *suite* (e.g. ``paper``) has no grid
+    the cross product of the entries is the set of trials, plus, for each entry of
+    ``extra_grids``, the cross product of ``grid`` with that entry's axes replaced (a smaller
+    design where only some arms need more sizes, without a full cross product). A *suite* (e.g. ``paper``) has no grid
     but a list of ablation names, which the command expands and runs one after another.
     """
 
     name: str = "single"
     grid: Dict[str, str] = field(default_factory=dict)
+    # more points: each entry replaces some axes of ``grid`` (keys must be grid axes); the trials
+    # are the union of the cross products of ``grid`` and of each ``grid`` ⊕ entry
+    extra_grids: List[Dict[str, str]] = field(default_factory=list)
     suite: List[str] = field(default_factory=list)  # a suite: run these ablations in turn
     parts: List[PartConfig] = field(default_factory=list)  # pre-registered S parts (paper.md §13)
     figures: List[str] = field(default_factory=list)  # extra figures: permutation_error, rotation_transfer, absent_answers
@@ -156,9 +164,13 @@ class ScaleConfig:
     name: str = "default"
     seeds: str = "range(5)"  # Hydra grammar: the seed axis of every ablation
     n_train: str = "256,1024"  # the sample-efficiency axis (two sizes fit a 2-core CPU; full has 8)
+    n_train_max: str = "1024"  # the largest size alone: parts decided at one size (not auc)
     lrs: str = "0.003,0.01,0.03"  # learning-rate grid (≥ 3 values, paper.md §13); chosen on validation
+    lrs_high: str = "0.1,0.3,1.0"  # more lrs for variants that want large steps (e.g. coordwise)
     steps: int = 600  # step budget of every trial (train.max_steps)
     eval_every: int = 20  # validation interval: ≥ 5 evaluations in the last 20% of the budget
+    long_steps: int = 4000  # budget of the slow-to-learn tasks (T1(i) mod 10)
+    long_eval_every: int = 100
 
 
 @dataclass
@@ -172,6 +184,7 @@ class ReportConfig:
     out: str = ""  # default: docs/report.md (scales default and full), outputs/report-<scale>.md otherwise
     runs: str = ""  # a results bundle (runs.csv.gz) to regenerate from, offline; default: the store
     extend_lr: int = 2  # lr-edge extensions per part (paper.md §13), each one grid step past the edge
+    budget_factor: int = 4  # the budget ablation: deciding parts' arms rerun at ×this many steps (0: off)
 
 
 @dataclass

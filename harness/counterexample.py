@@ -88,3 +88,37 @@ def measure_counterexample() -> dict[str, float]:
         KEYS[5]: _rel(m0(qx), out_m0 @ q12.T, out_m0),
         KEYS[6]: _rel(mlp(qx), mlp(x) @ q12.T, mlp(x)),
     }
+
+
+C11_KEYS = ("c11/distinct_gap", "c11/repeated_gap")
+
+
+@torch.no_grad()
+def measure_gram_identity(V: int = 16, n: int = 8) -> dict[str, float]:
+    """Claim C11's exact half (paper.md §13): with distinct one-hot tokens ``XᵀX = I``, so M8 with
+    ``α XᵀX`` added to its scores (``higher_order_gram``) and the control M8 with ``α I``
+    (``higher_order_identity``), given the same weights, compute the same map; with a repeated
+    token they differ.
+
+    Returns ``{"c11/distinct_gap": ‖f_gram(X) − f_I(X)‖ / ‖f_gram(X)‖ over 64 sequences of n
+    distinct tokens (exactly 0), "c11/repeated_gap": the same over sequences with one token
+    repeated (> 0)}``, float64, weights re-drawn at O(1) scale (α included), one-hot ``d = V``.
+
+    Raises:
+        ValueError: ``n > V`` or ``n < 2``.
+    """
+    if not 2 <= n <= V:
+        raise ValueError(f"measure_gram_identity: need 2 ≤ n ≤ V, got n={n}, V={V}")
+    gram = _model("higher_order_gram", V, n)
+    ident = build_model(preset_config("higher_order_identity"), V, n, torch.Generator().manual_seed(0)).double()
+    ident.load_state_dict(gram.state_dict())
+    g = torch.Generator().manual_seed(3)
+    distinct = torch.stack([torch.randperm(V, generator=g)[:n] for _ in range(64)])  # (64, n)
+    repeated = distinct.clone()
+    repeated[:, -1] = repeated[:, 0]  # one token occurs twice
+    eye = torch.eye(V, dtype=torch.float64)
+    out = {}
+    for key, tokens in zip(C11_KEYS, (distinct, repeated)):
+        x = eye[tokens]  # (64, n, V): one-hot rows
+        out[key] = _rel(gram(x), ident(x), gram(x))
+    return out

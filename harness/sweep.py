@@ -309,10 +309,13 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
 
     ``cli_overrides`` are the command line's overrides (Hydra's ``overrides.task``); a key given
     there replaces the grid axis of the same key, and a sweep given there (``seed=0,1,2``) is an
-    axis itself. Without a grid or a sweep, the result is one trial.
+    axis itself. Without a grid or a sweep, the result is one trial. Each ``ablation.extra_grids``
+    entry adds the cross product of the grid with that entry's axes replaced (points already in
+    the grid are not repeated).
 
     Raises:
-        SweepError: for a grid that does not parse or a trial that does not compose.
+        SweepError: for a grid that does not parse, an ``extra_grids`` key that is not a grid
+            axis, or a trial that does not compose.
     """
     if cfg.ablation.suite:
         raise SweepError(f"{cfg.ablation.name!r} is a suite; expand it with expand_suite()")
@@ -324,6 +327,14 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     plain, sweeps = split_sweeps(cli_overrides)
     grid = OmegaConf.to_container(cfg.ablation.grid, resolve=True) if cfg.ablation.grid else {}
     points = grid_points(grid, replaced, sweeps) if grid or sweeps else [[]]
+    extras = cfg.ablation.get("extra_grids")
+    for extra in OmegaConf.to_container(extras, resolve=True) if extras else []:
+        unknown = sorted(set(extra) - set(grid))
+        if unknown:
+            raise SweepError(f"ablation {cfg.ablation.name!r}: extra_grids key(s) {unknown} are not "
+                             f"axes of its grid; allowed: {sorted(grid)}")
+        known = {tuple(p) for p in points}
+        points += [p for p in grid_points({**grid, **extra}, replaced, sweeps) if tuple(p) not in known]
     composer = Composer(plain)
     trials = [composer.trial(point) for point in points]
     seen: dict[str, Trial] = {}

@@ -51,3 +51,23 @@ def test_every_statistical_claim_has_a_deciding_part_in_the_paper_suite(hydra_co
     deciding = {p["claim"] for p in parts if p["role"] == "deciding"}
     assert {c.id for c in CLAIMS if c.kind in ("S", "E+S")} <= deciding
     assert all(p["delta"] > 0 for p in parts)  # absolute margins, stated per part
+
+
+def test_every_part_names_arms_and_a_task_its_ablation_runs(hydra_conf):
+    """A part whose arm label or task is misspelt would be 'inconclusive: no runs' forever."""
+    from hydra import compose
+
+    from analysis.protocol import spec_dict
+    from analysis.trials import arms
+    from harness.sweep import expand
+
+    suite = compose(config_name="config", overrides=["+ablation=paper"]).ablation.suite
+    for name in suite:
+        conf = compose(config_name="config", overrides=[f"+ablation={name}"])
+        trials = expand(conf, [f"+ablation={name}"])
+        labels = arms(trials).assign(task=[t.task for t in trials])
+        for part in map(spec_dict, conf.ablation.parts):
+            mine = set(labels[labels["task"] == part["task"]]["arm"])
+            assert mine, f"{name}: no trial on task {part['task']!r}"
+            wanted = [part["a"], *(part["choose_b"] or [part["b"]])]
+            assert set(wanted) <= mine, f"{name}: {sorted(set(wanted) - mine)} not among {sorted(mine)}"

@@ -58,7 +58,7 @@ EXPECTED = {
     "softmax": {OK, PERM}, "softmax_unscaled": {OK, PERM}, "softmax_free": {OK, PERM},
     "value": {OK, PERM},
     "value_lowrank": {OK, PERM}, "residual": {OK, PERM}, "multihead": {OK, PERM},
-    "higher_order": {OK, PERM}, "higher_order_gram": {OK, PERM}, "zg2": {OK, PERM},
+    "higher_order": {OK, PERM}, "higher_order_gram": {OK, PERM}, "higher_order_identity": {OK, PERM}, "zg2": {OK, PERM},
     "zg2_mixing": {OK, PERM}, "transformer": {OK, PERM}, "transformer_ln": {PERM},
     "transformer_pe": {OK}, "transformer_sin": {OK}, "transformer_causal": {OK},
     "mlp": {OK}, "mixing": {OK, ORTH}, "tokenwise": {OK, PERM}, "deepsets": {OK, PERM},

@@ -7,7 +7,8 @@ Under the finite information principle every admissible ``n × n`` term alternat
 (``2p`` factors of Y, every ``B: (k, k)``). Rows are tokens: ``Yt = x @ Z: (B, n, k)`` is the
 paper's ``Yᵀ``, ``YYᵀ = Ytᵀ Yt: (B, k, k)``, and ``T_p = Yt (B_p1 C B_p2 ··· C B_pp) Ytᵀ`` with
 ``C = Ytᵀ Yt / n`` (``inner_norm``; without it ``C = Ytᵀ Yt``, whose entries grow with n).
-Scores ``A = (Σ_p T_p + α XᵀX) / sqrt(k)`` (query first) are mixed by the row softmax or an
+Scores ``A = (Σ_p T_p + α XᵀX) / sqrt(k)`` (query first; with ``alpha_term = identity`` the
+control ``α I`` instead of ``α XᵀX``, equal to it for distinct one-hot tokens, claim C11) are mixed by the row softmax or an
 elementwise σ with ``1/n``: ``F_rows = s(A) @ x``. The coefficients ``c_p`` of the paper are
 absorbed into the ``B``'s.
 """
@@ -22,7 +23,9 @@ from torch import Tensor, nn
 
 from harness.models.common import Sigma, mix_weights, normal, rotate_out_, require_positive
 
-__all__ = ["HigherOrder", "HigherOrderConfig"]
+__all__ = ["ALPHA_TERMS", "HigherOrder", "HigherOrderConfig"]
+
+ALPHA_TERMS = ("gram", "identity")
 
 
 @dataclass
@@ -36,6 +39,7 @@ class HigherOrderConfig:
     length_norm: bool = True  # elementwise σ only: divide by n
     inner_norm: bool = True  # divide each inner YYᵀ by n (O(1) entries for every n)
     alpha: bool = False  # add a learned α XᵀX (tests "XᵀX is uninformative", claim C11)
+    alpha_term: str = "gram"  # what α multiplies: gram (XᵀX) | identity (I, the C11 control arm)
     scale: bool = True  # divide scores by sqrt(k)
 
 
@@ -51,7 +55,8 @@ class HigherOrder(nn.Module):
         generator: the initialisation stream.
 
     Raises:
-        ValueError: for a non-positive ``order``, ``k`` or ``d``.
+        ValueError: for a non-positive ``order``, ``k`` or ``d``, or an ``alpha_term`` not in
+            ``ALPHA_TERMS``.
     """
 
     symmetries = frozenset({"orthogonal_knowledge", "permutation"})
@@ -59,6 +64,8 @@ class HigherOrder(nn.Module):
     def __init__(self, cfg: HigherOrderConfig, d: int, generator: torch.Generator) -> None:
         super().__init__()
         require_positive("higher_order", d=d, order=cfg.order, k=cfg.k)
+        if cfg.alpha_term not in ALPHA_TERMS:
+            raise ValueError(f"higher_order: alpha_term={cfg.alpha_term!r}; allowed: {', '.join(ALPHA_TERMS)}")
         self.cfg, self.d = cfg, d
         self.Z = normal(generator, d, cfg.k, std=1 / math.sqrt(d))
         self.B = nn.ParameterList(normal(generator, p, cfg.k, cfg.k, std=1 / math.sqrt(cfg.k))
@@ -82,7 +89,9 @@ class HigherOrder(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x: (B, n, d)`` to ``(B, n, d)``."""
         a = torch.stack(self.terms(x)).sum(dim=0)  # (B, n, n)
-        if self.alpha is not None:
+        if self.alpha is not None and self.cfg.alpha_term == "identity":
+            a = a + self.alpha * torch.eye(x.shape[-2], dtype=x.dtype, device=x.device)  # α I
+        elif self.alpha is not None:
             a = a + self.alpha * (x @ x.transpose(-1, -2))  # α XᵀX
         a = a / math.sqrt(self.cfg.k) if self.cfg.scale else a
         return mix_weights(a, self.cfg.sigma, self.cfg.length_norm) @ x

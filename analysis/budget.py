@@ -1,0 +1,109 @@
+"""The budget ablation: does a verdict move when every trial may train longer? (paper.md §13
+*budget-limited*.)
+
+After the suite (and its lr-edge reruns), each deciding part's two arms are rerun with
+``report.budget_factor`` times the steps (validation ``factor`` times as far apart, so the
+budget precondition sees as many evaluations), at the ``task.n_train`` the part was decided at
+(every size for ``value = auc``) and at each arm's learning rate chosen on validation, for every
+seed. The reruns are tagged ``extends`` with the grid trial they lengthen, so the analysis reads
+them with that trial's arm; they are told apart from the grid by ``train.max_steps``
+(:func:`split_budget`) and never enter the main verdicts, figures or task health. The part is
+then decided again on the reruns alone (its lr is fixed, so the lr-edge precondition does not
+apply there) and :func:`budget_lines` tabulates both verdicts side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from analysis import protocol, stats
+
+STEPS = "train.max_steps"
+
+
+def split_budget(df: pd.DataFrame, steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs at the ablation's own budget, longer reruns)`` of one ablation's runs; ``steps``
+    is the ablation's ``train.max_steps``. Runs without the column count as the ablation's own."""
+    if df.empty or STEPS not in df:
+        return df, df.iloc[0:0]
+    own = pd.to_numeric(df[STEPS], errors="coerce").fillna(steps) <= steps
+    return df[own].reset_index(drop=True), df[~own].reset_index(drop=True)
+
+
+def _chosen(df: pd.DataFrame, result: protocol.PartResult) -> pd.DataFrame:
+    """The rows of the part's two arms at their chosen lr and the decided sizes."""
+    spec = result.spec
+    sizes = [float(n) for n in str(result.n_train).split(", ") if n]
+    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])]
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
+    return chosen[chosen["task.n_train"].astype(float).isin(sizes)]
+
+
+def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
+                  ablations: Mapping[str, Sequence[Any]], cli: Sequence[str], factor: int) -> dict[str, list]:
+    """``{ablation: [Trial]}``: the reruns at ``factor`` × the steps not yet in ``runs`` (module
+    docstring). ``runs`` are the ablations' runs at their own budget, with ``arm``."""
+    from harness.sweep import Composer
+
+    out: dict[str, list] = {}
+    for name, conf in configs.items():
+        df = runs.get(name)
+        if df is None or df.empty:
+            continue
+        known = {t.trial_id: t for t in ablations[name]}
+        steps, every = int(conf.train.max_steps), int(conf.train.eval_every)
+        composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
+        for part in conf.ablation.parts:
+            if protocol.spec_dict(part)["role"] != "deciding":
+                continue
+            result = protocol.decide_part(df, part)
+            if not result.n_train:
+                continue
+            for _, row in _chosen(df, result).iterrows():
+                base = known.get(str(row.get("extends") or "")) or known.get(str(row["trial_id"]))
+                if base is None:
+                    continue
+                keep = [o for o in base.overrides
+                        if not o.startswith(("train.lr=", f"{STEPS}=", "train.eval_every="))]
+                point = keep + [f"train.lr={float(row['lr_chosen']):.3g}", f"{STEPS}={steps * factor}",
+                                f"train.eval_every={every * factor}"]
+                trial = dataclasses.replace(composer.trial(point), extends=base.trial_id)
+                if trial.trial_id not in seen:
+                    seen.add(trial.trial_id)
+                    todo.append(trial)
+        if todo:
+            out[name] = todo
+    return out
+
+
+def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
+                 longer: Mapping[str, pd.DataFrame], factor: int) -> list[str]:
+    """Markdown: per deciding part, the verdict and effect at ×1 and at ×``factor`` steps, and
+    whether the verdict moved (module docstring)."""
+    head = [f"| claim | part | task · n_train | ×1: effect [interval] | ×1 verdict | ×{factor}: effect "
+            f"[interval] | ×{factor} verdict | moved |", "|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for name, conf in configs.items():
+        for part in conf.ablation.parts:
+            spec = protocol.spec_dict(part)
+            if spec["role"] != "deciding":
+                continue
+            one = protocol.decide_part(main.get(name, pd.DataFrame()), part)
+            long_runs = longer.get(name, pd.DataFrame())
+            # the reruns have one lr per arm: the edge precondition is the grid's, not theirs
+            many = protocol.decide_part(long_runs, {**one.spec, "choose_b": []}, check_edge=False) \
+                if not long_runs.empty else protocol.PartResult(spec, protocol.INCONCLUSIVE, ["no reruns"])
+
+            def cell(r: protocol.PartResult) -> tuple[str, str]:
+                eff = "–" if pd.isna(r.effect) else f"{r.effect:.3g} [{r.lo:.3g}, {r.hi:.3g}]"
+                why = f" ({'; '.join(x.split(':')[0] for x in r.reasons)})" if r.reasons else ""
+                return eff, f"{r.verdict}{why}"
+            e1, v1 = cell(one)
+            e4, v4 = cell(many)
+            moved = "no" if one.verdict == many.verdict else "**yes**"
+            rows.append(f"| {spec['claim']} | {spec['name']} | {spec['task']} · {one.n_train or '–'} | "
+                        f"{e1} | {v1} | {e4} | {v4} | {moved} |")
+    return head + rows if rows else []
