@@ -82,8 +82,10 @@ def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
 def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
                  longer: Mapping[str, pd.DataFrame], factor: int) -> list[str]:
     """Markdown: per deciding part, the verdict and effect at ×1 and at ×``factor`` steps, and
-    whether the verdict moved (module docstring)."""
-    head = [f"| claim | part | task · n_train | ×1: effect [interval] | ×1 verdict | ×{factor}: effect "
+    whether the verdict moved (module docstring). Both columns leave the lr-edge precondition
+    out (the reruns have one lr), so a move is the budget's doing; the part's own verdict, with
+    every precondition, is in the claim's table."""
+    head = [f"| claim | part | task · n_train | ×1: effect [interval] | ×1 verdict (no lr-edge check) | ×{factor}: effect "
             f"[interval] | ×{factor} verdict | moved |", "|---|---|---|---|---|---|---|---|"]
     rows = []
     for name, conf in configs.items():
@@ -91,7 +93,8 @@ def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
             spec = protocol.spec_dict(part)
             if spec["role"] != "deciding":
                 continue
-            one = protocol.decide_part(main.get(name, pd.DataFrame()), part)
+            # like with like: at ×1 too the lr-edge precondition is left out (its own table has it)
+            one = protocol.decide_part(main.get(name, pd.DataFrame()), part, check_edge=False)
             long_runs = longer.get(name, pd.DataFrame())
             # the reruns have one lr per arm: the edge precondition is the grid's, not theirs
             many = protocol.decide_part(long_runs, {**one.spec, "choose_b": []}, check_edge=False) \

@@ -203,3 +203,61 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
     assert {(t.config.seed, t.config.task.n_train) for t in new} == {(t.config.seed, 64) for t in grid}
     low = _extension_trials([{**edge, "side": "low"}], known, cli)
     assert {t.config.train.lr for t in low} == {0.00316}
+
+
+def test_choose_b_picks_the_arm_with_the_lowest_validation_error_never_test():
+    """C10: the best elementwise σ is chosen on validation (paper.md §13), then decided as b."""
+    df = _runs({"a": 0.10, "exp": 0.11, "tanh": 0.40, "relu": 0.12})
+    # relu looks best on test but not on validation: validation decides
+    df.loc[df["arm"] == "relu", "test/rel_mse"] = 0.0
+    df = stats.add_error(df)
+    result = protocol.decide_part(df, _part(b="best σ", choose_b=["exp", "tanh", "relu"],
+                                            test="equivalence", sides=1))
+    assert result.spec["b"] == "exp" and "`exp`" in result.choice and "validation" in result.choice
+    assert result.mean_b == pytest.approx(0.11, abs=0.01)
+    best, why = protocol.choose_arm(df, "t", ["tanh", "relu"])
+    assert best == "relu" and "n_train=256" in why
+
+
+def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
+    """The budget ablation reruns each deciding part's arms at ×factor steps at the chosen lr
+    and the decided size; those runs never enter the main verdicts (analysis/budget.py)."""
+    from hydra import compose
+
+    from analysis.budget import budget_lines, budget_trials, split_budget
+    from analysis.trials import restrict
+    from harness.sweep import expand
+
+    cli = ["+ablation=residual_value", "scale=tiny"]
+    conf = compose(config_name="config", overrides=cli)
+    trials = expand(conf, cli)
+    rows = []
+    for t in trials:  # value beats softmax everywhere; the residual beats value on its teacher
+        err = {"softmax": 0.3, "value": 0.2, "residual": 0.05, "multihead": 0.06}[t.variant]
+        err += 0.002 * t.config.seed
+        rows.append({"trial_id": t.trial_id, "status": "FINISHED", "diverged": False, "task": t.task,
+                     "variant": t.variant, "task.n_train": t.config.task.n_train, "seed": t.config.seed,
+                     "train.lr": t.config.train.lr, "train.max_steps": t.config.train.max_steps,
+                     "val/best_error": err, "val/best_loss": err, "test/rel_mse": err,
+                     "test/uniform_rel_mse": 0.9, "val/best_error_at_80": err, "val/best_error_at_90": err,
+                     "val/evals_last_20": 6.0})
+    runs = stats.add_error(restrict(pd.DataFrame(rows), trials, "residual_value"))
+    new = budget_trials({"residual_value": conf}, {"residual_value": runs},
+                        {"residual_value": trials}, ["scale=tiny"], factor=4)["residual_value"]
+    deciding = [p for p in conf.ablation.parts if p.role.value == "deciding"]
+    assert len(new) == len(deciding) * 2 * 2  # 2 arms x 2 seeds per part, each on its own task
+    assert {t.config.train.max_steps for t in new} == {4 * conf.train.max_steps}
+    assert {t.config.train.eval_every for t in new} == {4 * conf.train.eval_every}
+    known = {t.trial_id: t for t in trials}
+    for t in new:  # same point as the trial it extends, only longer
+        base = known[t.extends]
+        assert (t.variant, t.task, t.config.seed, t.config.task.n_train, t.config.train.lr) == \
+            (base.variant, base.task, base.config.seed, base.config.task.n_train, base.config.train.lr)
+    longer = pd.DataFrame([{**r, "trial_id": t.trial_id, "extends": t.extends, "train.max_steps": 4 * r["train.max_steps"]}
+                           for t in new for r in rows if r["trial_id"] == t.extends])
+    both = stats.add_error(restrict(pd.concat([pd.DataFrame(rows), longer]), trials, "residual_value"))
+    main, extra = split_budget(both, conf.train.max_steps)
+    assert len(main) == len(trials) and len(extra) == len(new)
+    lines = budget_lines({"residual_value": conf}, {"residual_value": main}, {"residual_value": extra}, 4)
+    assert len(lines) == 2 + len(deciding), lines
+    assert all("| no |" in line for line in lines[2:]), lines

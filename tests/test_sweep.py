@@ -136,3 +136,23 @@ def test_fast_composition_rejects_what_the_full_path_rejects(hydra_conf):
     for point in (["train.lr=fast"], ["task.n_trian=3"], ["model.sigma=softmx"]):
         with pytest.raises(SweepError, match="cannot compose trial"):
             Composer([]).trial(point)
+
+
+def test_extra_grids_add_points_without_a_full_cross_product(hydra_conf):
+    """ablation.extra_grids: the trials are the union of grid and grid ⊕ each entry; a key that
+    is not a grid axis is refused, naming it and the allowed ones."""
+    from omegaconf import open_dict
+
+    cli = ["+ablation=smoke"]
+    cfg = compose(config_name="config", overrides=cli)
+    with open_dict(cfg):
+        cfg.ablation.grid = {"model": "softmax", "task.n_train": "64", "seed": "range(2)"}
+        cfg.ablation.extra_grids = [{"model": "mlp,softmax", "task.n_train": "64,256"}]
+    trials = expand(cfg, cli)
+    points = {(t.variant, t.config.task.n_train, t.config.seed) for t in trials}
+    assert points == {(v, n, s) for v in ("softmax", "mlp") for n in (64, 256) for s in (0, 1)}
+    assert len(trials) == len(points)  # the grid's own points are not repeated
+    with open_dict(cfg):
+        cfg.ablation.extra_grids = [{"train.lr": "0.1"}]
+    with pytest.raises(SweepError, match=r"train.lr.*allowed"):
+        expand(cfg, cli)
