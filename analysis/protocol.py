@@ -35,6 +35,8 @@ error over the sizes, so δ = 0.1 is about a 10% ratio), never a fraction of an 
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -93,6 +95,14 @@ def _values(df: pd.DataFrame, value: str) -> pd.DataFrame:
         if "test/acc_not_answer_in_input" not in df:
             raise KeyError("test/acc_not_answer_in_input")
         return df.assign(**{value: DERIVED[value](df)})
+    length = re.fullmatch(r"error_n(\d+)", value)
+    if length:  # a token task's test error at one test length (T5), against that length's majority class
+        acc, majority = f"test/n_{length[1]}/acc", f"test/n_{length[1]}/majority_acc"
+        if acc not in df or majority not in df:
+            raise KeyError(acc)
+        return df.assign(**{value: 1.0 - pd.to_numeric(df[acc], errors="coerce"),
+                            "reference_error": 1.0 - pd.to_numeric(df[majority], errors="coerce"),
+                            "reference_name": f"majority class at n = {length[1]}"})
     return df.assign(auc=np.log(df["error"].clip(lower=1e-12))) if value == "auc" else df
 
 

@@ -157,7 +157,8 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool) -> list[str]:
         s = r.spec
         kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
         value = {"error": "test error", "auc": "mean log test error over n_train",
-                 "absent_error": "test error on absent answers"}.get(s["value"], s["value"])
+                 "absent_error": "test error on absent answers"}.get(
+            s["value"], s["value"].replace("error_n", "test error at length n = "))
         verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (
             "<br>" + "; ".join(r.reasons) if r.reasons else "") + (
             f"<br>(the interval alone: {r.test_alone})" if r.test_alone else "")

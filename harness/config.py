@@ -127,7 +127,7 @@ class PartConfig:
     delta: float = MISSING  # absolute margin in the value's units (error; mean log error for auc)
     sides: int = 2  # equivalence only: 1 (one-sided, see above) or 2
     role: Role = Role.deciding
-    value: str = "error"  # error | absent_error | auc
+    value: str = "error"  # error | absent_error | auc | error_n<L> (token task's test error at length L)
     lr_bound: Optional[float] = None  # an lr stated as a bound: an edge there is accepted
     # arm b chosen among these on validation (lowest seed-mean validation error at the decided
     # n_train, each at its chosen lr; paper.md §13 "a choice among arms"); b then names the choice

@@ -261,3 +261,17 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     lines = budget_lines({"residual_value": conf}, {"residual_value": main}, {"residual_value": extra}, 4)
     assert len(lines) == 2 + len(deciding), lines
     assert all("| no |" in line for line in lines[2:]), lines
+
+
+def test_error_at_a_test_length_reads_that_length_and_its_own_reference():
+    """value = error_n64: 1 − test/n_64/acc, judged against the majority class at n = 64."""
+    df = _runs({"a": 0.10, "b": 0.30})
+    df["test/n_64/acc"] = 1 - df["test/rel_mse"] * 2  # a: 0.8, b: 0.4
+    df["test/n_64/majority_acc"] = 0.5
+    result = protocol.decide_part(df, _part(value="error_n64"))
+    assert result.mean_a == pytest.approx(0.2, abs=0.02) and result.mean_b == pytest.approx(0.6, abs=0.02)
+    assert result.verdict == SUPPORTED and result.preconditions["not learned"] == "ok"
+    df["test/n_64/majority_acc"] = 0.81  # the reference at n = 64 is better than arm a there
+    assert "majority class at n = 64" in protocol.decide_part(df, _part(value="error_n64")).preconditions["not learned"]
+    missing = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(value="error_n64"))
+    assert missing.verdict == INCONCLUSIVE and "test/n_64/acc" in missing.reasons[0]
