@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+import yaml
 
 CLAIMS = ("C1", "C2", "C3", "C4", "C5", "C5b", "C6", "C7", "C8", "C9", "C10", "C11", "C12")
 
@@ -33,7 +34,8 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     assert "SQLite file `mlflow.db`" in report
     bundle = out / "report" / "runs.csv.gz"
     assert bundle.exists()
-    assert len(list(out.glob("report/*/sample_efficiency.png"))) == 11  # one per ablation
+    suite = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/ablation/paper.yaml").read_text())
+    assert len(list(out.glob("report/*/sample_efficiency.png"))) == len(suite["ablation"]["suite"])  # one per ablation
 
     again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline/report.md"],
                     tmp_path, timeout=600)
