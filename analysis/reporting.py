@@ -22,6 +22,7 @@ from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
+from analysis.plots import FORMATS
 from analysis.trials import grid_axes
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
@@ -273,7 +274,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     for name, conf in configs.items():
         if not runs[name].empty:
             write_all(runs[name], folder / name, ablation=name, scale=scale.name,
-                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures))
+                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
+                      formats=("png",) if tiny else FORMATS)  # the report shows PNGs; PDFs for papers
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
                                       planned(bundle).get(name))
     total = sum(len(df) for df in runs.values())
