@@ -175,7 +175,10 @@ def _layout_only_draws() -> Iterator[None]:
     of the cost."""
     import seaborn.axisgrid
 
-    original = seaborn.axisgrid._draw_figure
+    original = getattr(seaborn.axisgrid, "_draw_figure", None)
+    if original is None:  # another seaborn: its own draws, the same figure
+        yield
+        return
     seaborn.axisgrid._draw_figure = lambda fig: fig.draw_without_rendering()
     try:
         yield
