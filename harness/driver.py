@@ -149,7 +149,8 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
     trial failed. Used by ``python -m harness`` and ``python -m analysis.report``.
 
     An interrupt (SIGINT or SIGTERM, :mod:`harness.signals`) closes the running trials as KILLED
-    and ends the process with exit status 130 once Ray is down; finished trials stay recorded.
+    and ends the process with exit status 130 once Ray is down, also where a library turned the
+    interrupt into an error of its own; finished trials stay recorded.
 
     Raises:
         harness.writer.TrackingError: the sweep ran, but some of it is not recorded.
@@ -167,10 +168,13 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
                 if after is not None:
                     after(name, summary)
                 any_failed = any_failed or bool(summary.failed)
-    except (KeyboardInterrupt, SystemExit) as stop:
+    except BaseException as stop:
         # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
-        # having torn down the new Ray instance, with 1); signals.STOP says it was a signal
-        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM and not signals.STOP.is_set():
+        # having torn down the new Ray instance, with 1); any other error once signals.STOP is
+        # set: the KeyboardInterrupt landed in a library that turned it into its own error
+        # (OmegaConf raises AttributeError); run_sweep has closed the runs either way
+        sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
+        if not (isinstance(stop, KeyboardInterrupt) or sigterm or signals.STOP.is_set()):
             raise
         print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
               "recorded, and the same command resumes", file=sys.stderr)
