@@ -14,7 +14,6 @@ apply there) and :func:`budget_lines` tabulates both verdicts side by side.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -66,11 +65,9 @@ def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
                 base = known.get(str(row.get("extends") or "")) or known.get(str(row["trial_id"]))
                 if base is None:
                     continue
-                keep = [o for o in base.overrides
-                        if not o.startswith(("train.lr=", f"{STEPS}=", "train.eval_every="))]
-                point = keep + [f"train.lr={float(row['lr_chosen']):.3g}", f"{STEPS}={steps * factor}",
-                                f"train.eval_every={every * factor}"]
-                trial = dataclasses.replace(composer.trial(point), extends=base.trial_id)
+                trial = composer.extension(base, {"train.lr": f"{float(row['lr_chosen']):.3g}",
+                                                  STEPS: str(steps * factor),
+                                                  "train.eval_every": str(every * factor)})
                 if trial.trial_id not in seen:
                     seen.add(trial.trial_id)
                     todo.append(trial)

@@ -4,7 +4,6 @@ suite's lr-edge extensions, export the results bundle, decide every part and wri
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import subprocess
 import sys
@@ -75,8 +74,7 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
             base = trials.get(ext) or trials.get(run_id)
             if base is None:
                 continue
-            point = [o for o in base.overrides if not o.startswith("train.lr=")] + [f"train.lr={lr}"]
-            trial = dataclasses.replace(composer.trial(point), extends=base.trial_id)
+            trial = composer.extension(base, {"train.lr": str(lr)})
             if trial.trial_id not in seen and trial.trial_id not in trials:
                 seen.add(trial.trial_id)
                 out.append(trial)

@@ -7,6 +7,8 @@ and expanded to its cross product. Each trial is composed with ``hydra.compose``
 
 from __future__ import annotations
 
+import dataclasses
+
 import copy
 import hashlib
 import itertools
@@ -251,6 +253,18 @@ class Composer:
                     node = node[part]
                 node[path[-1]] = plain
         return identity, obj
+
+    def extension(self, base: Trial, changes: dict[str, str]) -> Trial:
+        """``base``'s grid point with the keys of ``changes`` set to new values (e.g. another
+        ``train.lr``, or more ``train.max_steps``), tagged ``extends = base.trial_id`` so the
+        analysis reads it with ``base``'s arm (lr-edge and budget reruns, paper.md §13).
+
+        Raises:
+            SweepError: as :meth:`trial`.
+        """
+        keep = [o for o in base.overrides if o.split("=", 1)[0] not in changes]
+        point = keep + [f"{key}={value}" for key, value in changes.items()]
+        return dataclasses.replace(self.trial(point), extends=base.trial_id)
 
     def trial(self, point: Sequence[str]) -> Trial:
         """The trial of one grid point.
