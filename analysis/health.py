@@ -5,8 +5,8 @@ parts on, :func:`analysis.stats.add_error`, with ``arm``):
 
 * its **reference predictors** and their mean test error over the task's runs: uniform mixing
   (``test/uniform_rel_mse``), the identity ``ŷ = x`` (``test/identity_rel_mse``) and the zero
-  predictor (relative MSE 1) for regression; the majority class (``1 − test/majority_acc``) for
-  token tasks. The **best** of them is the bar a variant has to clear;
+  predictor (relative MSE 1) for regression; the majority class (``1 − test/majority_acc``) and
+  uniform mixing (``1 − test/uniform_acc``, the most frequent input token) for token tasks. The **best** of them is the bar a variant has to clear;
 * the **best and worst variant**: per ablation, at the task's largest ``task.n_train`` in that
   ablation and the learning rate chosen on validation (:func:`analysis.stats.select_lr`, per
   task × arm × n_train), the seed-mean test error of each arm (FINISHED, non-diverged runs);
@@ -40,6 +40,7 @@ REFERENCES = {  # logged column → (name, error from the logged value)
     "test/identity_rel_mse": ("identity", lambda v: v),
     "test/zero_rel_mse": ("zero predictor", lambda v: v),
     "test/majority_acc": ("majority class", lambda v: 1.0 - v),
+    "test/uniform_acc": ("uniform mixing", lambda v: 1.0 - v),
 }
 CAPTION = (
     "Per task: its trivial reference predictors (mean test error over the task's runs; the best "

@@ -20,11 +20,13 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
 4. **Preconditions**, each printed, each turning a verdict into *inconclusive* with its reason:
    *not learned* (a difference needs the observed better arm, an equivalence both arms, to beat
    the task's best reference predictor — uniform mixing, the identity (where logged) or zero
-   predictor for relative MSE, majority class for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
+   predictor for relative MSE, the better of the majority class and uniform mixing (the most frequent input token) for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
    best-so-far validation error: the best still fell within the last 10% of the budget and by
    more than δ/2 over the last 20%; fewer than 5 evaluations in the last 20% cannot be judged);
    *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
-   smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound).
+   smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound;
+   an edge that an inner lr ties on the validation error, e.g. both at 0, won the tie-break on
+   validation loss only and does not bind).
 5. A claim is *supported* if all its deciding parts are, *contradicted* if any deciding part
    is, otherwise *inconclusive*; sanity parts are shown and never decide; observations carry
    no verdict.
@@ -161,6 +163,10 @@ def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[str, str | None]:
     grid = tuple(rows["lr_grid"].iloc[0])
     if bound is not None and np.isclose(chosen, bound):
         return "ok", None
+    ties = rows["lr_ties"].iloc[0] if "lr_ties" in rows else ()
+    ties = ties if isinstance(ties, tuple) else ()
+    if len(grid) >= 3 and any(min(grid) < t < max(grid) for t in ties):
+        return "ok", None  # an inner lr reaches the same validation error: the edge won a tie-break only
     if len(grid) < 3:
         side = "high" if np.isclose(chosen, max(grid)) else "low" if np.isclose(chosen, min(grid)) else None
         return f"fails: lr grid has {len(grid)} value(s) {[_fmt_lr(g) for g in grid]}", side

@@ -77,8 +77,9 @@ def add_error(df: pd.DataFrame) -> pd.DataFrame:
 
     ``error`` is ``test/rel_mse`` (regression tasks) or ``1 − test/acc`` (token tasks);
     ``reference_error`` is the trivial predictor's error on the same test set: the uniform-mixing
-    (token-mean) predictor's ``test/uniform_rel_mse``, or the majority-class predictor's
-    ``1 − test/majority_acc``; NaN where the run did not log one. ``reference_name`` names it.
+    (token-mean) predictor's ``test/uniform_rel_mse``; for token tasks the better of the
+    majority class ``1 − test/majority_acc`` and uniform mixing ``1 − test/uniform_acc`` (the
+    most frequent input token); NaN where the run did not log one. ``reference_name`` names it.
     ``task`` falls back to ``task.name`` for runs without a task tag.
     """
     out = df.copy()
@@ -88,8 +89,11 @@ def add_error(df: pd.DataFrame) -> pd.DataFrame:
     out["error"] = rel.where(regression, 1.0 - acc)
     out["error_name"] = np.where(regression, "test relative MSE", "test error (1 − accuracy)")
     uniform, majority = out.get("test/uniform_rel_mse", nan), out.get("test/majority_acc", nan)
-    out["reference_error"] = uniform.where(regression, 1.0 - majority)
-    out["reference_name"] = np.where(regression, "uniform mixing", "majority class")
+    mixing = 1.0 - out.get("test/uniform_acc", nan)  # token tasks: the most frequent input token
+    mixing_better = mixing < 1.0 - majority
+    out["reference_error"] = uniform.where(regression, (1.0 - majority).where(~mixing_better, mixing))
+    out["reference_name"] = np.where(regression, "uniform mixing",
+                                     np.where(mixing_better, "uniform mixing", "majority class"))
     fallback = out["task.name"] if "task.name" in out else "task"
     out["task"] = out["task"].fillna(fallback) if "task" in out else fallback
     return out
@@ -135,7 +139,8 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     non-finite criterion) is not eligible (paper.md §13 *diverged*). Test metrics are never looked at.
     All rows of the chosen lr are returned (FAILED and diverged ones included, so that
     :func:`counts` still sees them), with columns ``lr_chosen``, ``lr_grid`` (the sorted tried lrs,
-    as a tuple) and ``lr_eligible`` (how many lrs were eligible). A group with no eligible lr keeps
+    as a tuple), ``lr_ties`` (the eligible lrs whose criterion equals the chosen one's, which the
+    tie-break decided between) and ``lr_eligible`` (how many lrs were eligible). A group with no eligible lr keeps
     all its rows with ``lr_chosen = NaN``. Without an ``lr`` column, or with one lr, nothing is
     dropped. Runs logged before ``criterion`` existed fall back to ``tie_break``.
 
@@ -146,7 +151,7 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     if criterion not in out:
         criterion = tie_break
     if lr not in out:
-        out["lr_chosen"], out["lr_grid"], out["lr_eligible"] = np.nan, [()] * len(out), 0
+        out["lr_chosen"], out["lr_grid"], out["lr_ties"], out["lr_eligible"] = np.nan, [()] * len(out), [()] * len(out), 0
         return out
     group = list(group)
     done = out["status"] == "FINISHED"  # FAILED/KILLED runs are counted, not judged here
@@ -159,8 +164,13 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     eligible = per_lr[per_lr["ok"]]
     n_eligible = eligible.groupby(group, dropna=False)[lr].size().rename("lr_eligible")
     best = (eligible.sort_values(["crit", "tie", lr], kind="stable").drop_duplicates(group)
-            [[*group, lr]].rename(columns={lr: "lr_chosen"}))
-    out = (out.merge(best, on=group, how="left").merge(grids.reset_index(), on=group, how="left")
+            [[*group, lr, "crit"]].rename(columns={lr: "lr_chosen", "crit": "_best"}))
+    tied = eligible.merge(best, on=group, how="inner")
+    tied = tied[np.isclose(tied["crit"], tied["_best"], rtol=0.0, atol=1e-12)]
+    ties = tied.groupby(group, dropna=False)[lr].agg(lambda v: tuple(sorted(v))).rename("lr_ties")
+    out = (out.merge(best.drop(columns="_best"), on=group, how="left")
+              .merge(grids.reset_index(), on=group, how="left")
+              .merge(ties.reset_index(), on=group, how="left")
               .merge(n_eligible.reset_index(), on=group, how="left"))
     out["lr_eligible"] = out["lr_eligible"].fillna(0).astype(int)
     keep = out["lr_chosen"].isna() | np.isclose(out[lr], out["lr_chosen"])

@@ -13,6 +13,12 @@ Tokens are drawn from ``{0..V-1}`` and embedded by the task (:mod:`tasks.tokens`
   tokens [1, 3, 0] → y [0, 0, 0].
 * ``duplicate`` (c): ``n − 1`` distinct tokens, one of them repeated once; every position
   outputs the repeated token (needs ``n − 1 ≤ V``). Example: tokens [3, 1, 4, 1] → y [1, 1, 1, 1].
+* ``repeated`` (c′, ours; claim C11): one token occurs M ∈ {3, 4} times (the mode), another twice,
+  the rest once; each position outputs its own token if that token occurs more than once, else
+  the mode (needs ``n ≥ 7`` and ``n − 3 ≤ V``). Uniform mixing (the mode everywhere) errs at the
+  pair's two positions; ``α XᵀX`` gives each position the multiplicity of its own token, which
+  a softmax turns into "own token if repeated" for both M, while ``α I`` needs a different α
+  per M. Example (M = 3): tokens [5, 2, 5, 7, 2, 5, 0, 9] → y [5, 2, 5, 5, 2, 5, 5, 5].
 * ``recall`` (d), associative recall "k1 v1 k2 v2 … q → v": keys ``0..V/2−1`` (distinct),
   values ``V/2..V−1``; the answer is read at the last position (``n`` odd). Example (``V=8``):
   tokens [2, 5, 0, 7, 1, 4, 0] → y [·, ·, ·, ·, ·, ·, 7], mask only the last position.
@@ -39,6 +45,7 @@ class SelectionKind(Enum):
     nearest = "nearest"
     argmax = "argmax"
     duplicate = "duplicate"
+    repeated = "repeated"
     recall = "recall"
 
 
@@ -75,6 +82,14 @@ def duplicate_targets(tokens: Tensor) -> Tensor:
     return tokens.gather(1, j).expand_as(tokens)
 
 
+def repeated_targets(tokens: Tensor) -> Tensor:
+    """Each position: its own token if it occurs more than once, else the most frequent token
+    (the mode, unique by construction); ``(B, n)`` → ``(B, n)``."""
+    same = (tokens[:, :, None] == tokens[:, None, :]).sum(-1)  # (B, n): occurrences of t_i
+    mode = tokens.gather(1, same.argmax(-1, keepdim=True))  # (B, 1)
+    return torch.where(same > 1, tokens, mode)
+
+
 def recall_targets(tokens: Tensor) -> Tensor:
     """The value paired with the query key (last token); ``(B, n)`` → ``(B,)``."""
     keys, values = tokens[:, 0:-1:2], tokens[:, 1:-1:2]  # (B, p), (B, p)
@@ -89,8 +104,8 @@ class SelectionTask(TokenTask):
     ``(task_seed, split, n)`` (i.i.d. draws: the space of sequences is far larger than the sets).
 
     Raises:
-        ValueError: sizes < 1; ``duplicate`` with ``n − 1 > V`` or ``n < 2``; ``recall`` with an
-            even ``n``, ``n < 3`` or more pairs than keys ``V/2``; ``nearest`` with ``n < 2``.
+        ValueError: sizes < 1; ``duplicate`` with ``n − 1 > V`` or ``n < 2``; ``repeated`` with ``n < 7`` or
+            ``n − 3 > V``; ``recall`` with an even ``n``, ``n < 3`` or more pairs than keys ``V/2``; ``nearest`` with ``n < 2``.
     """
 
     def __init__(self, cfg: SelectionConfig, dtype: torch.dtype = torch.float32) -> None:
@@ -110,6 +125,8 @@ class SelectionTask(TokenTask):
         kind, V = self.cfg.kind, self.cfg.V
         if kind is SelectionKind.duplicate and n - 1 > V:
             raise ValueError(f"task 'selection' (duplicate): length n={n} needs n − 1 ≤ V={V}")
+        if kind is SelectionKind.repeated and (n < 7 or n - 3 > V):
+            raise ValueError(f"task 'selection' (repeated): length n={n}; allowed: 7 ≤ n ≤ V + 3 = {V + 3}")
         if kind is SelectionKind.recall and (n % 2 == 0 or (n - 1) // 2 > V // 2):
             raise ValueError(f"task 'selection' (recall): length n={n}; allowed: odd n with "
                              f"(n − 1)/2 ≤ V/2 = {V // 2} pairs")
@@ -123,12 +140,26 @@ class SelectionTask(TokenTask):
             dup = distinct.gather(1, torch.randint(n - 1, (size, 1), generator=g))  # (B, 1)
             seq = torch.cat([distinct, dup], 1)  # (B, n)
             return seq.gather(1, torch.rand(size, n, generator=g).argsort(-1))  # shuffled
+        if kind is SelectionKind.repeated:
+            return self._repeated_tokens(g, size, n)
         p, half = (n - 1) // 2, V // 2
         keys = torch.rand(size, half, generator=g).argsort(-1)[:, :p]  # (B, p) distinct keys
         values = half + torch.randint(V - half, (size, p), generator=g)  # (B, p)
         query = keys.gather(1, torch.randint(p, (size, 1), generator=g))  # (B, 1)
         pairs = torch.stack([keys, values], -1).reshape(size, 2 * p)  # (B, 2p): k1 v1 k2 v2 …
         return torch.cat([pairs, query], 1)
+
+    def _repeated_tokens(self, g: torch.Generator, size: int, n: int) -> Tensor:
+        """``(size, n)``: a mode of multiplicity M ∈ {3, 4} (uniform), a pair, singletons; shuffled."""
+        V = self.cfg.V
+        distinct = torch.rand(size, V, generator=g).argsort(-1)[:, : n - 3]  # (B, n-3): mode, pair, singles
+        four = torch.rand(size, 1, generator=g) < 0.5  # (B, 1): M = 4, else M = 3
+        # which distinct token sits in each slot; M = 3: [m, m, m, p, p, s1 .. s_{n-5}]; M = 4: [m, m, m, m, p, p, s1 .. s_{n-6}]
+        three = torch.tensor([0, 0, 0, 1, 1] + list(range(2, n - 3)))  # (n,)
+        four_ = torch.tensor([0, 0, 0, 0, 1, 1] + list(range(2, n - 4)))  # (n,)
+        idx = torch.where(four, four_.expand(size, n), three.expand(size, n))  # (B, n)
+        seq = distinct.gather(1, idx)  # (B, n)
+        return seq.gather(1, torch.rand(size, n, generator=g).argsort(-1))  # shuffled
 
     def targets(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """Targets and mask ``(B, n)`` of input tokens ``(B, n)``."""
@@ -140,6 +171,8 @@ class SelectionTask(TokenTask):
             return argmax_targets(tokens, self.u), mask
         if kind is SelectionKind.duplicate:
             return duplicate_targets(tokens), mask
+        if kind is SelectionKind.repeated:
+            return repeated_targets(tokens), mask
         y = torch.zeros_like(tokens)
         y[:, -1] = recall_targets(tokens)
         mask[:, :-1] = False

@@ -2,7 +2,8 @@
 
 Tokens ``t ∈ {0..V-1}`` are embedded as columns of ``E ∈ R^{d×V}``; in code ``x = Eᵀ[tokens]``,
 shape ``(B, n, d)``. Readout of the model output ``F_rows: (B, n, d)`` is tied,
-``logits = F_rows @ E`` (the paper's ``Eᵀ F``), or a learned unembedding ``U ∈ R^{V×d}``,
+``logits = F_rows @ E`` (the paper's ``Eᵀ F``), tied with a learned temperature
+``logits = β F_rows @ E`` (one scalar ``β > 0``), or a learned unembedding ``U ∈ R^{V×d}``,
 ``logits = F_rows @ Uᵀ``. Loss is cross-entropy on the masked positions. A prediction is correct
 only if the target's logit is *strictly* the largest (paper.md §12 T1: with a tied readout the
 absent tokens tie, and argmax's index tie-breaking would score by accident).
@@ -31,9 +32,13 @@ class Embedding(Enum):
 
 
 class Readout(Enum):
-    """``tied``: ``logits = Eᵀ F`` (keeps exact equivariance); ``learned``: ``U F``, ``U: (V, d)``."""
+    """``tied``: ``logits = Eᵀ F`` (keeps exact equivariance); ``scaled``: ``β Eᵀ F`` with a
+    learned scalar ``β`` (also equivariant; a span-X model's ``F`` is a convex mix of tokens, so
+    tied logits lie in [0, 1] and cross-entropy cannot sharpen them: it then rewards mass on
+    the target rather than its rank); ``learned``: ``U F``, ``U: (V, d)``."""
 
     tied = "tied"
+    scaled = "scaled"
     learned = "learned"
 
 
@@ -45,6 +50,7 @@ class TokenConfig(CommonConfig):
     readout: Readout = Readout.tied
     d: int = 0  # embedding dimension; 0 means V (required for onehot)
     embedding_seed: int = 0  # draws the fixed orthonormal embedding
+    readout_beta: float = 10.0  # readout=scaled: the initial temperature β (> 0)
 
 
 def strictly_correct(logits: Tensor, target: Tensor) -> Tensor:
@@ -67,7 +73,7 @@ class TokenTask(TaskBase):
 
     Raises:
         ValueError: ``onehot`` with ``d`` not in {0, V}; ``orthonormal`` with ``d < V``;
-            ``d < 0``.
+            ``d < 0``; ``readout_beta ≤ 0``.
     """
 
     def __init__(self, cfg: TokenConfig, V: int, dtype: torch.dtype) -> None:
@@ -92,6 +98,10 @@ class TokenTask(TaskBase):
         else:
             self.register_buffer("E", E)
         self.U = nn.Parameter(torch.zeros(V, d, dtype=dtype)) if cfg.readout is Readout.learned else None
+        if not cfg.readout_beta > 0:
+            raise ValueError(f"task.readout_beta={cfg.readout_beta}; allowed: a number > 0")
+        self.log_beta = (nn.Parameter(torch.tensor(math.log(cfg.readout_beta), dtype=dtype))
+                         if Readout(cfg.readout) is Readout.scaled else None)  # β = exp(log_beta)
 
     def init_parameters(self, g: torch.Generator) -> None:
         """Learned ``E`` and ``U`` get i.i.d. ``N(0, 1/d)`` entries (isotropic, so SGD commutes
@@ -108,7 +118,9 @@ class TokenTask(TaskBase):
 
     def logits(self, out: Tensor) -> Tensor:
         """Readout of the model output ``(B, n, d)`` → logits ``(B, n, V)``."""
-        return out @ self.E if self.U is None else out @ self.U.T
+        if self.U is not None:
+            return out @ self.U.T
+        return out @ self.E if self.log_beta is None else self.log_beta.exp() * (out @ self.E)
 
     def loss(self, out: Tensor, batch: Batch) -> Tensor:
         """Mean cross-entropy over the masked positions."""
@@ -148,10 +160,19 @@ class TokenTask(TaskBase):
         return self._majority
 
     def reference_sums(self, batch: Batch) -> Sums:
-        """``majority_acc``: accuracy of always predicting :meth:`majority_class` on the masked
-        positions (logged as ``test/majority_acc``; its error is ``1 − majority_acc``)."""
+        """Two trivial references on the masked positions (their errors are ``1 − acc``):
+
+        * ``majority_acc``: always predicting :meth:`majority_class` (``test/majority_acc``);
+        * ``uniform_acc``: uniform mixing under the tied readout, ``F_i = mean_j x_j`` at every
+          position, whose logits are the counts of the input tokens: it predicts the most
+          frequent input token, strictly (a tie is wrong). It is what a mixing form learns when
+          its scores stay flat (paper.md §12 T3 "teacher scale", §13 *not learned*).
+        """
         hit = (batch.y == self.majority_class()) & batch.mask  # (B, n)
-        return {"majority_acc": (hit.sum(), batch.mask.sum())}
+        counts = F.one_hot(batch.tokens, self.V).sum(-2).float()  # (B, V): occurrences in the input
+        mixed = strictly_correct(counts[:, None, :].expand(*batch.tokens.shape, self.V), batch.y)
+        return {"majority_acc": (hit.sum(), batch.mask.sum()),
+                "uniform_acc": ((mixed & batch.mask).sum(), batch.mask.sum())}
 
     def rotated(self, Q: Tensor) -> "TokenTask":
         """A copy in the rotated embedding: ``E ↦ Q E``, ``U ↦ U Qᵀ`` (paper.md §12 T2, C4)."""

@@ -38,6 +38,13 @@ def test_add_error_regression_and_tokens():
     assert out["error"].tolist() == pytest.approx([0.2, 0.1])
     assert out["reference_error"].tolist() == pytest.approx([0.6, 0.75])
     assert plots.with_error is stats.add_error  # the older name stays importable
+    # token tasks: the better of the majority class and uniform mixing is the reference
+    df["test/uniform_acc"] = [np.nan, 0.6]
+    out = stats.add_error(df)
+    assert out["reference_error"].tolist() == pytest.approx([0.6, 0.4])
+    assert out["reference_name"].tolist() == ["uniform mixing", "uniform mixing"]
+    df["test/uniform_acc"] = [np.nan, 0.1]
+    assert stats.add_error(df)["reference_name"].tolist() == ["uniform mixing", "majority class"]
 
 
 def test_identical_values_give_zero_width_interval():

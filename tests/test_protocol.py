@@ -118,6 +118,21 @@ def test_lr_at_grid_edge_makes_a_part_inconclusive_and_names_the_extension():
     assert protocol.decide_part(extended, _part()).preconditions["lr at grid edge"] == "ok"
 
 
+def test_an_edge_lr_that_won_only_the_tie_break_does_not_bind():
+    """Arm a reaches validation error 0 at every lr and the validation loss prefers the largest:
+    the edge decided nothing an inner lr did not reach, so *lr at grid edge* passes; with the
+    inner lr 0.05 worse on validation error it fails as before."""
+    df = _runs({"a": 0.10, "b": 0.30})
+    a = df["arm"] == "a"
+    df.loc[a, "val/best_error"] = 0.0
+    df.loc[a, "val/best_loss"] = 1.0 / df.loc[a, "train.lr"]  # the largest lr has the smallest loss
+    result = protocol.decide_part(df, _part())
+    assert result.preconditions["lr at grid edge"] == "ok" and result.edges == []
+    df.loc[a & (df["train.lr"] < max(LRS)), "val/best_error"] = 0.05
+    result = protocol.decide_part(df, _part())
+    assert "largest" in result.preconditions["lr at grid edge"]
+
+
 def test_selection_uses_validation_error_and_skips_diverged_lrs():
     df = _runs({"a": 0.10, "b": 0.30})
     # at lr 0.01 arm a looks best on test but worse on validation: validation decides

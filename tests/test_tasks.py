@@ -17,7 +17,8 @@ from tasks import build_task, combine
 from tasks.arithmetic import ArithmeticConfig, ArithmeticTask, Ops
 from tasks.base import generator, haar_orthogonal
 from tasks.selection import (SelectionConfig, SelectionKind, SelectionTask, argmax_targets,
-                             duplicate_targets, nearest_targets, recall_targets)
+                             duplicate_targets, nearest_targets, recall_targets,
+                             repeated_targets)
 from tasks.teacher import TeacherConfig, TeacherTask, relative_mse
 from tasks.teachers import TeacherKind
 from tasks.tokens import Embedding, strictly_correct
@@ -138,6 +139,43 @@ def test_t4_docstring_examples():
     assert argmax_targets(torch.tensor([[1, 3, 0]]), u).tolist() == [[0, 0, 0]]
     assert duplicate_targets(torch.tensor([[3, 1, 4, 1]])).tolist() == [[1, 1, 1, 1]]
     assert recall_targets(torch.tensor([[2, 5, 0, 7, 1, 4, 0]])).tolist() == [7]
+    assert repeated_targets(torch.tensor([[5, 2, 5, 7, 2, 5, 0, 9]])).tolist() == [[5, 2, 5, 5, 2, 5, 5, 5]]
+
+
+def test_t4c_repeated_has_a_mode_a_pair_and_defeats_uniform_mixing():
+    """Every sequence: one token 3 or 4 times, one twice, the rest once (both M occur); uniform
+    mixing (the mode everywhere) errs exactly at the pair's two positions, and its logged
+    reference accuracy says so; the majority class is far worse."""
+    task = SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=8))
+    batch = task.train_set(0)[0]
+    modes = set()
+    for row in batch.tokens:
+        counts = sorted(torch.bincount(row, minlength=16).tolist(), reverse=True)
+        assert counts[1] == 2 and counts[2] <= 1 and counts[0] in (3, 4)
+        modes.add(counts[0])
+    assert modes == {3, 4}
+    sums = task.reference_sums(batch)
+    hit, total = sums["uniform_acc"]
+    assert float(hit) / float(total) == pytest.approx(6 / 8)
+    hit, total = sums["majority_acc"]
+    assert float(hit) / float(total) < 0.3
+    with pytest.raises(ValueError, match="n=6"):
+        SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=6))
+
+
+def test_uniform_mixing_reference_is_the_strict_argmax_of_input_counts():
+    """``uniform_acc`` scores the most frequent input token at every masked position; a tie
+    between input tokens is wrong (strict argmax, as for every model)."""
+    task = SelectionTask(SelectionConfig(kind=SelectionKind.duplicate, n=4))
+    batch = task.train_set(0)[0]
+    hit, total = task.reference_sums(batch)["uniform_acc"]
+    assert float(hit) == float(total)  # duplicate: the repeated token is the unique mode
+    nearest = SelectionTask(SelectionConfig(kind=SelectionKind.nearest, n=4))
+    b = nearest.train_set(0)[0]
+    counts = torch.nn.functional.one_hot(b.tokens, 16).sum(1).float()  # (B, V)
+    expected = strictly_correct(counts[:, None, :].expand(*b.tokens.shape, 16), b.y) & b.mask
+    hit, total = nearest.reference_sums(b)["uniform_acc"]
+    assert int(hit) == int(expected.sum()) and int(total) == int(b.mask.sum())
 
 
 def test_t4_duplicates_and_recall_are_well_posed():
@@ -234,7 +272,7 @@ def test_residual_teacher_has_a_residual_path_that_the_residual_student_learns(h
 @pytest.mark.parametrize("preset,model", [
     ("teacher", "softmax"), ("teacher_general", "mlp"), ("teacher_quartic", "mlp"),
     ("arithmetic", "mlp"), ("arithmetic_learned", "softmax"), ("nearest", "softmax"),
-    ("argmax", "softmax"), ("duplicate", "mlp"), ("recall", "mlp"),
+    ("argmax", "softmax"), ("duplicate", "mlp"), ("repeated", "higher_order_gram"), ("recall", "mlp"),
 ])
 def test_loss_decreases_with_a_capable_model(hydra_conf, preset, model):
     cfg = compose_trial([f"task={preset}", f"model={model}", *SMALL], []).config
@@ -293,3 +331,18 @@ def test_t5_lengths_beyond_a_models_maximum_are_recorded_unsupported(hydra_conf)
     att = run_trial(compose_trial(["task=nearest_length", "model=softmax", *extra], []).config).metrics
     assert att["test/n_64/supported"] == 1.0 and math.isfinite(att["test/n_64/acc"])
     assert att["test/acc"] == att["test/n_8/acc"]  # one training length: same examples
+
+
+def test_scaled_readout_is_the_tied_readout_times_a_learned_temperature():
+    """``readout=scaled``: ``logits = β Eᵀ F`` with ``β = readout_beta`` at first and a trained
+    parameter; a non-positive ``readout_beta`` is refused naming the value."""
+    from tasks.tokens import Readout
+    tied = SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=8))
+    scaled = SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=8, readout=Readout.scaled,
+                                           readout_beta=4.0))
+    out = torch.rand(3, 8, 16)
+    torch.testing.assert_close(scaled.logits(out), 4.0 * tied.logits(out))
+    assert [name for name, _ in scaled.named_parameters()] == ["log_beta"]
+    assert list(tied.parameters()) == []
+    with pytest.raises(ValueError, match="readout_beta=0"):
+        SelectionTask(SelectionConfig(kind=SelectionKind.repeated, readout=Readout.scaled, readout_beta=0.0))
