@@ -148,7 +148,7 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
         labels = [line.get_label() for line in val.lines]
         drawn = np.concatenate([line.get_ydata() for line in val.lines])
         top = val.get_ylim()[1]
-        title = fig._suptitle.get_text()
+        title = fig._suptitle.get_text() if fig._suptitle else ""
     finally:
         plt.close("all")
     assert all(p.stat().st_size > 1000 for p in paths)
