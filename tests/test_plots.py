@@ -117,7 +117,8 @@ def test_write_all_names_and_files(tmp_path):
 
 def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_path, monkeypatch):
     """Issue 12: a diverged run blanked the val/loss panel without a word (its inf, stored as
-    1.797e308, stretched the log axis over 300 decades). Real trials recorded by the harness:
+    1.797e308, overflowed the log axis, whose view fell back to 1..10, away from every other
+    curve; a huge finite loss stretches it over decades). Real trials recorded by the harness:
     two that train, one that diverges (SGD at lr 1e6, its last validation loss inf); the
     learning-curve figure draws the two, keeps their val/loss range readable and names the
     diverged run as left out."""
@@ -146,14 +147,16 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
         fig = plt.figure(plt.get_fignums()[-1])
         val = next(ax for ax in fig.axes if ax.get_title() == "val/loss")
         labels = [line.get_label() for line in val.lines]
-        drawn = np.concatenate([line.get_ydata() for line in val.lines])
-        top = val.get_ylim()[1]
+        trained = [line.get_ydata() for line in val.lines if np.nanmax(line.get_ydata()) < 1]
+        view = val.get_ylim()
         title = fig._suptitle.get_text() if fig._suptitle else ""
     finally:
         plt.close("all")
     assert all(p.stat().st_size > 1000 for p in paths)
-    # the trained runs' validation losses are below 1: an axis far above flattens them to nothing
-    assert top < 100, f"val/loss axis reaches {top:.3g}: the trained runs' curves are flattened"
-    assert len(labels) == 2, labels  # the two that trained
-    assert np.isfinite(drawn).all() and drawn.max() < 1
+    assert len(trained) == 2, labels  # the two runs that trained, their val/loss below 1
+    low, high = min(map(min, trained)), max(map(max, trained))
+    # the view shows them, and is not stretched over decades by the diverged run's values
+    assert view[0] <= low and high <= view[1] < 100, \
+        f"val/loss view {view} does not show the trained runs' curves ({low:.3g} to {high:.3g})"
+    assert len(labels) == 2, labels  # the diverged run is not drawn
     assert "diverged" in title and "mlp" in title.split("diverged")[-1], title
