@@ -420,7 +420,9 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     """Learning curves of the given runs from MLflow's metric histories (one panel per metric,
     one line per run labelled ``task arm seed=… n_train=…``, log-scaled loss against step).
     ``title`` says which runs these are (e.g. how they were picked); by default the figure says
-    "learning curves of N runs" and the seeds shown.
+    "learning curves of N runs" and the seeds shown. A diverged run (tag ``diverged``) is left
+    out of the panels, whose loss axis it would stretch over dozens of decades, and the title
+    names it as left out.
 
     Returns:
         ``[png, pdf]``.
@@ -432,13 +434,16 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
         raise ValueError("learning_curves needs at least one run id")
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.4), squeeze=False)
-    seeds = set()
+    seeds, diverged = set(), []
     for run_id in run_ids:
         run = client.get_run(run_id)
         p, tags = run.data.params, run.data.tags
-        seeds.add(p.get("seed", "?"))
         label = (f"{tags.get('task', '')} {tags.get('arm', tags.get('variant', run_id[:8]))} "
                  f"seed={p.get('seed', '?')} n_train={p.get('task.n_train', '?')}")
+        if tags.get("diverged", "").lower() == "true":
+            diverged.append(label)
+            continue
+        seeds.add(p.get("seed", "?"))
         for ax, key in zip(axes[0], metrics):
             hist = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
             if hist:
@@ -448,7 +453,10 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
         if ax.lines and all(min(line.get_ydata()) > 0 for line in ax.lines):
             ax.set_yscale("log")
         ax.legend(fontsize=6)
-    shown = f"learning curves of {len(run_ids)} runs, seed {', '.join(curves.ordered(seeds))}"
+    shown = f"learning curves of {len(run_ids) - len(diverged)} runs"
+    shown += f", seed {', '.join(curves.ordered(seeds))}" if seeds else ""
+    if diverged:
+        shown += f"\nleft out, diverged: {'; '.join(diverged)}"
     fig.suptitle(f"{title} ({shown})" if title else shown, fontsize=9)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

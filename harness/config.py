@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -205,11 +205,20 @@ class Config:
     summary: bool = True  # per ablation, the end-of-sweep table and plot (analysis.report draws its own)
 
 
+def ablation_from(overrides: Sequence[str]) -> str:
+    """The ablation's name as the command line gives it (``ablation.name=X``, else
+    ``+ablation=X``; ``single`` without either): the output folder's name where the composed
+    ``ablation`` is out of reach (``--cfg hydra --resolve`` prints Hydra's config alone)."""
+    given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+    return str(given.get("ablation.name") or given.get("ablation") or "single")
+
+
 def register_configs() -> None:
     """Register the schemas: ``base_config``, ``train/cluster/tracking`` bases, and one
     ``<name>_schema`` per model family and task family."""
     # ${pid:} keeps the output folders of invocations started in the same second apart
     OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
+    OmegaConf.register_new_resolver("ablation_from", ablation_from, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="train", name="train_schema", node=TrainConfig)

@@ -115,6 +115,25 @@ def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
     assert "dir: outputs/" in proc.stdout
 
 
+@pytest.mark.parametrize("searchpath", [False, True])
+def test_cfg_hydra_resolve_prints_the_resolved_output_folder(tmp_path, searchpath):
+    """Issue 12: ``--cfg hydra --resolve`` failed on ``hydra.run.dir`` (its ``${ablation.name}``
+    did not resolve), with or without ``hydra.searchpath``. Both print Hydra's config with the
+    output folder resolved to the ablation's name."""
+    args, name = ["harness", "+ablation=smoke"], "smoke"
+    if searchpath:
+        extra = tmp_path / "myconf"
+        (extra / "ablation").mkdir(parents=True)
+        (extra / "ablation" / "mine.yaml").write_text(
+            "# @package _global_\nablation:\n  name: mine\n  grid:\n    model: softmax,mlp\n")
+        args, name = ["harness", "+ablation=mine", f"hydra.searchpath=[file://{extra}]"], "mine"
+    proc = _run([*args, "--cfg", "hydra", "--resolve"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"dir: outputs/{name}/" in proc.stdout, proc.stdout[-2000:]
+    assert "${" not in proc.stdout  # every interpolation resolved
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "outputs").exists()
+
+
 @pytest.mark.parametrize("folder", ["My Experiments é", "100%41 sure"])
 def test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started(tmp_path, folder):
     """Spaces, non-ASCII and ``%`` in the path; ``hydra.job.chdir=True`` moves the job into its

@@ -10,6 +10,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -205,3 +206,31 @@ def test_cluster_local_starts_its_own_ray_even_beside_a_running_cluster(tmp_path
         assert run.data.tags["node"].split("/")[1] not in foreign
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_cluster_local_with_ray_address_pointing_nowhere_starts_its_own_ray(tmp_path):
+    """Issue 12: with ``RAY_ADDRESS`` at a closed port, ``cluster=local`` retried connecting to it
+    for minutes (14 on the pre-fix code with Ray 2.60, then exit 1 with Ray's ConnectionError).
+    It starts its own instance, says that ``RAY_ADDRESS`` is not used, and the
+    smoke sweep (one seed, 9 short trials) finishes; 300 s is far more than it needs even on a
+    busy machine."""
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "+ablation=smoke", "seed=0", "cluster=local", *TINY],
+                            cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": address})
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the driver stops what it started
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"cluster=local with RAY_ADDRESS={address} still ran after 300 s:\n{err[-2000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    assert f"RAY_ADDRESS={address} is not used" in err
+    assert "9 finished now" in out, out[-2000:]

@@ -285,6 +285,25 @@ def test_deleted_experiment_exits_2_naming_it_and_the_ways_out(tmp_path, run_cli
     assert proc.returncode == 2 and "is deleted" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_analysis_of_a_deleted_experiment_exits_2_naming_it(tmp_path, run_cli, populated):
+    """Issue 12: after ``mlflow experiments delete``, ``python -m analysis`` exited 1 with
+    ``KeyError: 'task'``. The analysis is run directly on the store with the deleted experiment:
+    exit 2 naming the experiment and the ways out, no traceback, the store unchanged."""
+    from mlflow.tracking import MlflowClient
+
+    shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
+    shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
+    client = MlflowClient(_uri(tmp_path))
+    client.delete_experiment(client.get_experiment_by_name("single").experiment_id)
+    before = _digest(tmp_path / "mlflow.db")
+    proc = run_cli(["analysis"], tmp_path)
+    assert "Traceback" not in proc.stderr and "KeyError" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "'single'" in proc.stderr and "is deleted" in proc.stderr
+    assert all(way in proc.stderr for way in ("restore", "mlflow gc", "ablation.name="))
+    assert _digest(tmp_path / "mlflow.db") == before
+
+
 def test_read_only_store_folder_is_rejected(tmp_path, run_cli):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -113,3 +113,50 @@ def test_write_all_names_and_files(tmp_path):
     for stem in ("sample_efficiency", "absent_answers", "rotation_transfer"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
     assert {"counts.csv", "sample_efficiency_table.md"} <= names
+
+
+def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_path, monkeypatch):
+    """Issue 12: a diverged run blanked the val/loss panel without a word (its inf, stored as
+    1.797e308, overflowed the log axis, whose view fell back to 1..10, away from every other
+    curve; a huge finite loss stretches it over decades). Real trials recorded by the harness:
+    two that train, one that diverges (SGD at lr 1e6, its last validation loss inf); the
+    learning-curve figure draws the two, keeps their val/loss range readable and names the
+    diverged run as left out."""
+    from harness.config import TrackingConfig
+    from harness.scheduler import SerialScheduler
+    from harness.store import resolve_store
+    from harness.sweep import compose_trial
+    from harness.tracking import Tracker
+
+    fast = ["train.max_steps=12", "train.eval_every=1", "task.n_train=32", "task.n_val=32",
+            "task.n_test=64", "cluster=serial", "seed=0"]
+    points = [["model=softmax"], ["model=mlp"],
+              ["model=mlp", "train.optimizer=sgd", "train.lr=1e6"]]  # inf val/loss at step 2
+    trials = [compose_trial(fast, point) for point in points]
+    with SerialScheduler(trials[0].config.cluster) as scheduler:
+        outcomes = list(scheduler.run(trials))
+    assert [o.result.diverged for o in outcomes] == [False, False, True]
+    tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
+    experiment = tracker.experiment("curves")
+    parent = tracker.start_parent(experiment, "curves", 3, 0, [])
+    run_ids = [tracker.log_trial(experiment, parent, "curves", o) for o in outcomes]
+
+    monkeypatch.setattr(plots.plt, "close", lambda fig=None: None)  # keep the figure to inspect
+    try:
+        paths = plots.learning_curves(tracker.store.uri, run_ids, tmp_path / "curves")
+        fig = plt.figure(plt.get_fignums()[-1])
+        val = next(ax for ax in fig.axes if ax.get_title() == "val/loss")
+        labels = [line.get_label() for line in val.lines]
+        trained = [line.get_ydata() for line in val.lines if np.nanmax(line.get_ydata()) < 1]
+        view = val.get_ylim()
+        title = fig._suptitle.get_text() if fig._suptitle else ""
+    finally:
+        plt.close("all")
+    assert all(p.stat().st_size > 1000 for p in paths)
+    assert len(trained) == 2, labels  # the two runs that trained, their val/loss below 1
+    low, high = min(map(min, trained)), max(map(max, trained))
+    # the view shows them, and is not stretched over decades by the diverged run's values
+    assert view[0] <= low and high <= view[1] < 100, \
+        f"val/loss view {view} does not show the trained runs' curves ({low:.3g} to {high:.3g})"
+    assert len(labels) == 2, labels  # the diverged run is not drawn
+    assert "diverged" in title and "mlp" in title.split("diverged")[-1], title
