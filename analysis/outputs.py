@@ -12,7 +12,8 @@ import pandas as pd
 from analysis import curves, lengths, plots, stats, tables
 
 MAX_CURVES = 8
-CURVES_PICK = "per task × arm, the FINISHED run with the largest n_train, then the smallest seed"
+CURVES_PICK = ("per task × arm, the FINISHED run that did not diverge with the largest n_train, then "
+               "the smallest seed (a diverged one only where every run of the arm diverged)")
 # figure name → (the column that must exist, the figure function)
 SPECIAL: dict[str, tuple[str, Callable[..., list[Path]]]] = {
     "permutation_error": ("symmetry/permutation_err", plots.permutation_error),
@@ -24,8 +25,9 @@ SPECIAL: dict[str, tuple[str, Callable[..., list[Path]]]] = {
 def curve_runs(df: pd.DataFrame, limit: int = MAX_CURVES) -> list[str]:
     """Run ids for the learning-curve figure (:data:`CURVES_PICK`); at most ``limit``."""
     ok = stats.finished(curves.prepare(df))
-    order = [c for c in ("task.n_train", "seed") if c in ok]
-    ok = ok.sort_values(order, ascending=[False, True][:len(order)]) if order else ok
+    ok = ok.assign(_diverged=stats.diverged(ok))
+    order = ["_diverged", *[c for c in ("task.n_train", "seed") if c in ok]]
+    ok = ok.sort_values(order, ascending=[True, False, True][:len(order)], kind="stable")
     return list(curves.sort_rows(ok.drop_duplicates(["task", "arm"]), ["task", "arm"])["run_id"].head(limit))
 
 

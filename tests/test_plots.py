@@ -160,3 +160,14 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
         f"val/loss view {view} does not show the trained runs' curves ({low:.3g} to {high:.3g})"
     assert len(labels) == 2, labels  # the diverged run is not drawn
     assert "diverged" in title and "mlp" in title.split("diverged")[-1], title
+
+
+def test_curve_runs_prefer_a_run_that_did_not_diverge():
+    """The learning-curve pick of an arm skips its diverged runs: with one lr nothing is
+    selected away, and seed 0 of arm a diverged, so seed 1 is drawn; arm b, whose every run
+    diverged, keeps its usual pick."""
+    rows = [{"run_id": f"{arm}-{n}-{seed}", "status": "FINISHED", "task": "t", "variant": arm,
+             "arm": arm, "seed": seed, "task.n_train": n, "train.lr": 0.01, "test/rel_mse": 0.1,
+             "val/best_loss": 0.1, "val/best_error": 0.1, "diverged": arm == "b" or seed == 0}
+            for arm in ("a", "b") for n in (32, 64) for seed in (0, 1)]
+    assert outputs.curve_runs(pd.DataFrame(rows)) == ["a-64-1", "b-64-0"]
