@@ -96,6 +96,11 @@ def main(cfg: DictConfig) -> None:
         summarise(name, store, Tracker(store), summary.parent_id,
                   out_dir / name if len(ablations) > 1 else out_dir)
 
+    # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
+    # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is
+    # recorded), where _interrupted_early's exit raised in an exit callback (a Traceback)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         any_failed = run_suite(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force,
                                after=after if cfg.summary else None)

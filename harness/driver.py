@@ -150,13 +150,14 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
 
     An interrupt (SIGINT or SIGTERM, :mod:`harness.signals`) closes the running trials as KILLED
     and ends the process with exit status 130 once Ray is down, also where a library turned the
-    interrupt into an error of its own; finished trials stay recorded.
+    interrupt into an error of its own; finished trials stay recorded. Once the suite is over
+    the signal handlers found on entry are back.
 
     Raises:
         harness.writer.TrackingError: the sweep ran, but some of it is not recorded.
         ValueError: the cluster cannot run a trial (nothing was recorded).
     """
-    signals.install()  # SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep
+    previous = signals.install()  # SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep
     any_failed = False
     try:
         with make_scheduler(cluster) as scheduler:  # Ray starts once
@@ -168,6 +169,12 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
                 if after is not None:
                     after(name, summary)
                 any_failed = any_failed or bool(summary.failed)
+        sys.stdout.flush()
+        # the suite is over and recorded: a later signal ends the process as before the suite,
+        # not as a KeyboardInterrupt in exit callbacks (a Traceback, exit 0); one that came
+        # before these lines is the interrupt below
+        signals.restore(previous)
+        signals.check()
     except BaseException as stop:
         # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
         # having torn down the new Ray instance, with 1); any other error once signals.STOP is
