@@ -388,7 +388,7 @@ class Tracker:
                 for r in rivals:
                     now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
                     if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
-                        live.append(now_r or r)
+                        live.append(r if now_r is None else now_r)
                 lost = any(r.info.status == "FINISHED" or
                            ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
                            for r in live)
