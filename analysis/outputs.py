@@ -40,7 +40,8 @@ def _counts(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
               runs_csv: bool = False, *, ablation: str | None = None, scale: str | None = None,
-              axes: Sequence[str] | None = None, figures: Sequence[str] | None = None) -> list[Path]:
+              axes: Sequence[str] | None = None, figures: Sequence[str] | None = None,
+              formats: Sequence[str] = plots.FORMATS) -> list[Path]:
     """An ablation's figures (PNG, PDF) and tables (CSV, Markdown) from its runs ``df`` into
     ``out``: counts; sample-efficiency figure and table; length-generalisation figure (when runs
     have per-length metrics); symmetry table; the figures of :data:`SPECIAL` whose column
@@ -49,7 +50,8 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
     itself. ``ablation`` and ``scale`` go into the figure titles; ``axes`` (the swept columns
     other than task, n_train, seed and lr) choose the panels (:func:`analysis.curves.facet_axes`).
     ``figures`` names the :data:`SPECIAL` figures the ablation's question needs (``ablation.figures``
-    in its file); ``None`` draws every one whose column exists.
+    in its file); ``None`` draws every one whose column exists. ``formats``: the files of each
+    figure of the ablation by suffix (learning curves are always PNG and PDF).
     ``df`` follows :func:`analysis.curves.prepare` (raw runs are prepared here). Returns the paths.
     """
     out = Path(out)
@@ -62,7 +64,7 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
     if curves.usable(data).empty:
         print("no usable trial with test/rel_mse or test/acc: no figures", file=sys.stderr)
         return paths
-    look = dict(ablation=ablation, scale=scale, axes=axes)
+    look = dict(ablation=ablation, scale=scale, axes=axes, formats=formats)
     paths += plots.sample_efficiency(data, out / "sample_efficiency", **look)
     paths += tables.write_table(tables.sample_efficiency_table(data), out / "sample_efficiency_table",
                                 caption=tables.SAMPLE_EFFICIENCY_CAPTION)

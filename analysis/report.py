@@ -1,6 +1,7 @@
 """``python -m analysis.report [scale=default|full|tiny] [report.run=false] [report.runs=BUNDLE]``
 
-Runs the ``paper`` suite (``python -m harness +ablation=paper``; finished trials are skipped),
+Runs the ``paper`` suite in this process as ``python -m harness +ablation=paper`` does (one Ray
+start; finished trials are skipped; an interrupt exits 130),
 extends the learning-rate grid one step past every edge that a deciding part chose (paper.md
 §13, at most ``report.extend_lr`` times), exports the runs of exactly the suite's trials to the
 results bundle ``<report folder>/runs.csv.gz`` and writes the report from that bundle: per claim
@@ -10,7 +11,8 @@ checks apart (:mod:`analysis.claims`), and every ablation's figures and tables.
 ``report.runs=PATH`` regenerates the report offline from a bundle (nothing is run, no store is
 opened). Scales ``default`` and ``full`` write ``docs/report.md`` (figures and tables in
 ``docs/report/``); any other scale (``tiny``) is a check of the path, not evidence: it writes
-``outputs/report-<scale>/report.md`` and every verdict reads "path check, not evidence".
+``outputs/report-<scale>/report.md`` (figures as PNG only) and every verdict reads "path check,
+not evidence".
 ``report.out=PATH`` writes elsewhere.
 """
 

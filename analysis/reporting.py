@@ -22,6 +22,7 @@ from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
 from analysis.outputs import write_all
 from analysis.paper import CLAIMS
+from analysis.plots import FORMATS
 from analysis.trials import grid_axes
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
@@ -79,6 +80,33 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
                 seen.add(trial.trial_id)
                 out.append(trial)
     return out
+
+
+def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
+    """Run the suite's trials (``ablations``: name → its expanded trials) in this process as
+    ``python -m harness +ablation=<report.suite>`` runs them (:func:`harness.driver.run_suite`:
+    one Ray instance, finished trials skipped), without its end-of-sweep figures. Bad input
+    exits 2 before any trial starts and an interrupt exits 130; failed or unrecorded trials are
+    named on stderr and the report goes on (it counts them)."""
+    from harness.driver import run_suite as run_composed
+    from harness.store import check_store
+    from harness.tracking import check_experiments
+    from harness.validate import check_cluster, preflight
+    from harness.writer import TrackingError
+
+    cluster = OmegaConf.to_object(cfg.cluster)
+    try:
+        preflight([t for trials in ablations.values() for t in trials], cluster.device, cluster.pack_size)
+        check_cluster(cluster)
+        check_store(store)
+        check_experiments(store, list(ablations))
+        run_composed(list(ablations.items()), cluster, store, [f"+ablation={cfg.report.suite}", *cli],
+                     cfg.tracking.lease_s)
+    except TrackingError as err:  # the sweep ran, but some of it is not recorded
+        print(f"error: {err}", file=sys.stderr)
+    except ValueError as err:  # SweepError, StoreError: bad input, nothing run or recorded
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
 
 def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
@@ -274,7 +302,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     for name, conf in configs.items():
         if not runs[name].empty:
             write_all(runs[name], folder / name, ablation=name, scale=scale.name,
-                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures))
+                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
+                      formats=("png",) if tiny else FORMATS)  # the report shows PNGs; PDFs for papers
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
                                       planned(bundle).get(name))
     total = sum(len(df) for df in runs.values())
@@ -344,16 +373,17 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         bundle = read_bundle(source_path)
         source = f"the results bundle `{source_path.name}`"
     else:
-        from harness.sweep import expand
+        from harness.sweep import SweepError, expand
         from harness.store import resolve_store
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+        try:
+            ablations = {name: expand(conf, [f"+ablation={name}", *cli]) for name, conf in configs.items()}
+        except SweepError as err:  # bad input: exit 2 before any trial starts
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
         if cfg.report.run:
-            proc = subprocess.run([sys.executable, "-m", "harness", f"+ablation={cfg.report.suite}",
-                                   *cli, "summary=false"])  # the report draws its own figures
-            if proc.returncode not in (0, 1):  # 1: some trials failed; the report counts them
-                sys.exit(proc.returncode)
-        ablations = {name: expand(conf, [f"+ablation={name}", *cli]) for name, conf in configs.items()}
+            run_suite(cfg, ablations, cli, store)
         if cfg.report.run and cfg.report.extend_lr > 0 and cfg.scale.name in EVIDENCE_SCALES:
             run_extensions(cfg, ablations, configs, cli, store)
         if cfg.report.run and cfg.report.budget_factor > 1 and cfg.scale.name in EVIDENCE_SCALES:

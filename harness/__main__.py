@@ -12,7 +12,6 @@ MLflow is imported; those are imported here only once the command needs them.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -31,7 +30,6 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from harness import signals  # noqa: E402
 from harness.cli import HARNESS_USAGE, precheck  # noqa: E402
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
@@ -87,39 +85,25 @@ def main(cfg: DictConfig) -> None:
     if cfg.dry_run:
         _dry_run(ablations, store, cluster)
         return
-    from harness.driver import print_summary, run_sweep
+    from harness.driver import run_suite
     from harness.report import summarise
-    from harness.scheduler import make_scheduler
     from harness.tracking import Tracker
     from harness.writer import TrackingError
 
-    signals.install()  # SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep
     out_dir = Path(hydra_cfg.runtime.output_dir)
-    any_failed = False
+
+    def after(name, summary) -> None:
+        summarise(name, store, Tracker(store), summary.parent_id,
+                  out_dir / name if len(ablations) > 1 else out_dir)
+
+    # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
+    # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is
+    # recorded), where _interrupted_early's exit raised in an exit callback (a Traceback)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
-        with make_scheduler(cluster) as scheduler:  # Ray starts once
-            signals.install()  # again: ray.init installed its own SIGTERM handler
-            signals.check()  # a signal during ray.init whose exception was swallowed
-            for name, trials in ablations:
-                summary = run_sweep(trials, scheduler, Tracker(store, tracking.lease_s), name, cli,
-                                    force=cfg.force)
-                print_summary(summary)
-                if cfg.summary:
-                    summarise(name, store, Tracker(store), summary.parent_id,
-                              out_dir / name if len(ablations) > 1 else out_dir)
-                any_failed = any_failed or bool(summary.failed)
-    except (KeyboardInterrupt, SystemExit) as stop:
-        # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
-        # having torn down the new Ray instance, with 1); signals.STOP says it was a signal
-        if isinstance(stop, SystemExit) and stop.code != signal.SIGTERM and not signals.STOP.is_set():
-            raise
-        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
-              "recorded, and the same command resumes", file=sys.stderr)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
-        # core, having seen the SIGTERM, can abort (-6) or re-raise it (-15) after our message
-        os._exit(130)
+        any_failed = run_suite(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force,
+                               after=after if cfg.summary else None)
     except TrackingError as err:  # the sweep ran, but some of it is not recorded
         print(f"error: {err}", file=sys.stderr)
         sys.exit(1)

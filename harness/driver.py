@@ -12,13 +12,18 @@ others skip it; a driver's runs stay claimed while its heartbeat renews its leas
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from tqdm import tqdm
 
 from harness import signals
-from harness.scheduler import Outcome, RayScheduler, SerialScheduler
+from harness.config import ClusterConfig
+from harness.scheduler import Outcome, RayScheduler, SerialScheduler, make_scheduler
+from harness.store import Store
 from harness.sweep import Trial
 from harness.tracking import Tracker
 from harness.writer import TrackingWriter
@@ -133,3 +138,56 @@ def print_summary(summary: SweepSummary) -> None:
         print(f"FAILED {line}", file=sys.stderr)
     for line in summary.diverged:
         print(f"DIVERGED {line}", file=sys.stderr)
+
+
+def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConfig, store: Store,
+              cli: list[str], lease_s: float, force: bool = False,
+              after: Callable[[str, SweepSummary], None] | None = None) -> bool:
+    """Run a composed suite's ablations (``[(name, trials)]``, :func:`harness.sweep.expand_suite`)
+    one after another on one scheduler (Ray starts once), printing each :class:`SweepSummary`
+    and calling ``after(name, summary)`` (the end-of-sweep table and plot); returns whether any
+    trial failed. Used by ``python -m harness`` and ``python -m analysis.report``.
+
+    An interrupt (SIGINT or SIGTERM, :mod:`harness.signals`) closes the running trials as KILLED
+    and ends the process with exit status 130 once Ray is down, also where a library turned the
+    interrupt into an error of its own; finished trials stay recorded. Once the suite is over
+    the signal handlers found on entry are back.
+
+    Raises:
+        harness.writer.TrackingError: the sweep ran, but some of it is not recorded.
+        ValueError: the cluster cannot run a trial (nothing was recorded).
+    """
+    previous = signals.install()  # SIGINT and SIGTERM (Slurm, Kubernetes) interrupt the sweep
+    any_failed = False
+    try:
+        with make_scheduler(cluster) as scheduler:  # Ray starts once
+            signals.install()  # again: ray.init installed its own SIGTERM handler
+            signals.check()  # a signal during ray.init whose exception was swallowed
+            for name, trials in ablations:
+                summary = run_sweep(trials, scheduler, Tracker(store, lease_s), name, cli, force=force)
+                print_summary(summary)
+                if after is not None:
+                    after(name, summary)
+                any_failed = any_failed or bool(summary.failed)
+        sys.stdout.flush()
+        # the suite is over and recorded: a later signal ends the process as before the suite,
+        # not as a KeyboardInterrupt in exit callbacks (a Traceback, exit 0); one that came
+        # before these lines is the interrupt below
+        signals.restore(previous)
+        signals.check()
+    except BaseException as stop:
+        # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
+        # having torn down the new Ray instance, with 1); any other error once signals.STOP is
+        # set: the KeyboardInterrupt landed in a library that turned it into its own error
+        # (OmegaConf raises AttributeError); run_sweep has closed the runs either way
+        sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
+        if not (isinstance(stop, KeyboardInterrupt) or sigterm or signals.STOP.is_set()):
+            raise
+        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+              "recorded, and the same command resumes", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
+        # core, having seen the SIGTERM, can abort (-6) or re-raise it (-15) after our message
+        os._exit(130)
+    return any_failed

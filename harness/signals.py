@@ -24,11 +24,19 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def install() -> None:
+def install() -> dict:
     """Make SIGINT and SIGTERM interrupt the sweep (again after ``ray.init``, which replaces the
-    SIGTERM handler). Main thread only."""
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    SIGTERM handler); returns the handlers replaced, for :func:`restore`. Main thread only."""
+    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def restore(previous: dict) -> None:
+    """Put back the handlers that :func:`install` replaced (``previous``, its answer) once the
+    sweep is over: a signal in the interpreter's teardown then ends the process as it would have
+    without the sweep, instead of a ``KeyboardInterrupt`` that an exit callback reports with a
+    Traceback. Main thread only."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def check() -> None:

@@ -9,9 +9,11 @@ Many drivers may share one store (several researchers, or one sweep launched twi
 
 * **Leases.** Each driver keeps a heartbeat on its parent run (tags ``heartbeat_ms`` and
   ``lease_s``, renewed every ``lease_s / 4``). A RUNNING run is *stale* only when the heartbeat of
-  its driver is older than that driver's lease, or its parent run is closed; stale runs are
-  closed as KILLED by whichever invocation finds them. Clocks of the drivers' machines must agree
-  to well within the lease.
+  its driver is older than that driver's lease, or its parent run is closed, and it is still
+  RUNNING when read again after its parent (a driver closes its runs before its parent); stale
+  runs are closed as KILLED by whichever invocation finds them. A parent that cannot be read for
+  any reason but its absence (a busy store) counts as alive. Clocks of the drivers' machines
+  must agree to well within the lease.
 * **Claims.** MLflow has no atomic test-and-set, so a trial is claimed with Lamport's bakery
   algorithm over runs: the driver creates the trial's run without a ticket ("choosing"), reads
   the trial's live runs, tags its own with ``ticket`` = 1 + the largest ticket seen, reads them
@@ -283,7 +285,9 @@ class Tracker:
             if parent_id not in parents:
                 try:
                     parents[parent_id] = self.client.get_run(parent_id)
-                except MlflowException:
+                except MlflowException as err:
+                    if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                        return True  # a busy store (database locked, timeout): not known dead
                     parents[parent_id] = None
             holder = parents[parent_id]
             if holder is None or holder.info.status != "RUNNING" or holder.info.lifecycle_stage != "active":
@@ -293,13 +297,25 @@ class Tracker:
         last = int(beat) if beat is not None else holder.info.start_time
         return now_ms - last < lease_ms
 
+    def _orphaned(self, run, parents: dict, now_ms: int):
+        """None if the driver of ``run`` (read as RUNNING by a search) holds its lease; else the
+        run read again, after its parent: a driver closes its runs before its parent, so a run
+        that its driver finished before closing the parent between the two reads reads FINISHED
+        here (the search had it RUNNING), and only a run still RUNNING is stale."""
+        if self._alive(run, parents, now_ms):
+            return None
+        return self.client.get_run(run.info.run_id)
+
     def close_stale(self, experiment_id: str) -> int:
         """Close the experiment's RUNNING runs whose driver's lease has expired (it died, or its
         parent run is closed) as KILLED; runs of live drivers are left alone. Returns how many."""
         parents: dict = {}
         now = _now_ms()
-        stale = [run for run in self._search(experiment_id, "attributes.status = 'RUNNING'")
-                 if not self._alive(run, parents, now)]
+        stale = []
+        for run in self._search(experiment_id, "attributes.status = 'RUNNING'"):
+            now_run = self._orphaned(run, parents, now)
+            if now_run is not None and now_run.info.status == "RUNNING":
+                stale.append(run)
         for run in stale:
             self.client.set_tag(run.info.run_id, "closed_by", "another invocation (lease expired)")
             self.client.set_terminated(run.info.run_id, "KILLED")
@@ -368,7 +384,11 @@ class Tracker:
                 parents: dict = {}
                 now = _now_ms()
                 rivals = self._rivals(experiment_id, trial.trial_id, run_id, ignore)
-                live = [r for r in rivals if r.info.status == "FINISHED" or self._alive(r, parents, now)]
+                live = []
+                for r in rivals:
+                    now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
+                    if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
+                        live.append(r if now_r is None else now_r)
                 lost = any(r.info.status == "FINISHED" or
                            ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
                            for r in live)

@@ -167,7 +167,8 @@ def _check(figures: dict) -> None:
     assert len(figures["finished"]) == 18 and set(figures["finished"].values()) == {1}, figures["finished"]
     assert figures["running"] == []
     assert figures["store_errors"] == []
-    # -SIGTERM only if the signal came before Python ran the harness's first line
+    # -SIGTERM only if the signal came before Python ran the harness's first line or after the
+    # sweep was over (recorded), in the interpreter's teardown
     assert set(figures["codes"]) <= {0, 130, -signal.SIGKILL, -signal.SIGTERM}, figures["codes"]
     assert sum(figures["kills"].values()) >= 3
 

@@ -3,6 +3,8 @@ reference lines, a single x drawn as points, the special figures and write_all's
 
 from __future__ import annotations
 
+import contextlib
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -171,3 +173,30 @@ def test_curve_runs_prefer_a_run_that_did_not_diverge():
              "val/best_loss": 0.1, "val/best_error": 0.1, "diverged": arm == "b" or seed == 0}
             for arm in ("a", "b") for n in (32, 64) for seed in (0, 1)]
     assert outputs.curve_runs(pd.DataFrame(rows)) == ["a-64-1", "b-64-0"]
+
+def test_bands_are_seaborns_own_bootstrap_to_the_bit():
+    from seaborn._statistics import EstimateAggregator  # what errorbar=("ci", 95) runs
+
+    rng = np.random.default_rng(1)
+    for n in (2, 3, 5, 10):
+        values = pd.Series(rng.lognormal(size=n) * 1e-3)
+        if n == 5:
+            values[2] = np.nan  # seaborn then takes the nan-aware mean
+        ref = EstimateAggregator("mean", ("ci", 95), n_boot=plots.N_BOOT, seed=0)(pd.DataFrame({"y": values}), "y")
+        assert plots._interval(values) == (ref["ymin"], ref["ymax"])
+
+
+def test_legend_measured_without_rendering_saves_the_same_bytes(tmp_path, monkeypatch):
+    df = S.knowledge_size(seeds=range(2))
+    plots.sample_efficiency(df, tmp_path / "fast", formats=("png",))
+    monkeypatch.setattr(plots, "_layout_only_draws", contextlib.nullcontext)  # seaborn's full draws
+    plots.sample_efficiency(df, tmp_path / "full", formats=("png",))
+    assert (tmp_path / "fast.png").read_bytes() == (tmp_path / "full.png").read_bytes()
+
+
+def test_write_all_writes_the_formats_asked_for(tmp_path):
+    paths = outputs.write_all(S.tokens(seeds=range(2)), tmp_path, ablation="tokens", scale="tiny",
+                              formats=("png",))
+    figures = [p for p in paths if p.suffix in (".png", ".pdf")]
+    assert figures and {p.suffix for p in figures} == {".png"}
+    assert list(tmp_path.glob("*.pdf")) == [] and all(p.exists() for p in figures)

@@ -39,3 +39,19 @@ def test_rays_sigterm_handlers_note_the_signal(clean_signals):
     assert seen == [signal.SIGTERM] and signals.STOP.is_set()
     original = ray_utils.set_sigterm_handler
     assert original.__module__ == ray_utils.__name__  # restored after the block
+
+
+def test_the_sweeps_handlers_end_with_the_suite(clean_signals, tmp_path):
+    """run_suite puts back the handlers it found once the suite is over: a SIGTERM in the
+    interpreter's teardown then ends the process as before, instead of a KeyboardInterrupt that
+    an exit callback reports with a Traceback (a driver SIGTERMed just after its sweep printed one)."""
+    from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
+    from harness.driver import run_suite
+    from harness.store import resolve_store
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    store = resolve_store(TrackingConfig(), tmp_path)
+    assert run_suite([], ClusterConfig(scheduler=SchedulerKind.serial), store, [], 60.0) is False
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL

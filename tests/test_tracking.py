@@ -150,3 +150,68 @@ def test_sweep_table_counts_diverged_runs_and_never_averages_them_in():
     assert table.loc[0.01, "diverged"] == 0
     assert table.loc[1e6, "count"] == 0 and table.loc[1e6, "diverged"] == 2
     assert pd.isna(table.loc[1e6, "mean"])
+
+
+def _finishing_between_reads(monkeypatch, reader: Tracker, owner: Tracker, parent: str, run_id: str) -> None:
+    """Make ``owner``'s driver close its trial run FINISHED and then its parent run (the order a
+    driver closes them in) just before ``reader`` first reads that parent, i.e. after ``reader``
+    has read the trial run as RUNNING."""
+    real = reader.client.get_run
+    done: list[bool] = []
+
+    def get_run(wanted: str):
+        if wanted == parent and not done:
+            done.append(True)
+            owner.end_run(run_id, "FINISHED")
+            owner.end_run(parent, "FINISHED")
+        return real(wanted)
+
+    monkeypatch.setattr(reader.client, "get_run", get_run)
+
+
+def test_a_run_finished_while_another_driver_reads_the_store_is_not_taken_for_stale(
+        hydra_conf, tmp_path, monkeypatch):
+    """A driver reads the RUNNING runs, their driver then finishes them and closes its parent,
+    and only then is that parent read (closed): the runs are not closed as stale (that turned
+    FINISHED results into KILLED ones), and a claim of their trial is lost, not won (that ran
+    the trial twice)."""
+    store = resolve_store(TrackingConfig(), tmp_path)
+    owner, reader = Tracker(store), Tracker(store)
+    experiment = owner.experiment("unit")
+    trials = [compose_trial(FAST, [f"seed={seed}"]) for seed in (0, 1)]
+    for trial in trials:
+        parent = owner.start_parent(experiment, "unit", 1, 0, [])
+        run_id = owner.claim(experiment, parent, "unit", trial)
+        with monkeypatch.context() as patch:
+            _finishing_between_reads(patch, reader, owner, parent, run_id)
+            if trial is trials[0]:
+                assert reader.close_stale(experiment) == 0
+            else:
+                mine = reader.start_parent(experiment, "unit", 1, 0, [])
+                assert reader.claim(experiment, mine, "unit", trial) is None
+        assert MlflowClient(store.uri).get_run(run_id).info.status == "FINISHED"
+    assert sorted(owner.finished_trials(experiment)) == sorted(t.trial_id for t in trials)
+    assert all(len(runs) == 1 for runs in owner.finished_trials(experiment).values())
+
+
+def test_a_store_error_reading_a_parent_never_makes_its_runs_stale(hydra_conf, tmp_path, monkeypatch):
+    """A parent run that cannot be read for a reason other than its absence (a busy store:
+    database locked, a timeout) leaves its runs alone; a parent that does not exist does not."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, TEMPORARILY_UNAVAILABLE
+
+    store = resolve_store(TrackingConfig(), tmp_path)
+    owner, reader = Tracker(store), Tracker(store)
+    experiment = owner.experiment("unit")
+    parent = owner.start_parent(experiment, "unit", 1, 0, [])
+    run_id = owner.claim(experiment, parent, "unit", compose_trial(FAST, ["seed=0"]))
+    real = reader.client.get_run
+    for code, closed in ((TEMPORARILY_UNAVAILABLE, 0), (RESOURCE_DOES_NOT_EXIST, 1)):
+        def get_run(wanted: str, code=code):
+            if wanted == parent:
+                raise MlflowException("cannot read it", error_code=code)
+            return real(wanted)
+
+        monkeypatch.setattr(reader.client, "get_run", get_run)
+        assert reader.close_stale(experiment) == closed
+    assert real(run_id).info.status == "KILLED"
