@@ -286,8 +286,12 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
         grid = mine.dropna(subset=["lr_chosen"])
         for n, g in grid.groupby("task.n_train"):
             status, side = _edge(g, spec["lr_bound"]) if check_edge else ("ok", None)
-            result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(float(g['lr_chosen'].iloc[0]))} of " \
-                f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}"
+            lr_at = float(g["lr_chosen"].iloc[0])
+            ties = g["lr_ties"].iloc[0] if "lr_ties" in g else ()
+            others = [_fmt_lr(t) for t in (ties if isinstance(ties, tuple) else ()) if not np.isclose(t, lr_at)]
+            result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(lr_at)} of " \
+                f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}" + \
+                (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")
             if status != "ok":
                 pre["lr at grid edge"].append(f"`{arm}` at n_train={int(n)}: {status[7:]}")
                 if side:

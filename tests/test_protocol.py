@@ -128,6 +128,7 @@ def test_an_edge_lr_that_won_only_the_tie_break_does_not_bind():
     df.loc[a, "val/best_loss"] = 1.0 / df.loc[a, "train.lr"]  # the largest lr has the smallest loss
     result = protocol.decide_part(df, _part())
     assert result.preconditions["lr at grid edge"] == "ok" and result.edges == []
+    assert "tied on validation error with 0.001, 0.003" in result.lr["a @ 256"], result.lr
     df.loc[a & (df["train.lr"] < max(LRS)), "val/best_error"] = 0.05
     result = protocol.decide_part(df, _part())
     assert "largest" in result.preconditions["lr at grid edge"]
