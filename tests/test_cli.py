@@ -156,3 +156,25 @@ def test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started
     proc = _run(["analysis", "+ablation=smoke", "hydra.job.chdir=True"], empty)
     assert proc.returncode == 2 and "no MLflow store" in proc.stderr, proc.stderr[-2000:]
     assert not list(empty.rglob("mlflow.db"))
+
+
+_RUN_DIR = r"""
+import sys
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from harness.config import register_configs
+register_configs()
+with initialize_config_dir(config_dir=sys.argv[1], version_base="1.3"):
+    OmegaConf.register_new_resolver("now", lambda fmt: "2026-01-01_00-00-00", replace=True)  # one second
+    cfg = compose(config_name="config", overrides=["+ablation=smoke"], return_hydra_config=True)
+    print(OmegaConf.to_container(cfg.hydra.run, resolve=True)["dir"])
+"""
+
+
+def test_two_invocations_in_the_same_second_get_their_own_output_folder():
+    """Issue 12 (1c): two launches in the same second wrote into one output folder. Two
+    processes whose clock reads the same second resolve ``hydra.run.dir`` to two folders."""
+    dirs = [subprocess.run([sys.executable, "-c", _RUN_DIR, str(ROOT / "conf")], capture_output=True,
+                           text=True, cwd=ROOT, timeout=600).stdout.strip() for _ in range(2)]
+    assert all(d.startswith("outputs/smoke/2026-01-01_00-00-00") for d in dirs), dirs
+    assert dirs[0] != dirs[1], dirs

@@ -322,3 +322,35 @@ def test_read_only_store_folder_is_rejected(tmp_path, run_cli):
         if made_read_only:
             subprocess.run(["chattr", "-i", str(folder)])
         folder.chmod(0o755)
+
+
+def test_trial_workers_finds_only_the_workers_a_test_started():
+    """Issue 12: test_faults once SIGKILLed every ``ray::execute`` process on the machine,
+    another sweep's workers included. ``conftest.trial_workers`` finds workers below one driver
+    only: a look-alike started outside it (another researcher's worker) is never returned."""
+    import sys
+    import time
+
+    from conftest import trial_workers
+
+    fake = 'exec -a "ray::execute_trial" sleep 120'
+    driver = subprocess.Popen([sys.executable, "-c", "import subprocess, time; "
+                               f"subprocess.Popen(['bash', '-c', {fake!r}]); time.sleep(120)"])
+    foreign = subprocess.Popen(["bash", "-c", fake], start_new_session=True)  # not below the driver
+    mine: list[int] = []
+    try:
+        deadline = time.time() + 120
+        while not mine and time.time() < deadline:
+            time.sleep(0.2)
+            mine = trial_workers(driver.pid)
+        assert len(mine) == 1 and foreign.pid not in mine, (mine, foreign.pid)
+        assert "ray::execute" in open(f"/proc/{foreign.pid}/cmdline").read()  # a real look-alike
+    finally:
+        for pid in mine:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in (driver, foreign):
+            proc.kill()
+            proc.wait()
