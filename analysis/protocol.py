@@ -98,13 +98,15 @@ def _values(df: pd.DataFrame, value: str) -> pd.DataFrame:
             raise KeyError("test/acc_not_answer_in_input")
         return df.assign(**{value: DERIVED[value](df)})
     length = re.fullmatch(r"error_n(\d+)", value)
-    if length:  # a token task's test error at one test length (T5), against that length's majority class
-        acc, majority = f"test/n_{length[1]}/acc", f"test/n_{length[1]}/majority_acc"
-        if acc not in df or majority not in df:
-            raise KeyError(acc)
-        return df.assign(**{value: 1.0 - pd.to_numeric(df[acc], errors="coerce"),
-                            "reference_error": 1.0 - pd.to_numeric(df[majority], errors="coerce"),
-                            "reference_name": f"majority class at n = {length[1]}"})
+    if length:  # a token task's test error at one test length (T5), against that length's references
+        at = f"test/n_{length[1]}"
+        if f"{at}/acc" not in df or f"{at}/majority_acc" not in df:
+            raise KeyError(f"{at}/acc")
+        error, name = stats.token_reference(df[f"{at}/majority_acc"],
+                                            df.get(f"{at}/uniform_acc", pd.Series(np.nan, index=df.index)))
+        return df.assign(**{value: 1.0 - pd.to_numeric(df[f"{at}/acc"], errors="coerce"),
+                            "reference_error": error,
+                            "reference_name": [f"{n} at n = {length[1]}" for n in name]})
     return df.assign(auc=np.log(df["error"].clip(lower=1e-12))) if value == "auc" else df
 
 
@@ -157,15 +159,20 @@ def _budget(rows: pd.DataFrame, delta: float, log: bool) -> str:
     return "ok"
 
 
+def _ties(rows: pd.DataFrame) -> tuple:
+    """The lrs that tied the chosen one on validation error (``lr_ties`` of
+    :func:`analysis.stats.select_lr`; empty where absent)."""
+    ties = rows["lr_ties"].iloc[0] if "lr_ties" in rows and len(rows) else ()
+    return ties if isinstance(ties, tuple) else ()
+
+
 def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[str, str | None]:
     """('ok' or the failure, 'high'/'low' when the chosen lr is an extendable edge)."""
     chosen = float(rows["lr_chosen"].iloc[0])
     grid = tuple(rows["lr_grid"].iloc[0])
     if bound is not None and np.isclose(chosen, bound):
         return "ok", None
-    ties = rows["lr_ties"].iloc[0] if "lr_ties" in rows else ()
-    ties = ties if isinstance(ties, tuple) else ()
-    if len(grid) >= 3 and any(min(grid) < t < max(grid) for t in ties):
+    if len(grid) >= 3 and any(min(grid) < t < max(grid) for t in _ties(rows)):
         return "ok", None  # an inner lr reaches the same validation error: the edge won a tie-break only
     if len(grid) < 3:
         side = "high" if np.isclose(chosen, max(grid)) else "low" if np.isclose(chosen, min(grid)) else None
@@ -287,8 +294,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
         for n, g in grid.groupby("task.n_train"):
             status, side = _edge(g, spec["lr_bound"]) if check_edge else ("ok", None)
             lr_at = float(g["lr_chosen"].iloc[0])
-            ties = g["lr_ties"].iloc[0] if "lr_ties" in g else ()
-            others = [_fmt_lr(t) for t in (ties if isinstance(ties, tuple) else ()) if not np.isclose(t, lr_at)]
+            others = [_fmt_lr(t) for t in _ties(g) if not np.isclose(t, lr_at)]
             result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(lr_at)} of " \
                 f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}" + \
                 (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")

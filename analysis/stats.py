@@ -72,6 +72,16 @@ def tost(values: Sequence[float] | np.ndarray, delta: float, alpha: float = 0.05
     return {"p": p, "equivalent": p < alpha, "lo": lo, "hi": hi}
 
 
+def token_reference(majority_acc: pd.Series, uniform_acc: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """A token task's trivial reference per run: the better of the majority class
+    (``1 − majority_acc``) and uniform mixing (``1 − uniform_acc``, the most frequent input
+    token; NaN where not logged), as ``(error, name)``."""
+    majority = 1.0 - pd.to_numeric(majority_acc, errors="coerce")
+    mixing = 1.0 - pd.to_numeric(uniform_acc, errors="coerce")
+    better = mixing < majority
+    return majority.where(~better, mixing), np.where(better, "uniform mixing", "majority class")
+
+
 def add_error(df: pd.DataFrame) -> pd.DataFrame:
     """A copy with ``error``, ``error_name`` and ``reference_error`` added.
 
@@ -88,12 +98,9 @@ def add_error(df: pd.DataFrame) -> pd.DataFrame:
     regression = rel.notna()
     out["error"] = rel.where(regression, 1.0 - acc)
     out["error_name"] = np.where(regression, "test relative MSE", "test error (1 − accuracy)")
-    uniform, majority = out.get("test/uniform_rel_mse", nan), out.get("test/majority_acc", nan)
-    mixing = 1.0 - out.get("test/uniform_acc", nan)  # token tasks: the most frequent input token
-    mixing_better = mixing < 1.0 - majority
-    out["reference_error"] = uniform.where(regression, (1.0 - majority).where(~mixing_better, mixing))
-    out["reference_name"] = np.where(regression, "uniform mixing",
-                                     np.where(mixing_better, "uniform mixing", "majority class"))
+    token_error, token_name = token_reference(out.get("test/majority_acc", nan), out.get("test/uniform_acc", nan))
+    out["reference_error"] = out.get("test/uniform_rel_mse", nan).where(regression, token_error)
+    out["reference_name"] = np.where(regression, "uniform mixing", token_name)
     fallback = out["task.name"] if "task.name" in out else "task"
     out["task"] = out["task"].fillna(fallback) if "task" in out else fallback
     return out
