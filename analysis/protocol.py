@@ -38,7 +38,6 @@ error over the sizes, so δ = 0.1 is about a 10% ratio), never a fraction of an 
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 

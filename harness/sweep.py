@@ -7,9 +7,8 @@ and expanded to its cross product. Each trial is composed with ``hydra.compose``
 
 from __future__ import annotations
 
-import dataclasses
-
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
