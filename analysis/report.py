@@ -13,7 +13,8 @@ opened). Scales ``default`` and ``full`` write ``docs/report.md`` (figures and t
 ``docs/report/``); any other scale (``tiny``) is a check of the path, not evidence: it writes
 ``outputs/report-<scale>/report.md`` (figures as PNG only) and every verdict reads "path check,
 not evidence".
-``report.out=PATH`` writes elsewhere.
+``report.out=PATH`` writes elsewhere: a ``.md`` file, or a folder that gets ``report.md`` (figures,
+tables and the bundle beside it, in the folder of the same name without ``.md``).
 """
 
 from __future__ import annotations

@@ -354,9 +354,28 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
 
 
 def _out_path(cfg: DictConfig) -> Path:
+    """The report's Markdown file: ``report.out`` (a ``.md`` file, or a folder that gets
+    ``report.md``; relative to the working directory), else the scale's default. Figures, tables
+    and the bundle go to the folder of the same name without ``.md``.
+
+    Raises:
+        SystemExit(2): ``report.out`` names neither a folder nor a ``.md`` file, or a file stands
+            where one of its folders goes; checked before any trial starts, so a long suite never
+            ends on a path it cannot write.
+    """
     if cfg.report.out:
         out = Path(cfg.report.out)
-        return out if out.is_absolute() else Path.cwd() / out
+        out = out if out.is_absolute() else Path.cwd() / out
+        if out.suffix == "" or out.is_dir():
+            out = out / "report.md"
+        files = [p for p in (out.with_suffix(""), *out.parents) if p.exists() and not p.is_dir()]
+        problem = ("must be a folder (the report is written as report.md inside it) or a path ending in .md"
+                   if out.suffix != ".md" else f"cannot be written: {out} is a folder" if out.is_dir()
+                   else f"cannot be written: {files[0]} is a file where a folder goes" if files else "")
+        if problem:
+            print(f"error: report.out={cfg.report.out!r} {problem}", file=sys.stderr)
+            sys.exit(2)
+        return out
     if cfg.scale.name in EVIDENCE_SCALES:
         return ROOT / "docs" / "report.md"
     return Path.cwd() / "outputs" / f"report-{cfg.scale.name}" / "report.md"

@@ -181,7 +181,7 @@ class ReportConfig:
 
     suite: str = "paper"
     run: bool = True
-    out: str = ""  # default: docs/report.md (scales default and full), outputs/report-<scale>.md otherwise
+    out: str = ""  # a .md file or a folder (gets report.md); default: docs/report.md (scales default, full), else outputs/report-<scale>/report.md
     runs: str = ""  # a results bundle (runs.csv.gz) to regenerate from, offline; default: the store
     extend_lr: int = 2  # lr-edge extensions per part (paper.md §13), each one grid step past the edge
     budget_factor: int = 4  # the budget ablation: deciding parts' arms rerun at ×this many steps (0: off)

@@ -37,7 +37,7 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     suite = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/ablation/paper.yaml").read_text())
     assert len(list(out.glob("report/*/sample_efficiency.png"))) == len(suite["ablation"]["suite"])  # one per ablation
 
-    again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline/report.md"],
+    again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline"],  # a folder
                     tmp_path, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     offline = (tmp_path / "offline" / "report.md").read_text()
@@ -47,3 +47,14 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     generated, regenerated = _files(out / "report"), _files(tmp_path / "offline" / "report")
     assert generated.keys() == regenerated.keys()
     assert [k for k in generated if generated[k] != regenerated[k]] == []
+
+
+@pytest.mark.parametrize("out", ["report.txt", "notes.txt/report.md", "here"])
+def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, run_cli, out):
+    (tmp_path / "notes.txt").write_text("a file where a folder would go")
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "report").write_text("a file where the figures' folder would go")
+    proc = run_cli(["analysis.report", "scale=tiny", f"report.out={out}"], tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"report.out='{out}'" in proc.stderr and "folder" in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()  # no store opened, no trial started
