@@ -195,12 +195,13 @@ def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, st
         _, lo95, hi95 = stats.t_interval(d, 0.95)
         outside = lo95 > delta or hi95 < -delta
         verdict = SUPPORTED if result["equivalent"] else CONTRADICTED if outside else INCONCLUSIVE
-        why = "" if verdict != INCONCLUSIVE else "the 90% interval is not inside ±δ"
+        why = "" if verdict != INCONCLUSIVE else "the 90% interval is not inside ±δ, nor the 95% interval outside it"
         return verdict, result["lo"], result["hi"], f"TOST (paired t 90%), p = {result['p']:.2g}", why
     _, lo90, hi90 = stats.t_interval(d, 0.90)
     _, lo95, _ = stats.t_interval(d, 0.95)
     verdict = SUPPORTED if hi90 < delta else CONTRADICTED if lo95 > delta else INCONCLUSIVE
-    why = "" if verdict != INCONCLUSIVE else "the one-sided 95% bound is not below δ"
+    why = "" if verdict != INCONCLUSIVE else (f"the one-sided 95% upper bound {hi90:.3g} is not below δ, "
+                                              f"nor the 95% lower bound {lo95:.3g} above it")
     return verdict, lo90, hi90, "one-sided paired t (90% interval, upper bound vs δ)", why
 
 

@@ -76,6 +76,13 @@ def test_difference_and_equivalence_verdicts():
     assert set(result.preconditions.values()) == {"ok"}
 
 
+def test_an_inconclusive_one_sided_part_names_both_bounds_against_delta():
+    near = protocol.decide_part(_runs({"a": 0.10, "b": 0.12}), _part(test="equivalence", sides=1))
+    assert near.verdict == INCONCLUSIVE and near.lo < 0.02 < near.hi  # the printed (90%) interval straddles δ
+    [why] = near.reasons
+    assert f"upper bound {near.hi:.3g} is not below δ" in why and "95% lower bound" in why and "above it" in why
+
+
 def test_not_learned_makes_a_part_inconclusive():
     at_chance = _runs({"a": 0.59, "b": 0.80})  # the better arm is within δ of uniform mixing (0.6)
     result = protocol.decide_part(at_chance, _part())
