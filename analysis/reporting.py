@@ -113,7 +113,7 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
                    cli: list[str], store) -> int:
     """Extend the lr grid past the edges that deciding parts chose, up to ``report.extend_lr``
     rounds (paper.md §13). Returns the number of extension trials run."""
-    from harness.driver import run_sweep
+    from harness.driver import run_sweeps
     from harness.scheduler import make_scheduler
     from harness.tracking import Tracker
 
@@ -133,11 +133,11 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
                 todo[name] = new
         if not todo:
             break
+        for name, trials in todo.items():
+            print(f"{name}: {len(trials)} trials past an lr grid edge", flush=True)
+            total += len(trials)
         with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:
-            for name, trials in todo.items():
-                print(f"{name}: {len(trials)} trials past an lr grid edge", flush=True)
-                run_sweep(trials, scheduler, Tracker(store), name, cli)
-                total += len(trials)
+            run_sweeps(list(todo.items()), scheduler, Tracker(store), cli)  # one queue: packs fill
     return total
 
 
@@ -145,7 +145,7 @@ def run_budget(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
                cli: list[str], store) -> int:
     """The budget ablation (:mod:`analysis.budget`): rerun each deciding part's arms at
     ``report.budget_factor`` × the steps. Returns the number of reruns started."""
-    from harness.driver import run_sweep
+    from harness.driver import run_sweeps
     from harness.scheduler import make_scheduler
     from harness.tracking import Tracker
 
@@ -155,11 +155,11 @@ def run_budget(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
     todo = budget_trials(configs, main, ablations, cli, cfg.report.budget_factor)
     if not todo:
         return 0
+    for name, trials in todo.items():
+        print(f"{name}: {len(trials)} trials at ×{cfg.report.budget_factor} steps (budget ablation)",
+              flush=True)
     with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:
-        for name, trials in todo.items():
-            print(f"{name}: {len(trials)} trials at ×{cfg.report.budget_factor} steps (budget ablation)",
-                  flush=True)
-            run_sweep(trials, scheduler, Tracker(store), name, cli)
+        run_sweeps(list(todo.items()), scheduler, Tracker(store), cli)  # one queue: packs fill
     return sum(len(t) for t in todo.values())
 
 

@@ -226,8 +226,8 @@ def sweep_efficiency(n_trials: int, steps: int):
                 outcomes = []
                 original = scheduler.run
 
-                def run(todo, on_start=None):
-                    for outcome in original(todo, on_start):
+                def run(todo, on_start=None, on_progress=None):
+                    for outcome in original(todo, on_start, on_progress):
                         outcomes.append(outcome)
                         yield outcome
                 scheduler.run = run

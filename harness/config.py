@@ -142,7 +142,8 @@ class AblationConfig:
     the cross product of the entries is the set of trials, plus, for each entry of
     ``extra_grids``, the cross product of ``grid`` with that entry's axes replaced (a smaller
     design where only some arms need more sizes, without a full cross product). A *suite* (e.g. ``paper``) has no grid
-    but a list of ablation names, which the command expands and runs one after another.
+    but a list of ablation names, which the command expands and runs as one queue of trials (each
+    ablation still its own experiment and parent run).
     """
 
     name: str = "single"
@@ -150,7 +151,7 @@ class AblationConfig:
     # more points: each entry replaces some axes of ``grid`` (keys must be grid axes); the trials
     # are the union of the cross products of ``grid`` and of each ``grid`` ⊕ entry
     extra_grids: List[Dict[str, str]] = field(default_factory=list)
-    suite: List[str] = field(default_factory=list)  # a suite: run these ablations in turn
+    suite: List[str] = field(default_factory=list)  # a suite: run these ablations (one queue)
     parts: List[PartConfig] = field(default_factory=list)  # pre-registered S parts (paper.md §13)
     figures: List[str] = field(default_factory=list)  # extra figures: permutation_error, rotation_transfer, absent_answers
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from tqdm import tqdm
@@ -53,66 +53,147 @@ def _describe(outcome: Outcome) -> str:
     return f"{t.trial_id} {t.variant} {' '.join(t.overrides)}"
 
 
+@dataclass
+class _Sweep:
+    """One ablation's share of :func:`run_sweeps`: its experiment, what is left to run, and the
+    outcomes recorded so far (each with the future of ``finish_trial``'s answer)."""
+
+    ablation: str
+    experiment: str
+    finished: dict[str, list[str]]  # trial id → FINISHED run ids before this invocation
+    todo: list[Trial]
+    superseded: set[str]  # old FINISHED runs a forced rerun replaces (the claim ignores them)
+    summary: SweepSummary
+    left: int  # trials not yet come back (or skipped as another invocation's)
+    heartbeat: object = None  # the entered Heartbeat of the parent run, until the sweep ends
+    recorded: list = field(default_factory=list)
+
+
 def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablation: str,
               cli: list[str], force: bool = False) -> SweepSummary:
-    """Run the trials of ``ablation`` not yet finished and record each outcome as it arrives.
+    """Run the trials of ``ablation`` not yet finished and record each outcome as it arrives
+    (:func:`run_sweeps` with one ablation)."""
+    return run_sweeps([(ablation, trials)], scheduler, tracker, cli, force)[0]
+
+
+def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, tracker: Tracker,
+               cli: list[str], force: bool = False,
+               on_done: Callable[[str, SweepSummary], None] | None = None) -> list[SweepSummary]:
+    """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
+    on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
+    one :class:`SweepSummary` per ablation, in the order given.
+
+    One queue, not one sweep after another: the scheduler packs and orders the trials of every
+    ablation together (:func:`harness.scheduler.plan`), so no slot idles while one ablation's
+    last pack runs and small groups (a few reruns per ablation) still fill packs. Each ablation
+    keeps its own experiment, parent run (opened at the start, holding this driver's lease) and
+    summary; once its last trial is recorded its parent is closed and ``on_done(name, summary)``
+    is called (the end-of-sweep table and plot), so ablations end in completion order.
 
     On an interrupt (KeyboardInterrupt, SIGTERM turned into one by the CLI) the running trials
-    are cancelled, their runs and the parent run are closed as KILLED, and the exception
+    are cancelled, their runs and the open parent runs are closed as KILLED, and the exception
     propagates; everything that finished stays recorded.
 
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
-    the ablations of a suite so that Ray starts once. Each learning-curve point and outcome calls
+    the rounds of a suite so that Ray starts once. Each learning-curve point and outcome calls
     :func:`harness.signals.check`, so an interrupt whose exception Python swallowed (a
     garbage-collection callback prints "Exception ignored in") still stops the sweep.
+
+    Raises:
+        harness.writer.TrackingError: the trials ran, but some writes to the store failed.
     """
-    experiment = tracker.experiment(ablation)
-    stale = tracker.close_stale(experiment)
-    finished = tracker.finished_trials(experiment)
-    todo = trials if force else [t for t in trials if t.trial_id not in finished]
-    superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
-    parent = tracker.start_parent(experiment, ablation, len(todo), len(trials) - len(todo), cli)
-    tracker = TrackingWriter(tracker)  # per-trial writes on a writer thread, flushed below
-    summary = SweepSummary(experiment, parent, len(trials), len(trials) - len(todo), stale)
-    running: dict[str, str] = {}
+    sweeps: list[_Sweep] = []
+    owner: dict[int, _Sweep] = {}  # id(trial) of each queued trial → its ablation's sweep
+    queue: list[Trial] = []
+    for ablation, trials in groups:
+        experiment = tracker.experiment(ablation)
+        stale = tracker.close_stale(experiment)
+        finished = tracker.finished_trials(experiment)
+        todo = trials if force else [t for t in trials if t.trial_id not in finished]
+        todo = [replace(t) if id(t) in owner else t for t in todo]  # one object per queued trial
+        superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
+        sweep = _Sweep(ablation, experiment, finished, todo, superseded,
+                       SweepSummary(experiment, "", len(trials), len(trials) - len(todo), stale),
+                       len(todo))
+        sweeps.append(sweep)
+        for trial in todo:
+            owner[id(trial)] = sweep
+            queue.append(trial)
+    writer = TrackingWriter(tracker)  # per-trial writes on a writer thread, flushed below
+    running: dict[int, str] = {}  # id(trial) → its claimed run
+    open_parents: list[_Sweep] = []
+
+    def end(sweep: _Sweep) -> None:  # the ablation's last trial is back: close its parent
+        writer.flush()  # while the heartbeat still holds the lease
+        writer.end_run(sweep.summary.parent_id, "FINISHED")
+        writer.flush()
+        sweep.heartbeat.__exit__(None, None, None)
+        open_parents.remove(sweep)
+        _tally(sweep)
+        if on_done is not None:
+            on_done(sweep.ablation, sweep.summary)
 
     def on_start(trial: Trial) -> bool:
-        run_id = tracker.claim(experiment, parent, ablation, trial, superseded)
+        sweep = owner[id(trial)]
+        run_id = writer.claim(sweep.experiment, sweep.summary.parent_id, sweep.ablation, trial,
+                              sweep.superseded)
         if run_id is None:  # another invocation runs or finished it
-            summary.n_elsewhere += 1
+            sweep.summary.n_elsewhere += 1
+            sweep.left -= 1
             bar.update(1)
+            if sweep.left == 0:
+                end(sweep)
             return False
-        running[trial.trial_id] = run_id
+        running[id(trial)] = run_id
         return True
 
     def on_progress(trial: Trial, point: dict) -> None:  # the learning curve, as it is measured
         signals.check()
-        if trial.trial_id in running:
-            tracker.log_progress(running[trial.trial_id], point)
+        if id(trial) in running:
+            writer.log_progress(running[id(trial)], point)
 
-    status = "KILLED"
-    recorded: list = []  # (outcome, future of finish_trial's answer), tallied once flushed
     failed = 0  # outcomes with an error so far (the progress bar's count)
+    ok = False
+    desc = sweeps[0].ablation if len(sweeps) == 1 else f"{len(sweeps)} ablations"
     try:
-        with tracker.heartbeat(parent), \
-                tqdm(total=len(todo), desc=ablation, unit="trial", dynamic_ncols=True) as bar:
-            for outcome in scheduler.run(todo, on_start, on_progress):
+        for sweep in sweeps:
+            sweep.summary.parent_id = tracker.start_parent(
+                sweep.experiment, sweep.ablation, len(sweep.todo), sweep.summary.n_skipped, cli)
+            sweep.heartbeat = tracker.heartbeat(sweep.summary.parent_id)
+            sweep.heartbeat.__enter__()
+            open_parents.append(sweep)
+        with tqdm(total=len(queue), desc=desc, unit="trial", dynamic_ncols=True) as bar:
+            for sweep in [s for s in sweeps if s.left == 0]:  # nothing to run: done at once
+                end(sweep)
+            for outcome in scheduler.run(queue, on_start, on_progress):
                 signals.check()
-                old = finished.get(outcome.trial.trial_id, []) if force else []
-                recorded.append((outcome, tracker.finish_trial(running[outcome.trial.trial_id], outcome, old)))
-                del running[outcome.trial.trial_id]  # after: an interrupt mid-way closes it KILLED
+                key = id(outcome.trial)
+                sweep = owner[key]
+                old = sweep.finished.get(outcome.trial.trial_id, []) if force else []
+                sweep.recorded.append((outcome, writer.finish_trial(running[key], outcome, old)))
+                del running[key]  # after: an interrupt mid-way closes it KILLED
                 bar.update(1)
                 failed += outcome.error is not None
-                bar.set_postfix(done=len(recorded) - failed, failed=failed,
-                                remaining=bar.total - bar.n)
-            tracker.flush()  # while the heartbeat still holds the lease
-        status = "FINISHED"
+                bar.set_postfix(done=bar.n - failed, failed=failed, remaining=bar.total - bar.n)
+                sweep.left -= 1
+                if sweep.left == 0:
+                    end(sweep)
+        ok = True
     finally:
         for run_id in running.values():
-            tracker.end_run(run_id, "KILLED")
-        tracker.end_run(parent, status)
-        tracker.close(raise_errors=status == "FINISHED")  # raises TrackingError if a write failed
-    for outcome, answer in recorded:
+            writer.end_run(run_id, "KILLED")
+        for sweep in open_parents:  # interrupted (or a parent that failed to open)
+            writer.end_run(sweep.summary.parent_id, "KILLED")
+            if sweep.heartbeat is not None:
+                sweep.heartbeat.__exit__(None, None, None)
+        writer.close(raise_errors=ok)  # raises TrackingError if a write failed
+    return [s.summary for s in sweeps]
+
+
+def _tally(sweep: _Sweep) -> None:
+    """Fill the sweep's summary from its recorded outcomes (their writes are done)."""
+    summary = sweep.summary
+    for outcome, answer in sweep.recorded:
         if answer.result() is False:  # closed as stale by another invocation: not recorded
             summary.n_lost += 1
         elif outcome.error is not None:
@@ -122,7 +203,6 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
             summary.finished += 1
             if outcome.result.diverged:
                 summary.diverged.append(_describe(outcome))
-    return summary
 
 
 def print_summary(summary: SweepSummary) -> None:
@@ -144,9 +224,10 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
               cli: list[str], lease_s: float, force: bool = False,
               after: Callable[[str, SweepSummary], None] | None = None) -> bool:
     """Run a composed suite's ablations (``[(name, trials)]``, :func:`harness.sweep.expand_suite`)
-    one after another on one scheduler (Ray starts once), printing each :class:`SweepSummary`
-    and calling ``after(name, summary)`` (the end-of-sweep table and plot); returns whether any
-    trial failed. Used by ``python -m harness`` and ``python -m analysis.report``.
+    as one queue on one scheduler (:func:`run_sweeps`: Ray starts once, packs and slots are
+    shared across ablations), printing each ablation's :class:`SweepSummary` and calling
+    ``after(name, summary)`` (the end-of-sweep table and plot) as each ablation completes;
+    returns whether any trial failed. Used by ``python -m harness`` and ``python -m analysis.report``.
 
     An interrupt (SIGINT or SIGTERM, :mod:`harness.signals`) closes the running trials as KILLED
     and ends the process with exit status 130 once Ray is down, also where a library turned the
@@ -163,12 +244,14 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
         with make_scheduler(cluster) as scheduler:  # Ray starts once
             signals.install()  # again: ray.init installed its own SIGTERM handler
             signals.check()  # a signal during ray.init whose exception was swallowed
-            for name, trials in ablations:
-                summary = run_sweep(trials, scheduler, Tracker(store, lease_s), name, cli, force=force)
+            def done(name: str, summary: SweepSummary) -> None:
                 print_summary(summary)
                 if after is not None:
                     after(name, summary)
-                any_failed = any_failed or bool(summary.failed)
+
+            summaries = run_sweeps(list(ablations), scheduler, Tracker(store, lease_s), cli,
+                                   force=force, on_done=done)
+            any_failed = any(s.failed for s in summaries)
         sys.stdout.flush()
         # the suite is over and recorded: a later signal ends the process as before the suite,
         # not as a KeyboardInterrupt in exit callbacks (a Traceback, exit 0); one that came

@@ -39,15 +39,17 @@ class Outcome:
 
 
 class Progress:
-    """A trial's learning-curve callback (``run_trial(progress=…)``): sends ``(trial_id, point)``
-    to the driver through a Ray queue; a lost point is logged at the end with the curve."""
+    """A trial's learning-curve callback (``run_trial(progress=…)``): sends ``(index, point)``
+    to the driver through a Ray queue, ``index`` being the trial's place in the scheduler's list
+    (a trial id can recur there: one trial in two ablations); a lost point is logged at the end
+    with the curve."""
 
-    def __init__(self, queue, trial_id: str) -> None:
-        self.queue, self.trial_id = queue, trial_id
+    def __init__(self, queue, index: int) -> None:
+        self.queue, self.index = queue, index
 
     def __call__(self, point: dict[str, float]) -> None:
         try:
-            self.queue.put_nowait((self.trial_id, point))
+            self.queue.put_nowait((self.index, point))
         except Exception:  # noqa: BLE001 - progress is best effort; the trial goes on
             pass
 
@@ -229,7 +231,8 @@ class RayScheduler:
 
     def run(self, trials: Sequence[Trial], on_start: OnStart = None,
             on_progress: OnProgress = None) -> Iterator[Outcome]:
-        """Run every trial, at most a cluster's worth at once; yield outcomes as they complete.
+        """Run every trial, at most a cluster's worth at once; yield outcomes as they complete,
+        each holding the very trial object given (the caller may key on ``id(trial)``).
         Learning-curve points come back through a Ray queue and go to ``on_progress`` while the
         driver waits, and all of a trial's points before its outcome."""
 
@@ -244,7 +247,7 @@ class RayScheduler:
         )
         threads = max(1, round(self.cfg.cpus_per_trial))
         points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
-        by_id = {t.trial_id: t for t in trials}
+        index = {id(t): i for i, t in enumerate(trials)}
         queue = plan(trials, resolve_pack_size(self.cfg.pack_size, self.cfg.device), self._slots())
         by_ref: dict = {}
         while queue or self._pending:
@@ -253,7 +256,7 @@ class RayScheduler:
                 unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
                 if not unit:
                     continue
-                progress = ([Progress(points, t.trial_id) for t in unit]
+                progress = ([Progress(points, index[id(t)]) for t in unit]
                             if points is not None else None)
                 ref = remote.remote(unit, self.cfg.device, threads, progress)
                 by_ref[ref] = unit
@@ -263,13 +266,16 @@ class RayScheduler:
             done, self._pending = ray.wait(self._pending, num_returns=1,
                                            timeout=1.0 if points is not None else None)
             if points is not None:
-                for trial_id, point in points.get_nowait_batch(points.qsize()):
-                    on_progress(by_id[trial_id], point)
+                for i, point in points.get_nowait_batch(points.qsize()):
+                    on_progress(trials[i], point)
             if not done:
                 continue
             ref = done[0]
             try:
-                yield from ray.get(ref)
+                outcomes = ray.get(ref)
+                for trial, outcome in zip(by_ref[ref], outcomes):  # the caller's own objects
+                    outcome.trial = trial
+                yield from outcomes
             except Exception as err:  # noqa: BLE001 - the worker died and its retries are spent
                 for trial in by_ref[ref]:
                     yield Outcome(trial, None, f"{type(err).__name__}: {err}", "unknown")

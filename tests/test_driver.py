@@ -1,0 +1,51 @@
+"""The sweep driver (harness/driver.py): several ablations run as one queue on one scheduler, and
+each is still recorded as its own sweep (experiment, parent run, summary)."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+
+@pytest.mark.slow
+def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_path, hydra_conf, trial_runs):
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.driver import run_sweeps
+    from harness.scheduler import RayScheduler
+    from harness.sweep import compose_trial
+    from harness.tracking import Store, Tracker
+
+    trials = [compose_trial(["train.max_steps=6", "train.eval_every=2", "task.n_val=16",
+                             "task.n_test=16"], [f"seed={s}"]) for s in range(3)]
+    # seed 1 is in both ablations: one Trial object, one trial id, a run in each experiment
+    groups = [("first", trials[:2]), ("second", trials[1:])]
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", (tmp_path / "mlartifacts").as_uri())
+    calls, done = [], []
+    with RayScheduler(ClusterConfig(scheduler=SchedulerKind.local, num_cpus=2, pack_size="4")) as scheduler:
+        run = scheduler.run
+
+        def spy(todo, on_start=None, on_progress=None):
+            calls.append(len(todo))
+            return run(todo, on_start, on_progress)
+
+        scheduler.run = spy
+        summaries = run_sweeps(groups, scheduler, Tracker(store), [],
+                               on_done=lambda name, s: done.append((name, s.finished)))
+        assert calls == [4]  # one queue for both ablations
+        assert [s.finished for s in summaries] == [2, 2] and sorted(done) == [("first", 2), ("second", 2)]
+
+        client = MlflowClient(tracking_uri=store.uri)
+        for (name, group), summary in zip(groups, summaries):
+            runs = trial_runs(store.uri, name)
+            assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(t.trial_id for t in group)
+            assert {r.info.status for r in runs} == {"FINISHED"}
+            assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {summary.parent_id}
+            assert client.get_run(summary.parent_id).info.status == "FINISHED"
+            for r in runs:  # the learning curve came back to the right run while it ran
+                steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
+                assert steps == [2, 4, 6]
+
+        # run again: every trial is found finished in its own experiment, nothing runs
+        calls.clear()
+        again = run_sweeps(groups, scheduler, Tracker(store), [])
+        assert calls == [0] and [(s.n_skipped, s.finished) for s in again] == [(2, 0), (2, 0)]
