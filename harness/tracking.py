@@ -409,14 +409,23 @@ class Tracker:
 
     def log_progress(self, run_id: str, point: dict[str, float]) -> None:
         """Log one learning-curve point (``step``, ``train/loss``, ``val/loss``, ...) while the
-        trial runs, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then
-        logs only the points that did not arrive this way. Non-finite values are left out (the
-        final record names them)."""
-        step = int(point["step"])
-        ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
-        ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
-        self.client.log_batch(run_id, metrics=[Metric(k, v, ts, step) for k, v in ok.items()])
-        self._live.setdefault(run_id, set()).add(step)
+        trial runs (:meth:`log_points` with one point)."""
+        self.log_points(run_id, [point])
+
+    def log_points(self, run_id: str, points: list[dict[str, float]]) -> None:
+        """Log learning-curve points of a running trial in one batch, each at the time it was
+        measured, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then logs
+        only the points that did not arrive this way. Non-finite values are left out (the final
+        record names them)."""
+        metrics = []
+        for point in points:
+            step = int(point["step"])
+            ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
+            ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
+            metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
+        for chunk in _chunks(metrics, _BATCH["metrics"]):
+            self.client.log_batch(run_id, metrics=chunk)
+        self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
     def _log_config(self, run_id: str, trial: Trial) -> None:
         identity = trial.identity or identity_dict(trial.config)  # composed once (Trial.identity)

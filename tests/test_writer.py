@@ -88,16 +88,16 @@ def test_claim_answers_at_once_and_finish_answers_through_a_future_after_queued_
         def claim(self, experiment_id, parent_id, ablation, trial, ignore=frozenset()):
             return None if trial.trial_id == "taken" else f"run-{trial.trial_id}"
 
-        def log_progress(self, run_id, point):
+        def log_points(self, run_id, points):
             self.gate.wait(timeout=120)
-            self.log.append(("progress", run_id, point["step"]))
+            self.log.append(("progress", run_id, [p["step"] for p in points]))
 
         def finish_trial(self, run_id, outcome, supersede=()):
             self.log.append(("finish", run_id))
             return run_id != "run-stale"  # False: closed as stale by another driver
 
     store = Claims()
-    writer = TrackingWriter(store)
+    writer = TrackingWriter(store, progress_every_s=0)  # each point queued at once
     assert writer.claim("e", "p", "a", _Trial("taken")) is None  # synchronous: decides the start
     run_id = writer.claim("e", "p", "a", _Trial("t0"))
     assert run_id == "run-t0"
@@ -107,4 +107,32 @@ def test_claim_answers_at_once_and_finish_answers_through_a_future_after_queued_
     store.gate.set()
     writer.close()
     assert [a.result() for a in answers] == [True, False]
-    assert store.log == [("progress", "run-t0", 5), ("finish", "run-t0"), ("finish", "run-stale")]
+    assert store.log == [("progress", "run-t0", [5]), ("finish", "run-t0"), ("finish", "run-stale")]
+
+
+class _Outcome:
+    def __init__(self, result) -> None:
+        self.result = result
+
+
+def test_live_points_are_written_together_per_run_and_a_finished_curve_is_left_to_finish_trial():
+    class Points(SlowStore):
+        def log_points(self, run_id, points):
+            self.log.append(("points", run_id, [p["step"] for p in points]))
+
+    store = Points()
+    store.gate.set()
+    writer = TrackingWriter(store, progress_every_s=3600)  # nothing is due in this test
+    for step in (1, 2, 3):
+        for run in ("a", "b", "c", "d"):
+            writer.log_progress(f"run-{run}", {"step": step})
+    writer.finish_trial("run-a", _Outcome(result="ok"))  # its curve holds every point: not written
+    writer.finish_trial("run-b", _Outcome(result=None))  # failed: no curve, its points are kept
+    writer.end_run("run-c", "KILLED")  # interrupted: its points are written before it closes
+    writer.flush()
+    assert store.log == [("finish", "run-a"), ("points", "run-b", [1, 2, 3]), ("finish", "run-b"),
+                         ("points", "run-c", [1, 2, 3]), ("end", "run-c", "KILLED"),
+                         ("points", "run-d", [1, 2, 3])]  # flush writes what is still buffered
+    writer.log_progress("run-e", {"step": 4})
+    writer.close()
+    assert store.log[-1] == ("points", "run-e", [4])  # close flushes too
