@@ -83,11 +83,12 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
 
 
 def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
-    """Run the suite's trials (``ablations``: name → its expanded trials) in this process as
-    ``python -m harness +ablation=<report.suite>`` runs them (:func:`harness.driver.run_suite`:
-    one Ray instance, finished trials skipped), without its end-of-sweep figures. Bad input
-    exits 2 before any trial starts and an interrupt exits 130; failed or unrecorded trials are
-    named on stderr and the report goes on (it counts them)."""
+    """Run the suite's trials (``ablations``: name → its expanded trials; or a round of reruns)
+    in this process as ``python -m harness +ablation=<report.suite>`` runs them
+    (:func:`harness.driver.run_suite`: one queue on one Ray instance, finished trials skipped),
+    without its end-of-sweep figures. Bad input exits 2 before any trial starts and an interrupt
+    exits 130; failed or unrecorded trials are named on stderr and the report goes on (it
+    counts them)."""
     from harness.driver import run_suite as run_composed
     from harness.store import check_store
     from harness.tracking import check_experiments
@@ -113,10 +114,6 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
                    cli: list[str], store) -> int:
     """Extend the lr grid past the edges that deciding parts chose, up to ``report.extend_lr``
     rounds (paper.md §13). Returns the number of extension trials run."""
-    from harness.driver import run_sweeps
-    from harness.scheduler import make_scheduler
-    from harness.tracking import Tracker
-
     total = 0
     for _ in range(cfg.report.extend_lr):
         bundle = collect(store.uri, ablations)
@@ -136,8 +133,7 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
         for name, trials in todo.items():
             print(f"{name}: {len(trials)} trials past an lr grid edge", flush=True)
             total += len(trials)
-        with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:
-            run_sweeps(list(todo.items()), scheduler, Tracker(store), cli)  # one queue: packs fill
+        run_suite(cfg, todo, cli, store)  # one queue: small groups fill packs
     return total
 
 
@@ -145,10 +141,6 @@ def run_budget(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
                cli: list[str], store) -> int:
     """The budget ablation (:mod:`analysis.budget`): rerun each deciding part's arms at
     ``report.budget_factor`` × the steps. Returns the number of reruns started."""
-    from harness.driver import run_sweeps
-    from harness.scheduler import make_scheduler
-    from harness.tracking import Tracker
-
     runs, _ = split(collect(store.uri, ablations))
     main = {name: split_budget(stats.add_error(runs[name]), int(conf.train.max_steps))[0]
             for name, conf in configs.items() if name in runs}
@@ -158,8 +150,7 @@ def run_budget(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
     for name, trials in todo.items():
         print(f"{name}: {len(trials)} trials at ×{cfg.report.budget_factor} steps (budget ablation)",
               flush=True)
-    with make_scheduler(OmegaConf.to_object(cfg.cluster)) as scheduler:
-        run_sweeps(list(todo.items()), scheduler, Tracker(store), cli)  # one queue: packs fill
+    run_suite(cfg, todo, cli, store)  # one queue: small groups fill packs
     return sum(len(t) for t in todo.values())
 
 

@@ -46,6 +46,7 @@ class SweepSummary:
     finished: int = 0
     failed: list[str] = field(default_factory=list)  # one line per failed trial
     diverged: list[str] = field(default_factory=list)
+    ablation: str = ""  # its name: a suite's summaries come in completion order
 
 
 def _describe(outcome: Outcome) -> str:
@@ -113,7 +114,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
         todo = [replace(t) if id(t) in owner else t for t in todo]  # one object per queued trial
         superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
         sweep = _Sweep(ablation, experiment, finished, todo, superseded,
-                       SweepSummary(experiment, "", len(trials), len(trials) - len(todo), stale),
+                       SweepSummary(experiment, "", len(trials), len(trials) - len(todo), stale,
+                                    ablation=ablation),
                        len(todo))
         sweeps.append(sweep)
         for trial in todo:
@@ -207,7 +209,8 @@ def _tally(sweep: _Sweep) -> None:
 
 def print_summary(summary: SweepSummary) -> None:
     """Counts, then one line per failed or diverged trial (stderr)."""
-    print(f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
+    print(f"{summary.ablation + ': ' if summary.ablation else ''}"
+          f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
           f"{summary.finished} finished now, {len(summary.failed)} failed, "
           f"{len(summary.diverged)} diverged" +
           (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +

@@ -32,7 +32,8 @@ def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_pat
         summaries = run_sweeps(groups, scheduler, Tracker(store), [],
                                on_done=lambda name, s: done.append((name, s.finished)))
         assert calls == [4]  # one queue for both ablations
-        assert [s.finished for s in summaries] == [2, 2] and sorted(done) == [("first", 2), ("second", 2)]
+        assert [(s.ablation, s.finished) for s in summaries] == [("first", 2), ("second", 2)]
+        assert sorted(done) == [("first", 2), ("second", 2)]  # on_done once per ablation
 
         client = MlflowClient(tracking_uri=store.uri)
         for (name, group), summary in zip(groups, summaries):
