@@ -215,7 +215,8 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
              f"Trials: {n.get('total', 0)}" + (f" runs of the {plan} trials this ablation composes to"
                                                 if plan is not None else "") + f" ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
              f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged; {ext} past an lr grid edge); "
-             f"sweep wall time {wall / 60:.1f} min over {len(mine)} invocation(s).", ""]
+             f"its sweeps were open {wall / 60:.1f} min over {len(mine)} invocation(s) (a suite's "
+             "ablations run as one queue, so their times overlap).", ""]
     for fig in sorted(folder.glob("*.png")):
         lines += [f"![{name} {fig.stem}]({rel}/{fig.name})", ""]
     for table in sorted(folder.glob("*.md")):
