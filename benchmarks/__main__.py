@@ -108,7 +108,6 @@ class NoOpTracker:
     def start_trial(self, *args): return "run"  # noqa: E704
     def claim(self, *args): return "run"  # noqa: E704
     def heartbeat(self, *args): return contextlib.nullcontext()  # noqa: E704
-    def log_progress(self, *args): return None  # noqa: E704
     def log_points(self, *args): return None  # noqa: E704
     def finish_trial(self, *args): return True  # noqa: E704
     def end_run(self, *args): return None  # noqa: E704

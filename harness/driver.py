@@ -59,8 +59,6 @@ class _Sweep:
     """One ablation's share of :func:`run_sweeps`: its experiment, what is left to run, and the
     outcomes recorded so far (each with the future of ``finish_trial``'s answer)."""
 
-    ablation: str
-    experiment: str
     finished: dict[str, list[str]]  # trial id → FINISHED run ids before this invocation
     todo: list[Trial]
     superseded: set[str]  # old FINISHED runs a forced rerun replaces (the claim ignores them)
@@ -113,7 +111,7 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
         todo = trials if force else [t for t in trials if t.trial_id not in finished]
         todo = [replace(t) if id(t) in owner else t for t in todo]  # one object per queued trial
         superseded = {run for t in todo for run in finished.get(t.trial_id, [])} if force else set()
-        sweep = _Sweep(ablation, experiment, finished, todo, superseded,
+        sweep = _Sweep(finished, todo, superseded,
                        SweepSummary(experiment, "", len(trials), len(trials) - len(todo), stale,
                                     ablation=ablation),
                        len(todo))
@@ -126,18 +124,18 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     open_parents: list[_Sweep] = []
 
     def end(sweep: _Sweep) -> None:  # the ablation's last trial is back: close its parent
+        writer.end_run(sweep.summary.parent_id, "FINISHED")  # after its trials' writes (in order)
         writer.flush()  # while the heartbeat still holds the lease
-        writer.end_run(sweep.summary.parent_id, "FINISHED")
-        writer.flush()
         sweep.heartbeat.__exit__(None, None, None)
         open_parents.remove(sweep)
         _tally(sweep)
         if on_done is not None:
-            on_done(sweep.ablation, sweep.summary)
+            on_done(sweep.summary.ablation, sweep.summary)
 
     def on_start(trial: Trial) -> bool:
         sweep = owner[id(trial)]
-        run_id = writer.claim(sweep.experiment, sweep.summary.parent_id, sweep.ablation, trial,
+        summary = sweep.summary
+        run_id = writer.claim(summary.experiment_id, summary.parent_id, summary.ablation, trial,
                               sweep.superseded)
         if run_id is None:  # another invocation runs or finished it
             sweep.summary.n_elsewhere += 1
@@ -156,11 +154,12 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
 
     failed = 0  # outcomes with an error so far (the progress bar's count)
     ok = False
-    desc = sweeps[0].ablation if len(sweeps) == 1 else f"{len(sweeps)} ablations"
+    desc = sweeps[0].summary.ablation if len(sweeps) == 1 else f"{len(sweeps)} ablations"
     try:
         for sweep in sweeps:
-            sweep.summary.parent_id = tracker.start_parent(
-                sweep.experiment, sweep.ablation, len(sweep.todo), sweep.summary.n_skipped, cli)
+            summary = sweep.summary
+            summary.parent_id = tracker.start_parent(summary.experiment_id, summary.ablation,
+                                                     len(sweep.todo), summary.n_skipped, cli)
             sweep.heartbeat = tracker.heartbeat(sweep.summary.parent_id)
             sweep.heartbeat.__enter__()
             open_parents.append(sweep)

@@ -407,11 +407,6 @@ class Tracker:
             raise
         return run_id
 
-    def log_progress(self, run_id: str, point: dict[str, float]) -> None:
-        """Log one learning-curve point (``step``, ``train/loss``, ``val/loss``, ...) while the
-        trial runs (:meth:`log_points` with one point)."""
-        self.log_points(run_id, [point])
-
     def log_points(self, run_id: str, points: list[dict[str, float]]) -> None:
         """Log learning-curve points of a running trial in one batch, each at the time it was
         measured, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then logs
