@@ -130,7 +130,9 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
         open_parents.remove(sweep)
         _tally(sweep)
         if on_done is not None:
-            on_done(sweep.summary.ablation, sweep.summary)
+            with tqdm.external_write_mode():  # the progress bar is still open: print below it
+                on_done(sweep.summary.ablation, sweep.summary)
+                sys.stdout.flush()
 
     def on_start(trial: Trial) -> bool:
         sweep = owner[id(trial)]
