@@ -9,7 +9,8 @@ absolute times drift; the ratios are what to read). Prints the tables and writes
 3. driver CPU per trial (``getrusage``) with a no-op tracker, and the tracking cost per trial
    for SQLite and for an MLflow server;
 4. composition time per trial;
-5. on a CUDA machine, packed throughput on the GPU.
+5. the short-row softmax: ``torch.softmax`` vs :func:`harness.models.common.row_softmax`;
+6. on a CUDA machine, packed throughput on the GPU.
 """
 
 from __future__ import annotations
@@ -281,6 +282,26 @@ def machine() -> str:
             f"torch threads per trial 1; {time.strftime('%Y-%m-%d %H:%M')}")
 
 
+def softmax_rows(lengths=(4, 8, 12, 16, 32), rows: int = 1024 * 8) -> list[tuple]:
+    """Rows ``(n, torch.softmax µs, row_softmax µs, ratio)``: forward + backward on scores
+    ``(rows // n, n, n)`` float32 (about ``rows·n`` elements), medians of
+    ``torch.utils.benchmark`` timings."""
+    from torch.utils.benchmark import Timer
+
+    from harness.models.common import row_softmax
+
+    out = []
+    for n in lengths:
+        a = torch.randn(rows // n, n, n, requires_grad=True)
+        g = torch.randn_like(a)
+        times = []
+        for fn in (lambda x: torch.softmax(x, dim=-1), row_softmax):
+            timer = Timer("torch.autograd.grad(fn(a), a, g)", globals={"torch": torch, "fn": fn, "a": a, "g": g})
+            times.append(timer.blocked_autorange(min_run_time=0.5).median * 1e6)
+        out.append((n, times[0], times[1], times[0] / times[1]))
+    return out
+
+
 def table(header: list[str], rows: list[tuple], fmt: list[str]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(f.format(v) for f, v in zip(fmt, row)) + " |" for row in rows]
@@ -295,7 +316,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,4,16,64", help="pack sizes")
     parser.add_argument("--no-server", action="store_true", help="skip the MLflow server measurement")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: "
-                        "packing,sweep,driver,composition,gpu")
+                        "packing,sweep,driver,composition,softmax,gpu")
     parser.add_argument("--out", default=str(RESULTS), help="Markdown file whose packing section is written")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -343,6 +364,14 @@ def main() -> None:
             rows = composition()
             parts += ["**Composition** (`expand_suite`, Hydra compositions included):", "",
                       table(["command", "trials", "ms/trial"], rows, ["`{}`", "{}", "{:.2f}"]), ""]
+        if "softmax" not in skip:
+            print("short-row softmax", flush=True)
+            rows = softmax_rows()
+            parts += ["**Short-row softmax** (forward + backward on float32 scores `(8192 / n, n, n)`, CPU; "
+                      "`row_softmax` pads rows shorter than 16 with -inf, longer ones are `torch.softmax` "
+                      "itself):", "",
+                      table(["n", "torch.softmax µs", "row_softmax µs", "ratio"], rows,
+                            ["{}", "{:.0f}", "{:.0f}", "**{:.2f}×**"]), ""]
         if "gpu" not in skip:
             if torch.cuda.is_available():
                 print("GPU", flush=True)

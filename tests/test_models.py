@@ -253,3 +253,26 @@ def test_causal_outputs_do_not_depend_on_later_tokens(preset, overrides):
     with torch.no_grad():
         full, prefix = model(x), model(x[:, :8])
     torch.testing.assert_close(full[:, :8], prefix, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 15, 16, 23])
+@pytest.mark.parametrize("causal", [False, True])
+def test_row_softmax_is_torch_softmax(n, causal):
+    """The padded short-row softmax has torch.softmax's values and gradients, also under vmap
+    (as packed trials call it)."""
+    from harness.models.common import causal_fill, row_softmax
+
+    gen = torch.Generator().manual_seed(n)
+    a = (torch.randn(3, 5, n, n, generator=gen, dtype=torch.float64) * 4).requires_grad_(True)
+    def scores():
+        return causal_fill(a) if causal else a
+
+    g = torch.randn(3, 5, n, n, generator=gen, dtype=torch.float64)
+    mine, ref = row_softmax(scores()), torch.softmax(scores(), dim=-1)
+    assert mine.shape == ref.shape
+    torch.testing.assert_close(mine, ref, rtol=1e-12, atol=1e-14)
+    (grad_mine,) = torch.autograd.grad(mine, a, g)
+    (grad_ref,) = torch.autograd.grad(ref, a, g)
+    torch.testing.assert_close(grad_mine, grad_ref, rtol=1e-10, atol=1e-12)
+    batched = torch.func.vmap(row_softmax)(scores().detach())
+    torch.testing.assert_close(batched, ref.detach(), rtol=1e-12, atol=1e-14)

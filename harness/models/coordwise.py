@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import normal, rotate_out_, require_positive
+from harness.models.common import normal, rotate_out_, require_positive, row_softmax
 
 __all__ = ["CoordWise", "CoordWiseConfig"]
 
@@ -47,7 +47,7 @@ class CoordWise(nn.Module):
         """Map ``x: (B, n, d)`` to ``(B, n, d)``."""
         yt = x @ self.Z  # (B, n, k)
         a = yt @ self.W @ yt.transpose(-1, -2) / math.sqrt(self.cfg.k)  # (B, n, n)
-        return torch.softmax(a, dim=-1) @ torch.tanh(x)
+        return row_softmax(a) @ torch.tanh(x)
 
     def span_knowledge(self) -> None:
         """``None``: tanh(X) leaves span(X), and no finite knowledge set is claimed."""

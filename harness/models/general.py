@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive
+from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive, row_softmax
 
 __all__ = ["General", "GeneralConfig"]
 
@@ -80,7 +80,7 @@ class General(nn.Module):
             ctx[:, None, None, :].expand(b, n, n, -1),  # c̄
         ], dim=-1)  # (B, n, n, 2k+3+p)
         scores = self.phi1(pair).squeeze(-1)  # (B, n, n)
-        g1 = torch.softmax(scores, dim=-1) if self.cfg.mix is Mix.softmax else scores / n
+        g1 = row_softmax(scores) if self.cfg.mix is Mix.softmax else scores / n
         own = torch.cat([yt, diag[..., None], ctx[:, None, :].expand(b, n, -1)], dim=-1)  # (B, n, k+1+p)
         return g1, self.phi2(own)  # (B, n, n), (B, n, k)
 

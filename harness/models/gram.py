@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix, require_positive
+from harness.models.common import MLP, Mix, require_positive, row_softmax
 
 __all__ = ["Gram", "GramConfig"]
 
@@ -61,7 +61,7 @@ class Gram(nn.Module):
         pair = torch.stack([gram, diag[:, :, None].expand(b, n, n),
                             diag[:, None, :].expand(b, n, n)], dim=-1)  # (B, n, n, 3)
         scores = self.phi(pair).squeeze(-1)  # (B, n, n)
-        return torch.softmax(scores, dim=-1) if self.cfg.mix is Mix.softmax else scores / n
+        return row_softmax(scores) if self.cfg.mix is Mix.softmax else scores / n
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x: (B, n, d)`` to ``(B, n, d)``."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive
+from harness.models.common import MLP, Mix, normal, rotate_out_, require_positive, row_softmax
 
 __all__ = ["XG", "XGConfig"]
 
@@ -62,7 +62,7 @@ class XG(nn.Module):
         pair = torch.cat([yt[:, :, None, :].expand(b, n, n, -1),  # y_i
                           yt[:, None, :, :].expand(b, n, n, -1)], dim=-1)  # y_j → (B, n, n, 2k)
         scores = self.phi(pair).squeeze(-1)  # (B, n, n)
-        return torch.softmax(scores, dim=-1) if self.cfg.mix is Mix.softmax else scores / n
+        return row_softmax(scores) if self.cfg.mix is Mix.softmax else scores / n
 
     def forward(self, x: Tensor) -> Tensor:
         """Map ``x: (B, n, d)`` to ``(B, n, d)``."""

@@ -19,7 +19,7 @@ from enum import Enum
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, normal, rotate_out_, require_positive
+from harness.models.common import MLP, normal, rotate_out_, require_positive, row_softmax
 
 __all__ = ["ZG2", "ZG2Config", "ZG2Mode"]
 
@@ -74,7 +74,7 @@ class ZG2(nn.Module):
             g2t = self.phi(yt)  # (B, n, k): column i of g2 is φ(y_i)
         else:
             a = yt @ self.W @ yt.transpose(-1, -2) / math.sqrt(self.cfg.k)  # (B, n, n)
-            g2t = torch.softmax(a, dim=-1) @ yt  # (B, n, k)
+            g2t = row_softmax(a) @ yt  # (B, n, k)
         return g2t @ self.Z.T  # (B, n, d)
 
     def span_knowledge(self) -> Tensor:
