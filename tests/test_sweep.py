@@ -156,3 +156,16 @@ def test_extra_grids_add_points_without_a_full_cross_product(hydra_conf):
         cfg.ablation.extra_grids = [{"train.lr": "0.1"}]
     with pytest.raises(SweepError, match=r"train.lr.*allowed"):
         expand(cfg, cli)
+
+
+def test_the_full_scale_paper_suite_passes_preflight(hydra_conf):
+    """Every size ``scale=full`` sets is possible for its task (T1(i)'s pool of 8,000 expressions
+    holds no 8,192 training examples: arithmetic_mod keeps its 1,024). The default scale is
+    checked by every report run, tiny by the report tests."""
+    from harness.validate import preflight
+
+    cli = ["+ablation=paper", "scale=full"]
+    ablations = expand_suite(compose(config_name="config", overrides=cli), cli)
+    trials = [t for _, ts in ablations for t in ts]
+    assert {a for a, _ in ablations} >= {"arithmetic_mod", "control", "rotation"}
+    preflight(trials, "cpu", "auto")  # raises on an impossible size
