@@ -4,6 +4,7 @@ suite's lr-edge extensions, export the results bundle, decide every part and wri
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from analysis.outputs import write_all
 from analysis.paper import CLAIMS
 from analysis.plots import FORMATS
 from analysis.trials import grid_axes
+from harness.config import PartConfig
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
 PATH_CHECK = "path check, not evidence"
@@ -39,11 +41,15 @@ def _git(*args: str) -> str:
 
 def commit_line() -> tuple[str, str]:
     """``(harness commit, margins commit)``: HEAD (``+dirty`` if code or configs changed, the
-    report's own output under ``docs/`` not counted) and the last commit that changed the
-    ablation files, where the margins are pre-registered."""
+    report's own output under ``docs/`` not counted) and the last commit that changed a part
+    of an ablation file (``ablation.parts``: claim, arms, test, δ, …), where the margins are
+    pre-registered; a change of the grid or of comments does not move it."""
     head = _git("rev-parse", "HEAD") or "unknown"
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs")
-    margins = _git("log", "-1", "--format=%h", "--", "conf/ablation") or "unknown"
+    # a part's own keys ("name" and "task" are also keys elsewhere in an ablation file)
+    part_keys = "|".join(f.name for f in dataclasses.fields(PartConfig) if f.name not in ("name", "task"))
+    margins = _git("log", "-1", "--format=%h", "-E", f"-G^[[:space:]]*-?[[:space:]]*({part_keys}):",
+                   "--", "conf/ablation") or "unknown"
     return head[:12] + ("+dirty" if dirty else ""), margins
 
 

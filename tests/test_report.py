@@ -58,3 +58,30 @@ def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, ru
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"report.out='{out}'" in proc.stderr and "folder" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()  # no store opened, no trial started
+
+
+def test_the_margins_commit_is_the_last_change_of_a_part_not_of_the_grid(tmp_path, monkeypatch):
+    """commit_line names the commit that last changed an ablation's parts (where margins are
+    pre-registered); a later grid or comment change in the same file does not move it."""
+    import subprocess
+
+    from analysis import reporting
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    path = tmp_path / "conf" / "ablation" / "x.yaml"
+    path.parent.mkdir(parents=True)
+    git("init", "-q")
+    path.write_text("ablation:\n  parts:\n    - claim: C1\n      a: m\n      b: n\n      delta: 0.1\n"
+                    "  grid:\n    task.n_train: ${scale.n_train_max}\n")
+    git("add", "."), git("commit", "-qm", "parts")
+    registered = git("rev-parse", "--short", "HEAD")
+    path.write_text(path.read_text().replace("${scale.n_train_max}", '"1024"  # a comment'))
+    git("commit", "-qam", "grid")
+    monkeypatch.setattr(reporting, "ROOT", tmp_path)
+    assert reporting.commit_line()[1] == registered
+    path.write_text(path.read_text().replace("delta: 0.1", "delta: 0.2"))
+    git("commit", "-qam", "margin")
+    assert reporting.commit_line()[1] == git("rev-parse", "--short", "HEAD") != registered
