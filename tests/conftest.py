@@ -38,14 +38,51 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def _cli(args: list[str], cwd: Path, timeout: int = 600, **env):
+STALL_S = 600  # a subprocess of a test fails after this long without a byte of new output
+
+
+def wait_while_progressing(proc, logs: list[Path], stall_s: float = STALL_S) -> int:
+    """Wait for ``proc`` to exit while it makes progress: raise ``subprocess.TimeoutExpired`` only
+    after ``stall_s`` seconds in which none of ``logs`` (its stdout/stderr files) grew. A loaded
+    machine makes a run slow, not silent: the drivers print a progress bar per finished trial, so
+    the tests fail on a hang, never on a slow machine."""
+    import subprocess
+    import time
+
+    seen, last = -1, time.monotonic()
+    while proc.poll() is None:
+        size = sum(log.stat().st_size for log in logs if log.exists())
+        if size != seen:
+            seen, last = size, time.monotonic()
+        elif time.monotonic() - last > stall_s:
+            proc.kill()
+            proc.wait()
+            raise subprocess.TimeoutExpired(proc.args, stall_s)
+        time.sleep(0.5)
+    return proc.returncode
+
+
+def _cli(args: list[str], cwd: Path, stall_s: float = STALL_S, **env):
+    """``python -m *args`` in ``cwd``; its output goes through files (no pipe to fill) and it may
+    run as long as it keeps printing (:func:`wait_while_progressing`)."""
     import os
     import subprocess
     import sys
+    import tempfile
 
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="cli-") as logs:
+        out, err = Path(logs) / "out", Path(logs) / "err"
+        with open(out, "w") as fout, open(err, "w") as ferr:
+            proc = subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, env=full_env,
+                                    stdout=fout, stderr=ferr, text=True)
+            try:
+                code = wait_while_progressing(proc, [out, err], stall_s)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        return subprocess.CompletedProcess(proc.args, code, out.read_text(), err.read_text())
 
 
 @pytest.fixture()

@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from conftest import _cli as _run
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def _state(path: Path) -> tuple:
@@ -178,3 +174,15 @@ def test_two_invocations_in_the_same_second_get_their_own_output_folder():
                            text=True, cwd=ROOT, timeout=600).stdout.strip() for _ in range(2)]
     assert all(d.startswith("outputs/smoke/2026-01-01_00-00-00") for d in dirs), dirs
     assert dirs[0] != dirs[1], dirs
+
+
+def test_subprocesses_of_tests_fail_on_silence_not_on_slowness(tmp_path):
+    """The tests' CLI runner (conftest ``_cli``) lets a run take as long as it keeps printing,
+    and kills one that falls silent for ``stall_s``."""
+    ticking = "import time\nfor i in range(8):\n    print(i, flush=True); time.sleep(0.4)\n"
+    (tmp_path / "ticking.py").write_text(ticking)
+    (tmp_path / "silent.py").write_text("import time\nprint('start', flush=True)\ntime.sleep(60)\n")
+    proc = _run(["ticking"], tmp_path, stall_s=1.5)  # 3.2 s in all, never 1.5 s silent
+    assert proc.returncode == 0 and proc.stdout.split() == [str(i) for i in range(8)]
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run(["silent"], tmp_path, stall_s=1.5)

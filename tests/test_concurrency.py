@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import trial_workers
+from conftest import _cli, trial_workers, wait_while_progressing
 
 TINY = ["train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64"]
 # the stress test's trials run long enough (seconds each) that its kills land while the drivers
@@ -31,10 +31,12 @@ STORE_ERRORS = ("OperationalError", "IntegrityError", "database is locked", "ale
 
 def _popen(args: list[str], cwd: Path, log: Path) -> subprocess.Popen:
     """A driver in its own process group, stdout and stderr to ``log`` (.out/.err)."""
-    return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, text=True,
                             stdout=open(log.with_suffix(".out"), "w"),
                             stderr=open(log.with_suffix(".err"), "w"),
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc.logs = [log.with_suffix(".out"), log.with_suffix(".err")]
+    return proc
 
 
 def _runs(uri: str, experiment: str) -> list:
@@ -124,7 +126,7 @@ def _stress(cwd: Path, tracking: list[str], uri: str, seed: int = 12, budget_s: 
         elif proc.poll() is None:
             proc.send_signal(sig)
             kills[f"driver {sig.name}"] += 1
-            proc.wait(timeout=120)
+            wait_while_progressing(proc, proc.logs)  # a loaded machine may take minutes to stop Ray
             if time.time() < end - 60:
                 slots[slot] = launch(slot)
     for proc, _ in launched:
@@ -133,13 +135,12 @@ def _stress(cwd: Path, tracking: list[str], uri: str, seed: int = 12, budget_s: 
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGTERM)
             kills["driver SIGTERM (budget spent)"] += 1
-            proc.wait(timeout=120)
+            wait_while_progressing(proc, proc.logs)
     concurrent_s = time.time() - start
     codes = Counter(proc.returncode for proc, _ in launched)
     before = Counter(r.info.status for r in _runs(uri, "smoke") if "trial_id" in r.data.tags)
     time.sleep(lease_s + 1)  # the SIGKILLed drivers' leases expire
-    final = subprocess.run([sys.executable, "-m", *common, "cluster=serial"], cwd=cwd,
-                           capture_output=True, text=True, timeout=900)
+    final = _cli([*common, "cluster=serial"], cwd)
     outs = [log.with_suffix(".out").read_text() for _, log in launched] + [final.stdout]
     errs = [log.with_suffix(".err").read_text() for _, log in launched] + [final.stderr]
     runs = _runs(uri, "smoke")
