@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import torch
+import yaml
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
-from omegaconf import OmegaConf
 
 from harness.cli import ablation_question
+from harness.config import to_plain
 from harness.scheduler import Outcome
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
 from harness.sweep import Trial, identity_dict
@@ -427,7 +428,8 @@ class Tracker:
         params = [Param(k, param_value(v)) for k, v in flatten(identity).items()]
         for chunk in _chunks(params, _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
-        self.client.log_text(run_id, OmegaConf.to_yaml(OmegaConf.structured(trial.config)), "config.yaml")
+        config = yaml.safe_dump(to_plain(trial.config), sort_keys=False, allow_unicode=True)
+        self.client.log_text(run_id, config, "config.yaml")
 
     def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
         """Open a RUNNING child run for ``trial`` with its tags, params and ``config.yaml``

@@ -215,3 +215,20 @@ def test_a_store_error_reading_a_parent_never_makes_its_runs_stale(hydra_conf, t
         monkeypatch.setattr(reader.client, "get_run", get_run)
         assert reader.close_stale(experiment) == closed
     assert real(run_id).info.status == "KILLED"
+
+
+@pytest.mark.parametrize("groups", [["model=softmax", "task=teacher"], ["model=transformer", "task=arithmetic"],
+                                    ["model=gru", "task=nearest_length"], ["model=higher_order", "task=argmax"]])
+def test_config_yaml_is_the_resolved_config_as_omegaconf_writes_it(hydra_conf, groups):
+    """``config.yaml`` is written from plain data (:func:`harness.config.to_plain`), not through
+    OmegaConf's structured nodes; it holds what OmegaConf's container holds, enums by name."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from harness.config import to_plain
+
+    config = compose_trial(groups, ["seed=3", "train.lr=0.003"]).config
+    expected = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+    assert to_plain(config) == expected
+    assert yaml.safe_load(yaml.safe_dump(to_plain(config), sort_keys=False)) == expected
+    assert expected["train"]["optimizer"] == "adam"  # an enum, by name
