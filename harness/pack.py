@@ -238,8 +238,9 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
         idx = idx.to(dev) + offset  # (P, k, B): rows of the pooled training sets
         for j in range(k):
             step = first + j
-            rows = idx[:, j]  # (P, B)
-            losses = step_losses(stacked, *[t[rows] for t in pool.values()])  # (P,)
+            rows = idx[:, j].reshape(-1)  # (P·B,): t[rows] as index_select, about 5× faster on a CPU
+            losses = step_losses(stacked, *[t.index_select(0, rows).view(P, batch_size, *t.shape[1:])
+                                            for t in pool.values()])  # (P,)
             values = losses.detach().tolist()
             for i in range(P):
                 if active[i] and not math.isfinite(values[i]):

@@ -42,10 +42,11 @@ class Batch:
         return self.y.shape[1]
 
     def index(self, idx: Tensor) -> "Batch":
-        """The sub-batch at positions ``idx`` (a 1-D index tensor)."""
-        pick = lambda t: None if t is None else t[idx]  # noqa: E731
-        return Batch(pick(self.x), self.y[idx], pick(self.tokens), pick(self.mask),
-                     {k: v[idx] for k, v in self.groups.items()})
+        """The sub-batch at positions ``idx`` (a 1-D integer index tensor). ``index_select``
+        gives what ``t[idx]`` gives, about 5× faster on a CPU (benchmarks/RESULTS.md)."""
+        pick = lambda t: None if t is None else t.index_select(0, idx)  # noqa: E731
+        return Batch(pick(self.x), pick(self.y), pick(self.tokens), pick(self.mask),
+                     {k: pick(v) for k, v in self.groups.items()})
 
     def to(self, device: torch.device | str) -> "Batch":
         """The batch moved to ``device``."""
