@@ -62,7 +62,7 @@ def wait_while_progressing(proc, logs: list[Path], stall_s: float = STALL_S) -> 
     return proc.returncode
 
 
-def _cli(args: list[str], cwd: Path, stall_s: float = STALL_S, **env):
+def _cli(args: list[str], cwd: Path, stall_s: float = STALL_S, env: dict[str, str] | None = None):
     """``python -m *args`` in ``cwd``; its output goes through files (no pipe to fill) and it may
     run as long as it keeps printing (:func:`wait_while_progressing`)."""
     import os
@@ -70,7 +70,7 @@ def _cli(args: list[str], cwd: Path, stall_s: float = STALL_S, **env):
     import sys
     import tempfile
 
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="cli-") as logs:
         out, err = Path(logs) / "out", Path(logs) / "err"
         with open(out, "w") as fout, open(err, "w") as ferr:

@@ -33,7 +33,7 @@ BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-c
 def smoke_store(tmp_path_factory, run_cli_module):
     """A store holding one short smoke sweep (18 trials, serial), made by the real CLI."""
     cwd = tmp_path_factory.mktemp("ui")
-    proc = run_cli_module(["harness", "+ablation=smoke", *FAST], cwd, timeout=900)
+    proc = run_cli_module(["harness", "+ablation=smoke", *FAST], cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "View run" not in proc.stdout  # MLflow's per-run console link is silenced
     return cwd

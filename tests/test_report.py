@@ -21,7 +21,7 @@ def _files(folder: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, run_cli):
-    proc = run_cli(["analysis.report", "scale=tiny"], tmp_path, timeout=1800)
+    proc = run_cli(["analysis.report", "scale=tiny"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "outputs" / "report-tiny"
     report = (out / "report.md").read_text()
@@ -38,7 +38,7 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     assert len(list(out.glob("report/*/sample_efficiency.png"))) == len(suite["ablation"]["suite"])  # one per ablation
 
     again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline"],  # a folder
-                    tmp_path, timeout=600)
+                    tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     offline = (tmp_path / "offline" / "report.md").read_text()
     assert "results bundle `runs.csv.gz`" in offline
@@ -54,7 +54,7 @@ def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, ru
     (tmp_path / "notes.txt").write_text("a file where a folder would go")
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / "report").write_text("a file where the figures' folder would go")
-    proc = run_cli(["analysis.report", "scale=tiny", f"report.out={out}"], tmp_path, timeout=300)
+    proc = run_cli(["analysis.report", "scale=tiny", f"report.out={out}"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"report.out='{out}'" in proc.stderr and "folder" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()  # no store opened, no trial started
