@@ -235,8 +235,8 @@ def register_configs() -> None:
 def to_plain(value: Any) -> Any:
     """A config object (dataclasses of :class:`Config`) as plain dicts, lists and scalars, enums
     by name: what ``OmegaConf.to_container(OmegaConf.structured(value), enum_to_str=True)`` gives
-    for a resolved config, without building OmegaConf nodes (about 20× cheaper; every trial's
-    ``config.yaml`` is written this way)."""
+    for a resolved config, without building OmegaConf nodes (a trial's
+    ``config.yaml`` costs 3.8 ms of CPU this way, 30 ms through OmegaConf; benchmarks/RESULTS.md)."""
     if hasattr(value, "__dataclass_fields__"):
         return {name: to_plain(getattr(value, name)) for name in value.__dataclass_fields__}
     if isinstance(value, Enum):
