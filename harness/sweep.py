@@ -23,7 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, ValidationError, ValueNode, open_dict
 from omegaconf._impl import select_node
 
-from harness.config import Config
+from harness.config import Config, to_plain
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
@@ -66,10 +66,8 @@ class Trial:
 
 def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
     """The resolved config as plain data, without where it runs or is recorded."""
-    container = OmegaConf.to_container(
-        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
-        resolve=True, enum_to_str=True,
-    )
+    container = (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+                 if isinstance(cfg, DictConfig) else to_plain(cfg))  # a resolved object: the same data
     return {key: value for key, value in container.items() if key not in NOT_IDENTITY}
 
 
