@@ -207,14 +207,23 @@ def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
     return [table.sort_values(["role", "verdict", "reason"]).to_markdown(index=False), ""]
 
 
+def open_seconds(sweeps: pd.DataFrame) -> float:
+    """Σ (end − start) over sweep runs, in seconds (NaN if none). Times are timestamps or the
+    strings a bundle holds, where a time on a whole second has no fraction
+    (``23:38:13+00:00`` beside ``23:38:13.123000+00:00``), so they are read as ISO 8601."""
+    if sweeps.empty:
+        return float("nan")
+    when = {k: pd.to_datetime(sweeps[k], utc=True, format="ISO8601") for k in ("start_time", "end_time")}
+    return float((when["end_time"] - when["start_time"]).dt.total_seconds().sum())
+
+
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
                       rel: str, plan: int | None = None) -> list[str]:
     header = (ROOT / "conf" / "ablation" / f"{name}.yaml").read_text()
     question = " ".join(line[2:].strip() for line in header.splitlines()
                         if line.startswith("# ") and not line.startswith(("# @package", "# Parts", "#   C")))
     mine = sweeps[sweeps["ablation"] == name] if not sweeps.empty else sweeps
-    wall = (pd.to_datetime(mine["end_time"], utc=True) - pd.to_datetime(mine["start_time"], utc=True)
-            ).dt.total_seconds().sum() if not mine.empty else float("nan")
+    wall = open_seconds(mine)
     n = stats.counts(df, by=()).iloc[0].to_dict() if not df.empty else {}
     ext = int((df.get("extends", pd.Series(dtype=str)).fillna("").astype(str) != "").sum()) if not df.empty else 0
     lines = [f"### `{name}`", "", question, "",

@@ -185,3 +185,26 @@ def test_learning_curves_from_mlflow(tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
     with pytest.raises(ValueError):
         plots.learning_curves(uri, [], tmp_path / "none")
+
+
+def test_sweep_times_from_a_bundle_read_a_time_on_a_whole_second(tmp_path):
+    """A parent run that starts or ends on a whole second is written to the bundle without a
+    fraction (23:38:13+00:00 beside 23:38:13.123000+00:00); reading both gave a pandas format
+    error at the end of a 13-minute report."""
+    from analysis.bundle import read_bundle, write_bundle
+    from analysis.reporting import open_seconds
+
+    ms = [1796081893000, 1796081893123, 1796081953500, 1796082013000]  # 0 and 123 ms past a second
+    sweeps = pd.DataFrame([{"ablation": "a", "role": "sweep", "run_id": f"r{i}",
+                            "start_time": pd.Timestamp(start, unit="ms", tz="UTC"),
+                            "end_time": pd.Timestamp(end, unit="ms", tz="UTC")}
+                           for i, (start, end) in enumerate([(ms[1], ms[2]), (ms[0], ms[3])])])
+    trials = pd.DataFrame([{"ablation": "a", "role": "trial", "run_id": "t0",  # times as numbers
+                            "start_time": ms[1] * 1000, "end_time": ms[2] * 1000}])
+    bundle = read_bundle(write_bundle(pd.concat([trials, sweeps]), tmp_path / "runs.csv.gz"))
+    again = bundle[bundle["role"] == "sweep"]
+    assert again["start_time"].tolist()[1].endswith(":13+00:00")  # the form that failed
+    expected = (ms[2] - ms[1] + ms[3] - ms[0]) / 1000
+    assert open_seconds(again) == pytest.approx(expected)
+    assert open_seconds(sweeps) == pytest.approx(expected)
+    assert np.isnan(open_seconds(sweeps.iloc[:0]))
