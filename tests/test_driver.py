@@ -24,9 +24,22 @@ def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_pat
     with RayScheduler(ClusterConfig(scheduler=SchedulerKind.local, num_cpus=2, pack_size="4")) as scheduler:
         run = scheduler.run
 
+        seen: dict[str, list[int]] = {}  # trial id → steps of the points that came live
+
         def spy(todo, on_start=None, on_progress=None):
             calls.append(len(todo))
-            return run(todo, on_start, on_progress)
+
+            def progress(trial, point):
+                seen.setdefault(trial.trial_id, []).append(int(point["step"]))
+                on_progress(trial, point)
+
+            for outcome in run(todo, on_start, progress):
+                # every point of a trial reaches the driver before its outcome (one batch per unit;
+                # seed 1 runs twice, once per ablation, so its points may have come twice)
+                got, steps = seen.get(outcome.trial.trial_id, []), [p["step"] for p in outcome.result.curve]
+                repeats = len(got) // len(steps)
+                assert 1 <= repeats <= todo.count(outcome.trial) and got == steps * repeats, got
+                yield outcome
 
         scheduler.run = spy
         summaries = run_sweeps(groups, scheduler, Tracker(store), [],

@@ -215,3 +215,33 @@ def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf):
     assert all(r.info["device"].startswith("cuda") for r in packed)
     assert _worst_relative(lone, packed) <= 1e-10
     assert resolve_pack_size("auto", "cuda") > resolve_pack_size("auto", "cpu")
+
+
+def test_a_units_points_reach_the_queue_in_batches_and_before_its_outcomes(hydra_conf):
+    """A pack's learning-curve points go to the driver's queue as lists of (index, point): one
+    put at most every ``every_s`` seconds and one when the unit ends, not one per point."""
+    from harness.scheduler import Progress, execute_unit
+
+    class Queue:
+        def __init__(self):
+            self.puts = []
+
+        def put_nowait(self, item):
+            self.puts.append(item)
+
+    trials = [compose_trial(["train.max_steps=6", "train.eval_every=2", "task.n_val=16", "task.n_test=16"],
+                            [f"seed={s}"]) for s in range(3)]
+    sent = {}
+    for every_s in (3600.0, 0.0):
+        queue = Queue()
+        outcomes = execute_unit(trials, "cpu", 1, Progress(queue, [7, 8, 9], every_s=every_s))
+        sent[every_s] = [pair for batch in queue.puts for pair in batch]
+        assert [o.error for o in outcomes] == [None] * 3
+        for index, outcome in zip([7, 8, 9], outcomes):
+            assert [p["step"] for i, p in sent[every_s] if i == index] == [2, 4, 6]
+        if every_s:
+            assert len(queue.puts) == 1  # all 9 points in one put, at the end of the unit
+        else:
+            assert len(queue.puts) >= 3
+    assert [(i, p["step"]) for i, p in sent[3600.0]] == [(i, p["step"]) for i, p in sent[0.0]]
+
