@@ -203,7 +203,8 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
     dev = resolve_device(device)
     clock = {"setup": 0.0, "steps": 0.0, "eval": 0.0, "conclude": 0.0}
     mark = time.perf_counter()
-    setups = [prepare(c, dev) for c in cfgs]
+    first = prepare(cfgs[0], dev)
+    setups = [first, *[prepare(c, dev, shared=first) for c in cfgs[1:]]]  # one validation/test set
     if any(len(s.train) != 1 for s in setups):
         raise ValueError("cannot pack: several training lengths")
     cfg0, P = cfgs[0], len(cfgs)

@@ -7,7 +7,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -16,7 +16,7 @@ from harness.config import Config, DType, Optimizer
 from harness.models import build_model, count_parameters, rotate
 from harness.symmetry import measure
 from tasks import Batch, TaskBase, build_task, combine
-from tasks.base import Rotation, generator, haar_orthogonal
+from tasks.base import Rotation, Sums, generator, haar_orthogonal
 
 DTYPES = {DType.float32: torch.float32, DType.float64: torch.float64}
 
@@ -117,25 +117,38 @@ def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: T
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: TaskBase, batches: list[Batch], chunk: int = 1024) -> dict[str, float]:
+def evaluate(model: nn.Module, task: TaskBase, batches: list[Batch], chunk: int = 1024,
+             references: list[Sums] | None = None) -> dict[str, float]:
     """Metrics of ``model`` on a set (one batch per length): the task's metrics pooled over
     chunks and lengths, plus ``loss`` (mean per example) and the task's reference metrics.
     Long sequences are evaluated in smaller chunks (pairwise models hold ``(B, n, n, ·)``
     tensors): at most ``2**20 / n²`` sequences at once.
 
+    ``references``: ``task.reference_sums`` of each chunk, in order, if already computed (they
+    do not depend on the model; :class:`Checkpoints` computes them once).
+
     Raises:
         ValueError: from the model, e.g. a length beyond its maximum.
     """
     sums, loss, count = [], 0.0, 0
+    for j, sub in enumerate(chunks(batches, chunk)):
+        out = model(task.inputs(sub))
+        loss += float(task.loss(out, sub)) * len(sub)
+        count += len(sub)
+        sums += [task.metric_sums(out, sub), task.reference_sums(sub) if references is None else references[j]]
+    return {"loss": loss / count, **combine(sums)}
+
+
+def chunks(batches: list[Batch], chunk: int = 1024) -> Iterator[Batch]:
+    """The sub-batches :func:`evaluate` measures, in order: each batch in consecutive chunks of
+    at most ``min(chunk, 2**20 / n²)`` sequences (a batch that fits is itself its one chunk)."""
     for batch in batches:
         size = max(1, min(chunk, 2**20 // batch.n**2))
+        if size >= len(batch):
+            yield batch
+            continue
         for i in range(0, len(batch), size):
-            sub = batch.index(torch.arange(i, min(i + size, len(batch)), device=batch.y.device))
-            out = model(task.inputs(sub))
-            loss += float(task.loss(out, sub)) * len(sub)
-            count += len(sub)
-            sums += [task.metric_sums(out, sub), task.reference_sums(sub)]
-    return {"loss": loss / count, **combine(sums)}
+            yield batch.index(torch.arange(i, min(i + size, len(batch)), device=batch.y.device))
 
 
 def evaluate_lengths(model: nn.Module, task: TaskBase, sets: dict[str, list[Batch]],
@@ -207,9 +220,11 @@ class Setup:
     batch_size: int
 
 
-def prepare(cfg: Config, dev: torch.device) -> Setup:
+def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setup:
     """Build a trial's task (with its learned ``E``/``U`` initialised), data, model and minibatch
-    stream on ``dev`` from the independent streams described in :func:`run_trial`.
+    stream on ``dev`` from the independent streams described in :func:`run_trial`. ``shared``:
+    the setup of a trial with the same task config but for ``n_train`` (a pack's first trial),
+    whose validation and test sets are taken instead of built again (the same data).
 
     Raises:
         ValueError: for non-positive train sizes, or impossible task/model sizes.
@@ -219,6 +234,8 @@ def prepare(cfg: Config, dev: torch.device) -> Setup:
         raise ValueError(f"train sizes must be positive, got {cfg.train}")
     task = build_task(cfg.task, dtype)
     task.init_parameters(generator(cfg.seed, "init", "task"))
+    if shared is not None:
+        task.share_data(shared.task)
     train, val = task.train_set(cfg.seed), task.val_set()
     tests = task.test_sets()
     model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dtype)
@@ -247,11 +264,14 @@ class Checkpoints:
         self.best = (math.inf, math.inf)  # (val error, val loss) of the kept state: selection key
         self.best_state, self.best_step = _state(model, task), 0
         self.curve: list[dict[str, float]] = []
+        self._references: list[Sums] | None = None  # the validation set's reference sums
 
     def record(self, step: int, running: list[float], model: nn.Module, task: TaskBase,
                val: list[Batch]) -> None:
         """Evaluate at ``step`` (``running``: the training losses since the last point)."""
-        val_metrics = evaluate(model, task, val)
+        if self._references is None:  # model-independent: computed once
+            self._references = [task.reference_sums(sub) for sub in chunks(val)]
+        val_metrics = evaluate(model, task, val, references=self._references)
         key = (selection_error(val_metrics), val_metrics["loss"])
         if key < self.best:  # NaN never compares smaller: never kept
             self.best, self.best_step, self.best_state = key, step, _state(model, task)

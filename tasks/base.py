@@ -4,6 +4,7 @@ readout, the loss and the metrics. Also the seed streams and the options every t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -178,23 +179,41 @@ class TaskBase(nn.Module):
         return [self.sample_split("train", n, s, seed) for n, s in zip(self.lengths, sizes) if s]
 
     def val_set(self) -> list[Batch]:
-        """``n_val`` validation examples at the training lengths (the task's own stream)."""
-        sizes = split_evenly(self.cfg.n_val, len(self.lengths))
-        return [self.sample_split("val", n, s, 0) for n, s in zip(self.lengths, sizes) if s]
+        """``n_val`` validation examples at the training lengths (the task's own stream, the
+        same for every seed and ``n_train``); built once per task object (never modify it)."""
+        if getattr(self, "_val_set", None) is None:
+            sizes = split_evenly(self.cfg.n_val, len(self.lengths))
+            self._val_set = [self.sample_split("val", n, s, 0) for n, s in zip(self.lengths, sizes) if s]
+        return self._val_set
 
     def test_sets(self) -> dict[str, list[Batch]]:
         """``{"": in-distribution set, "n_<n>": set at length n for each test length}``.
 
         The in-distribution set has ``n_test`` examples at the training lengths; each test
         length gets ``n_test`` more (the in-distribution examples, when it is a training length
-        with a single training length).
+        with a single training length). The task's own streams: the same for every seed and
+        ``n_train``; built once per task object (never modify them).
         """
+        if getattr(self, "_test_sets", None) is not None:
+            return self._test_sets
         sets = {"": [self.sample_split("test", n, s, 0) for n, s in
                      zip(self.lengths, split_evenly(self.cfg.n_test, len(self.lengths))) if s]}
         for n in self.test_ns:
             same = self.lengths == [n]
             sets[f"n_{n}"] = sets[""] if same else [self.sample_split("test", n, self.cfg.n_test, 0)]
+        self._test_sets = sets
         return sets
+
+    def share_data(self, other: "TaskBase") -> None:
+        """Take ``other``'s validation and test sets instead of building them again (a pack's
+        trials share one task config, :mod:`harness.pack`; these sets are its function alone).
+
+        Raises:
+            ValueError: the two tasks' configs differ in more than ``n_train``.
+        """
+        if dataclasses.replace(self.cfg, n_train=0) != dataclasses.replace(other.cfg, n_train=0):
+            raise ValueError(f"cannot share data between task configs {self.cfg} and {other.cfg}")
+        self._val_set, self._test_sets = other.val_set(), other.test_sets()
 
     # --- embedding, readout, loss, metrics ----------------------------------------------
     def init_parameters(self, g: torch.Generator) -> None:

@@ -245,3 +245,20 @@ def test_a_units_points_reach_the_queue_in_batches_and_before_its_outcomes(hydra
             assert len(queue.puts) >= 3
     assert [(i, p["step"]) for i, p in sent[3600.0]] == [(i, p["step"]) for i, p in sent[0.0]]
 
+
+def test_a_packs_trials_build_one_validation_and_test_set(hydra_conf):
+    """A pack's trials share the first trial's validation and test sets (the task's own
+    streams: the same for every seed and n_train), each its own training data."""
+    from harness.trial import prepare
+
+    cpu = torch.device("cpu")
+    for family in (["model=softmax"], ["task=nearest", "model=softmax"]):
+        cfgs = _configs(family)
+        first = prepare(cfgs[0], cpu)
+        other, alone = prepare(cfgs[1], cpu, shared=first), prepare(cfgs[1], cpu)
+        assert other.val[0].y is first.val[0].y  # not built again
+        for mine, own in ((other.val, alone.val), *((other.tests[k], alone.tests[k]) for k in alone.tests)):
+            assert all(torch.equal(a.y, b.y) for a, b in zip(mine, own))
+        assert torch.equal(other.train[0].y, alone.train[0].y) and not torch.equal(other.train[0].y[:64], first.train[0].y[:64])
+    with pytest.raises(ValueError, match="cannot share data"):
+        prepare(_configs(["task.n_val=16"])[0], cpu, shared=prepare(_configs([])[0], cpu))
