@@ -4,9 +4,8 @@ readout, the loss and the metrics. Also the seed streams and the options every t
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Dict, List, Optional, Sequence
 
@@ -211,7 +210,7 @@ class TaskBase(nn.Module):
         Raises:
             ValueError: the two tasks' configs differ in more than ``n_train``.
         """
-        if dataclasses.replace(self.cfg, n_train=0) != dataclasses.replace(other.cfg, n_train=0):
+        if replace(self.cfg, n_train=0) != replace(other.cfg, n_train=0):
             raise ValueError(f"cannot share data between task configs {self.cfg} and {other.cfg}")
         self._val_set, self._test_sets = other.val_set(), other.test_sets()
 
