@@ -49,6 +49,11 @@ UNPACKABLE = {"gru": "nn.GRU has no vmap batching rule"}
 FIELDS = ("x", "y", "tokens", "mask")  # Batch tensors a training step reads
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as run_trial uses them
 CPU_PACK = 16  # pack_size=auto on a CPU: wide enough to amortise per-op overhead (benchmarks/)
+# Model families that pack_size=auto runs alone on a CPU, and why: packing did not speed them up
+# on the CPUs measured (benchmarks/RESULTS.md, B1: 0.70-0.82x on an AMD EPYC, 1.00-1.19x on an
+# Intel Xeon). A lone MLP step is a few large matrix products: no per-op overhead to amortise.
+CPU_AUTO_ALONE = {"mlp": "pack_size=auto on a CPU: packed MLP trials are no faster than lone ones "
+                         "(benchmarks/RESULTS.md)"}
 CUDA_PACK = 256  # pack_size=auto on CUDA: a pack that runs out of memory is split in halves
 INDEX_CHUNK = 64  # minibatch indices drawn this many steps at a time (same stream as step by step)
 
@@ -74,16 +79,23 @@ def pack_key(cfg: Config) -> str:
     return f"{min(cfg.train.batch_size, cfg.task.n_train)}|{neutral!r}"
 
 
-def resolve_pack_size(value: str | int, device: str) -> int:
-    """``cluster.pack_size`` as a number. ``auto``: :data:`CPU_PACK` on a CPU, :data:`CUDA_PACK`
-    on CUDA (as wide as memory allows: the scheduler halves a pack that runs out of memory).
+def _on_cuda(device: str) -> bool:
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
+def resolve_pack_size(value: str | int, device: str, cfg: Config | None = None) -> int:
+    """``cluster.pack_size`` as a number. ``auto``: :data:`CUDA_PACK` on CUDA (as wide as memory
+    allows: the scheduler halves a pack that runs out of memory); on a CPU :data:`CPU_PACK`, or 1
+    for a trial ``cfg`` whose model family is in :data:`CPU_AUTO_ALONE`. An integer applies to
+    every trial.
 
     Raises:
         ValueError: neither ``auto`` nor a positive integer, naming the value and allowed ones.
     """
     if str(value) == "auto":
-        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-        return CUDA_PACK if cuda else CPU_PACK
+        if _on_cuda(device):
+            return CUDA_PACK
+        return 1 if cfg is not None and cfg.model.name in CPU_AUTO_ALONE else CPU_PACK
     try:
         size = int(value)
     except ValueError:
@@ -91,6 +103,16 @@ def resolve_pack_size(value: str | int, device: str) -> int:
     if size < 1:
         raise ValueError(f"cluster.pack_size={value!r}; allowed: auto or a positive integer")
     return size
+
+
+def runs_alone(cfg: Config, pack_size: str | int, device: str) -> str | None:
+    """Why the trial ``cfg`` runs alone under ``cluster.pack_size=pack_size`` on ``device``
+    (``None`` if it is packed with others): :func:`cannot_pack`, or ``auto`` on a CPU for a
+    family in :data:`CPU_AUTO_ALONE`. A pack size of 1 is no reason (nothing is packed)."""
+    reason = cannot_pack(cfg)
+    if reason is None and str(pack_size) == "auto" and not _on_cuda(device):
+        reason = CPU_AUTO_ALONE.get(cfg.model.name)
+    return reason
 
 
 class _Loss(nn.Module):

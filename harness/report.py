@@ -58,23 +58,25 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
     """How the trials would run (``cluster.pack_size``, harness/pack.py): the number of packs
-    and their sizes, and the trials that run alone because they cannot be packed, by reason."""
-    from harness.pack import cannot_pack, resolve_pack_size
+    and their sizes, and the trials that run alone (:func:`harness.pack.runs_alone`: they cannot
+    be packed, or ``auto`` runs their family alone on this device), by reason."""
+    from harness.pack import resolve_pack_size, runs_alone
     from harness.scheduler import plan
 
     size = resolve_pack_size(pack_size, device)
-    units = plan(trials, size)
+    units = plan(trials, pack_size, device)
     packs = [len(u) for u in units if len(u) > 1]
     alone: dict[str, list[str]] = {}
     for trial in trials:
-        reason = cannot_pack(trial.config)
+        reason = runs_alone(trial.config, pack_size, device)
         if reason:
             alone.setdefault(reason, []).append(trial.variant)
     print(f"packing (cluster.pack_size={pack_size} -> {size}): {sum(packs)} trials in {len(packs)} "
           f"packs (sizes {min(packs, default=0)}-{max(packs, default=0)}), "
           f"{len(units) - len(packs)} alone")
     for reason, variants in alone.items():
-        print(f"  cannot pack {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
+        verb = "run alone" if reason.startswith("pack_size=auto") else "cannot pack"
+        print(f"  {verb}: {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
 
 
 def summarise(ablation: str, store: Store, tracker: Tracker, parent: str, out_dir: Path) -> None:

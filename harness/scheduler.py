@@ -24,7 +24,7 @@ import torch
 
 from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
-from harness.pack import cannot_pack, pack_key, resolve_pack_size, run_pack
+from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
 from harness.sweep import Trial
 from harness.trial import TrialResult, run_trial
 from tasks.base import split_evenly
@@ -137,22 +137,32 @@ def execute_unit(trials: Sequence[Trial], device: str, num_threads: int,
             progress.flush()
 
 
-def plan(trials: Sequence[Trial], size: int, min_units: int = 1) -> list[list[Trial]]:
-    """Group trials into packs of at most ``size`` (trials that share :func:`harness.pack.pack_key`,
-    split into near-equal packs), trials that :func:`harness.pack.cannot_pack` alone; packs are
-    split further until there are at least ``min_units`` units (free slots) where possible.
-    Longest units first (packs, then lone trials), so the last to finish is short."""
-    if size <= 1:
+def plan(trials: Sequence[Trial], pack_size: str | int, device: str = "cpu",
+         min_units: int = 1) -> list[list[Trial]]:
+    """Group trials into packs (trials that share :func:`harness.pack.pack_key`, split into
+    near-equal packs of at most :func:`harness.pack.resolve_pack_size` each) and run alone the
+    trials :func:`harness.pack.runs_alone` names; packs are split further until there are at
+    least ``min_units`` units (free slots) where possible. Longest units first (packs, then lone
+    trials), so the last to finish is short.
+
+    Args:
+        pack_size: ``cluster.pack_size`` (``auto`` or a positive integer).
+        device: ``cluster.device`` (``auto`` resolves per device and model family).
+
+    Raises:
+        ValueError: a ``pack_size`` that is neither ``auto`` nor a positive integer.
+    """
+    if resolve_pack_size(pack_size, device) <= 1:
         return [[t] for t in trials]
     groups: dict[str, list[Trial]] = {}
     units: list[list[Trial]] = []
     for trial in trials:
-        if cannot_pack(trial.config):
+        if runs_alone(trial.config, pack_size, device):
             units.append([trial])
         else:
             groups.setdefault(pack_key(trial.config), []).append(trial)
     for members in groups.values():
-        count = -(-len(members) // size)
+        count = -(-len(members) // resolve_pack_size(pack_size, device, members[0].config))
         bounds = [0, *itertools.accumulate(split_evenly(len(members), count))]
         units += [members[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     while len(units) < min_units and units and max(len(u) for u in units) > 1:
@@ -187,7 +197,7 @@ class SerialScheduler:
         """Yield each trial's outcome in order; ``on_start(trial)`` is called before each (False
         skips it), ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
         threads = max(1, round(self.cfg.cpus_per_trial))
-        for unit in plan(trials, resolve_pack_size(self.cfg.pack_size, self.cfg.device)):
+        for unit in plan(trials, self.cfg.pack_size, self.cfg.device):
             unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
             if not unit:
                 continue
@@ -286,7 +296,7 @@ class RayScheduler:
         threads = max(1, round(self.cfg.cpus_per_trial))
         points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
         index = {id(t): i for i, t in enumerate(trials)}
-        queue = plan(trials, resolve_pack_size(self.cfg.pack_size, self.cfg.device), self._slots())
+        queue = plan(trials, self.cfg.pack_size, self.cfg.device, self._slots())
         by_ref: dict = {}
         while queue or self._pending:
             while queue and len(self._pending) < self._slots():

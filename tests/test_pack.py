@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from harness.config import ClusterConfig, Optimizer, SchedulerKind
-from harness.pack import StackedOptimizer, cannot_pack, pack_key, resolve_pack_size, run_pack
+from harness.pack import (StackedOptimizer, cannot_pack, pack_key, resolve_pack_size, run_pack,
+                          runs_alone)
 from harness.sweep import compose_trial
 from harness.trial import run_trial
 
@@ -142,6 +143,33 @@ def test_plan_groups_splits_and_keeps_unpackable_trials_alone(hydra_conf):
     assert len(plan(trials, 16, min_units=6)) >= 6  # split to fill free slots
     assert all(len(u) == 1 for u in plan(trials, 1))
     assert plan([], 16, min_units=4) == []  # nothing left to run (all finished)
+
+
+def test_auto_runs_the_mlp_alone_on_a_cpu_and_the_dry_run_says_why(hydra_conf, capsys):
+    """``pack_size=auto`` packs per device and family: on a CPU the MLP baseline (no faster packed,
+    benchmarks/RESULTS.md) runs alone, on CUDA it is packed; an explicit size packs it anywhere.
+    The dry run's packing line names every trial that runs alone and why."""
+    from harness.report import print_packs
+    from harness.scheduler import plan
+
+    trials = [compose_trial([f"model={m}"], [f"seed={s}"]) for m in ("softmax", "mlp") for s in range(4)]
+    trials.append(compose_trial(["model=gru"], []))
+    mlp = [t for t in trials if t.config.model.name == "mlp"]
+    assert resolve_pack_size("auto", "cpu", mlp[0].config) == 1
+    assert resolve_pack_size("auto", "cpu", trials[0].config) == resolve_pack_size("auto", "cpu") > 1
+    assert "no faster" in runs_alone(mlp[0].config, "auto", "cpu")
+    assert runs_alone(mlp[0].config, "auto", "cuda") is None and runs_alone(mlp[0].config, 4, "cpu") is None
+    sizes = {u[0].config.model.name: sorted(len(v) for v in plan(trials, "auto", "cpu")
+                                            if v[0].config.model.name == u[0].config.model.name)
+             for u in plan(trials, "auto", "cpu")}
+    assert sizes == {"attention": [4], "mlp": [1, 1, 1, 1], "gru": [1]}
+    assert sorted(len(u) for u in plan(trials, "auto", "cuda")) == [1, 4, 4]
+    assert sorted(len(u) for u in plan(trials, 4, "cpu")) == [1, 4, 4]
+    print_packs(trials, "auto", "cpu")
+    out = capsys.readouterr().out
+    assert "4 trials in 1 packs" in out and "5 alone" in out, out
+    assert "cannot pack: 1 trials (gru)" in out and "vmap" in out, out
+    assert "run alone: 4 trials (mlp)" in out and "no faster" in out, out
 
 
 def test_serial_scheduler_runs_a_pack_with_one_start_and_one_outcome_per_trial(hydra_conf):
