@@ -143,7 +143,8 @@ def plan(trials: Sequence[Trial], pack_size: str | int, device: str = "cpu",
     near-equal packs of at most :func:`harness.pack.resolve_pack_size` each) and run alone the
     trials :func:`harness.pack.runs_alone` names; packs are split further until there are at
     least ``min_units`` units (free slots) where possible. Longest units first (packs, then lone
-    trials), so the last to finish is short.
+    trials), so the last to finish is short; units of one length keep the order of their first
+    trials.
 
     Args:
         pack_size: ``cluster.pack_size`` (``auto`` or a positive integer).
@@ -154,14 +155,12 @@ def plan(trials: Sequence[Trial], pack_size: str | int, device: str = "cpu",
     """
     if resolve_pack_size(pack_size, device) <= 1:
         return [[t] for t in trials]
-    groups: dict[str, list[Trial]] = {}
+    groups: dict[int | str, list[Trial]] = {}  # a trial that runs alone: a group of its own
+    for index, trial in enumerate(trials):
+        alone = runs_alone(trial.config, pack_size, device)
+        groups.setdefault(index if alone else pack_key(trial.config), []).append(trial)
     units: list[list[Trial]] = []
-    for trial in trials:
-        if runs_alone(trial.config, pack_size, device):
-            units.append([trial])
-        else:
-            groups.setdefault(pack_key(trial.config), []).append(trial)
-    for members in groups.values():
+    for members in groups.values():  # in the order of their first trial
         count = -(-len(members) // resolve_pack_size(pack_size, device, members[0].config))
         bounds = [0, *itertools.accumulate(split_evenly(len(members), count))]
         units += [members[a:b] for a, b in zip(bounds[:-1], bounds[1:])]

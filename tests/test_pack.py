@@ -165,6 +165,8 @@ def test_auto_runs_the_mlp_alone_on_a_cpu_and_the_dry_run_says_why(hydra_conf, c
     assert sizes == {"attention": [4], "mlp": [1, 1, 1, 1], "gru": [1]}
     assert sorted(len(u) for u in plan(trials, "auto", "cuda")) == [1, 4, 4]
     assert sorted(len(u) for u in plan(trials, 4, "cpu")) == [1, 4, 4]
+    mixed = [trials[0], mlp[0], mlp[1]]  # units of one length keep the trials' order
+    assert plan(mixed, "auto", "cpu") == [[trials[0]], [mlp[0]], [mlp[1]]]
     print_packs(trials, "auto", "cpu")
     out = capsys.readouterr().out
     assert "4 trials in 1 packs" in out and "5 alone" in out, out
