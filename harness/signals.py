@@ -3,9 +3,11 @@ as KILLED; README "Faults").
 
 Python runs a signal handler between bytecodes of the main thread, so the ``KeyboardInterrupt``
 it raises can land where Python swallows exceptions (a garbage-collection or at-fork callback
-prints "Exception ignored in" and goes on). Every handler therefore also sets :data:`STOP`, which
-the driver checks at each learning-curve point and outcome (:func:`harness.driver.run_sweep`) and
-after Ray starts. While ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or
+prints "Exception ignored in" with a Traceback and goes on). Every handler therefore also sets
+:data:`STOP`, which the driver checks at each learning-curve point and outcome
+(:func:`harness.driver.run_sweep`) and after Ray starts; while the handlers are installed,
+``sys.unraisablehook`` stays quiet about such a swallowed interrupt (it is not lost, and the
+driver prints its own one-line message), and reports every other exception as before. While ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or
 tear the new instance down); :func:`noting_ray_handlers` wraps each of them so that it also sets
 :data:`STOP`.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from typing import Iterator
 
@@ -24,10 +27,26 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _quiet_about_interrupts(hook):
+    """``sys.unraisablehook`` that drops a ``KeyboardInterrupt`` once :data:`STOP` is set and
+    passes everything else to ``hook``."""
+    def quiet(unraisable) -> None:
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and STOP.is_set()):
+            hook(unraisable)
+
+    quiet.quiet_about_interrupts = True
+    return quiet
+
+
 def install() -> dict:
     """Make SIGINT and SIGTERM interrupt the sweep (again after ``ray.init``, which replaces the
-    SIGTERM handler); returns the handlers replaced, for :func:`restore`. Main thread only."""
-    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    SIGTERM handler) and quiet ``sys.unraisablehook`` about interrupts swallowed in callbacks
+    (module docstring); returns what was replaced, for :func:`restore`. Main thread only."""
+    previous: dict = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    if not getattr(sys.unraisablehook, "quiet_about_interrupts", False):  # not wrapped twice
+        previous["unraisablehook"] = sys.unraisablehook
+        sys.unraisablehook = _quiet_about_interrupts(sys.unraisablehook)
+    return previous
 
 
 def restore(previous: dict) -> None:
@@ -35,8 +54,11 @@ def restore(previous: dict) -> None:
     sweep is over: a signal in the interpreter's teardown then ends the process as it would have
     without the sweep, instead of a ``KeyboardInterrupt`` that an exit callback reports with a
     Traceback. Main thread only."""
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
+    for key, handler in previous.items():
+        if key == "unraisablehook":
+            sys.unraisablehook = handler
+        else:
+            signal.signal(key, handler)
 
 
 def check() -> None:

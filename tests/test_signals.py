@@ -1,7 +1,9 @@
 """harness.signals: an interrupt whose exception Python swallowed is not lost, and a SIGTERM
 that reaches one of Ray's own handlers during ``ray.init`` is noted too."""
+import gc
 import os
 import signal
+import sys
 
 import pytest
 
@@ -11,10 +13,12 @@ from harness import signals
 @pytest.fixture()
 def clean_signals():
     saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    hook = sys.unraisablehook
     signals.STOP.clear()
     yield
     for s, handler in saved.items():
         signal.signal(s, handler)
+    sys.unraisablehook = hook
     signals.STOP.clear()
 
 
@@ -27,6 +31,33 @@ def test_a_swallowed_interrupt_is_raised_again_by_check(clean_signals):
         pass
     with pytest.raises(KeyboardInterrupt):  # ... but not the request
         signals.check()
+
+
+class _RaisesWhenCollected:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __del__(self) -> None:
+        raise self.error
+
+
+def test_a_swallowed_interrupt_prints_no_traceback_while_the_sweep_runs(clean_signals):
+    """An interrupt swallowed in a callback (``__del__`` here, a weakref callback in the wild)
+    does not reach the unraisable hook (Python's prints "Exception ignored ... Traceback") once
+    noted; other swallowed errors still do, and restore() puts the hook back."""
+    seen = []
+    sys.unraisablehook = before = lambda unraisable: seen.append(unraisable.exc_value)
+    previous = signals.install()
+    signals.install()  # again, as after ray.init: the hook is not wrapped twice
+    signals.STOP.set()
+    _RaisesWhenCollected(KeyboardInterrupt("signal 15"))
+    gc.collect()
+    assert seen == []
+    _RaisesWhenCollected(ValueError("a real error"))
+    gc.collect()
+    assert [type(e) for e in seen] == [ValueError]
+    signals.restore(previous)
+    assert sys.unraisablehook is before
 
 
 def test_rays_sigterm_handlers_note_the_signal(clean_signals):
