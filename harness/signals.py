@@ -7,9 +7,9 @@ prints "Exception ignored in" with a Traceback and goes on). Every handler there
 :data:`STOP`, which the driver checks at each learning-curve point and outcome
 (:func:`harness.driver.run_sweep`) and after Ray starts; while the handlers are installed,
 ``sys.unraisablehook`` stays quiet about such a swallowed interrupt (it is not lost, and the
-driver prints its own one-line message), and reports every other exception as before. While ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or
-tear the new instance down); :func:`noting_ray_handlers` wraps each of them so that it also sets
-:data:`STOP`.
+driver prints its own one-line message), and reports every other exception as before. While
+``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or tear the new instance
+down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`.
 """
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def install() -> dict:
     """Make SIGINT and SIGTERM interrupt the sweep (again after ``ray.init``, which replaces the
     SIGTERM handler) and quiet ``sys.unraisablehook`` about interrupts swallowed in callbacks
     (module docstring); returns what was replaced, for :func:`restore`. Main thread only."""
-    previous: dict = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous: dict = {sig: signal.signal(sig, _interrupt)
+                      for sig in (signal.SIGTERM, signal.SIGINT)}
     if not getattr(sys.unraisablehook, "quiet_about_interrupts", False):  # not wrapped twice
         previous["unraisablehook"] = sys.unraisablehook
         sys.unraisablehook = _quiet_about_interrupts(sys.unraisablehook)

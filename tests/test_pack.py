@@ -55,7 +55,7 @@ ARITH = ["task.n_val=20", "task.n_test=40", "train.batch_size=16"]
 FAMILIES = [
     ["model=softmax"],                                   # attention (M4a)
     ["model=mlp"],                                       # flattened MLP (B1)
-    ["model=general"],                                   # M0: pair_mlp under functional_call
+    ["model=general"],                                   # M0 (pairwise φ1, Deep-Sets context)
     ["task=arithmetic_learned", "model=tokenwise", *ARITH],  # learned E and U, masked CE
     ["task=arithmetic_retrain", "model=transformer", *ARITH],  # M10 (norms, FFN); T2 rotated init
 ]
