@@ -10,6 +10,13 @@ prints "Exception ignored in" with a Traceback and goes on). Every handler there
 driver prints its own one-line message), and reports every other exception as before. While
 ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or tear the new instance
 down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`.
+
+An interrupt must never land inside a call to the tracking store: raised between two bytecodes
+of MLflow's or SQLAlchemy's Python code it can leave a SQLite transaction open on a pooled
+connection, whose lock then blocks every other driver on the store ("database is locked") for
+as long as the interrupted process lives (it still closes its runs and stops Ray). Store calls
+therefore run inside :func:`deferred` (:func:`deferring` wraps a client): a first signal there
+sets :data:`STOP` and is raised when the call returns; a second one is raised at once.
 """
 from __future__ import annotations
 
@@ -17,14 +24,65 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Iterator
+from typing import Any, Iterator
 
 STOP = threading.Event()  # set by any SIGINT/SIGTERM this process received
+_depth = 0  # how many deferred() blocks the main thread is in
+_pending: int | None = None  # a signal held back by deferred(), raised when the block ends
 
 
 def _interrupt(signum, frame) -> None:
+    global _pending
     STOP.set()
+    if _depth and _pending is None:  # inside a store call: raised when it returns
+        _pending = signum
+        return
+    _pending = None
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold back an interrupt of the sweep's handlers (:func:`install`) until the block ends:
+    a first SIGINT or SIGTERM in it sets :data:`STOP` and is raised as ``KeyboardInterrupt``
+    when the block is left (replacing any exception the block raised); a second one is raised
+    at once. For calls into the tracking store (module docstring). Blocks nest; in a thread
+    other than the main thread (where no signal handler runs) it does nothing."""
+    global _depth, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        if not _depth and _pending is not None:
+            signum, _pending = _pending, None
+            raise KeyboardInterrupt(f"signal {signum}")
+
+
+def deferring(target: Any) -> Any:
+    """``target`` (an ``MlflowClient``) behind a proxy whose every method call runs in
+    :func:`deferred`, so that an interrupt never lands inside it; other attributes pass
+    through."""
+    return _Deferring(target)
+
+
+class _Deferring:
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with deferred():
+                return attr(*args, **kwargs)
+
+        return call
 
 
 def _quiet_about_interrupts(hook):

@@ -86,3 +86,98 @@ def test_the_sweeps_handlers_end_with_the_suite(clean_signals, tmp_path):
     assert run_suite([], ClusterConfig(scheduler=SchedulerKind.serial), store, [], 60.0) is False
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+
+
+def test_an_interrupt_in_a_deferred_block_is_raised_when_it_ends(clean_signals):
+    signals.install()
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals.deferred():
+            with signals.deferred():  # nested: held until the outermost block ends
+                os.kill(os.getpid(), signal.SIGINT)
+                done.append("inner")
+            done.append("outer")
+    assert done == ["inner", "outer"] and signals.STOP.is_set()
+    signals.STOP.clear()
+    with pytest.raises(KeyboardInterrupt):  # a second signal is raised at once
+        with signals.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("after the second")
+    assert done == ["inner", "outer"]
+    with signals.deferred():  # nothing pending is left over from the forced one
+        pass
+
+
+def test_a_deferring_proxy_finishes_the_call_and_passes_attributes(clean_signals):
+    class Target:
+        name = "store"
+
+        def call(self, x):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return x + 1
+
+    signals.install()
+    proxy = signals.deferring(Target())
+    assert proxy.name == "store"
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            result = proxy.call(1)
+        finally:
+            assert "result" not in locals()  # raised on return, after the call completed
+    assert signals.STOP.is_set()
+
+
+_LEAK_PROBE = r'''
+import json, os, random, signal, sqlite3, sys, threading
+from harness import signals
+from harness.store import Store
+from harness.tracking import open_client
+
+db = sys.argv[1]
+client = open_client(Store(f"sqlite:///{db}", None))
+experiment = client.create_experiment("probe")
+run = client.create_run(experiment).info.run_id
+signals.install()
+rng, interrupts, leaked = random.Random(0), 0, []
+for attempt in range(int(sys.argv[2])):
+    threading.Timer(rng.uniform(0, 0.02), os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        while True:  # a write (read, then write) and a read, as a driver makes them
+            client.set_tag(run, "k", str(attempt))
+            client.search_runs([experiment])
+    except KeyboardInterrupt:
+        interrupts += 1
+    other = sqlite3.connect(db, timeout=0.5)  # another driver writes
+    try:
+        other.execute("CREATE TABLE IF NOT EXISTS probe (attempt INTEGER)")
+        other.execute("INSERT INTO probe VALUES (?)", (attempt,))
+        other.commit()
+    except sqlite3.OperationalError as err:
+        leaked.append(f"{attempt}: {err}")
+        break  # the interrupted client holds the lock: every later call waits 20 s
+    finally:
+        other.close()
+print(json.dumps({"interrupts": interrupts, "leaked": leaked}))
+'''
+
+
+@pytest.mark.slow
+def test_an_interrupt_during_store_calls_leaves_no_sqlite_lock(tmp_path):
+    """A SIGINT at a random moment of a driver's store calls (60 times) never leaves the SQLite
+    file locked for other drivers: an interrupt raised inside MLflow's SQLAlchemy session left
+    a transaction open on a pooled connection, and the interrupted driver then blocked every
+    other driver on the store while it closed its runs (a CI stress test: 'database is
+    locked')."""
+    import json
+    import subprocess
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(_LEAK_PROBE)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, str(probe), str(tmp_path / "mlflow.db"), "60"],
+                          capture_output=True, text=True, cwd=repo, timeout=600,
+                          env={**os.environ, "PYTHONPATH": repo})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["leaked"] == [] and found["interrupts"] == 60, found
