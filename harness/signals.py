@@ -9,7 +9,8 @@ prints "Exception ignored in" with a Traceback and goes on). Every handler there
 ``sys.unraisablehook`` stays quiet about such a swallowed interrupt (it is not lost, and the
 driver prints its own one-line message), and reports every other exception as before. While
 ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or tear the new instance
-down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`.
+down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`, and
+the ``SystemExit`` one raises where Python swallows it is dropped like a swallowed interrupt.
 
 An interrupt must never land inside a call to the tracking store: raised between two bytecodes
 of MLflow's or SQLAlchemy's Python code it can leave a SQLite transaction open on a pooled
@@ -86,10 +87,12 @@ class _Deferring:
 
 
 def _quiet_about_interrupts(hook):
-    """``sys.unraisablehook`` that drops a ``KeyboardInterrupt`` once :data:`STOP` is set and
-    passes everything else to ``hook``."""
+    """``sys.unraisablehook`` that drops a ``KeyboardInterrupt`` or ``SystemExit`` (what Ray's
+    SIGTERM handler raises during ``ray.init``, there swallowed in an at-fork callback of
+    ``logging``) once :data:`STOP` is set, and passes everything else to ``hook``."""
     def quiet(unraisable) -> None:
-        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and STOP.is_set()):
+        exc = unraisable.exc_value
+        if not (isinstance(exc, (KeyboardInterrupt, SystemExit)) and STOP.is_set()):
             hook(unraisable)
 
     quiet.quiet_about_interrupts = True

@@ -51,6 +51,7 @@ def test_a_swallowed_interrupt_prints_no_traceback_while_the_sweep_runs(clean_si
     signals.install()  # again, as after ray.init: the hook is not wrapped twice
     signals.STOP.set()
     _RaisesWhenCollected(KeyboardInterrupt("signal 15"))
+    _RaisesWhenCollected(SystemExit(15))  # Ray's SIGTERM handler, run in an at-fork callback
     gc.collect()
     assert seen == []
     _RaisesWhenCollected(ValueError("a real error"))
