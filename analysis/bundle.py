@@ -20,7 +20,6 @@ import pandas as pd
 
 from analysis.load import _typed, load_runs
 from analysis.trials import restrict
-from harness import signals
 from harness.sweep import Trial
 
 COMPRESSION = {"method": "gzip", "mtime": 0}  # byte-identical for identical data
@@ -30,7 +29,7 @@ def _sweeps(name: str, uri: str) -> pd.DataFrame:
     """The ablation's ended sweep (parent) runs: ``run_id``, ``start_time``, ``end_time``."""
     import mlflow
 
-    client = signals.deferring(mlflow.MlflowClient(tracking_uri=uri))
+    client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(name)
     if exp is None:
         return pd.DataFrame()

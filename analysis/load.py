@@ -9,8 +9,6 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from harness import signals
-
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
 _FLOAT_MAX = np.finfo(np.float64).max  # what MLflow's SQL store once made of ±inf
 
@@ -70,7 +68,7 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
         db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
         if not db.exists() or db.stat().st_size == 0:
             raise LookupError(f"no MLflow store at {db} (run the sweep first, or set tracking.db_path)")
-    client = signals.deferring(mlflow.MlflowClient(tracking_uri=tracking_uri))
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(ablation)
     if found is None:
         raise LookupError(f"no MLflow experiment {ablation!r} in {tracking_uri}")
@@ -79,9 +77,8 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
 
         raise LookupError(deleted_experiment_error(ablation, found.experiment_id, tracking_uri))
     mlflow.set_tracking_uri(tracking_uri)
-    with signals.deferred():  # read during a sweep too: an interrupt must not land inside it
-        raw = mlflow.search_runs(experiment_names=[ablation], filter_string="tags.trial_id != ''",
-                                 output_format="pandas")
+    raw = mlflow.search_runs(experiment_names=[ablation], filter_string="tags.trial_id != ''",
+                             output_format="pandas")
     if raw.empty:
         return pd.DataFrame(columns=["run_id", "status", "trial_id", "variant"])
     renamed = {}

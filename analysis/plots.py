@@ -34,7 +34,6 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from analysis import curves, lengths, stats  # noqa: E402
 from analysis.curves import BAND, SIZE  # noqa: E402
 from analysis.stats import add_error as with_error  # noqa: E402,F401  (older name, kept importable)
-from harness import signals  # noqa: E402
 
 N_BOOT = 2000
 FORMATS = ("png", "pdf")  # the files each figure is written to, by suffix
@@ -484,7 +483,7 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     """
     if not run_ids:
         raise ValueError("learning_curves needs at least one run id")
-    client = signals.deferring(mlflow.MlflowClient(tracking_uri=tracking_uri))
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.4), squeeze=False)
     seeds, diverged = set(), []
     for run_id in run_ids:

@@ -94,9 +94,9 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     propagates; everything that finished stays recorded.
 
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
-    the rounds of a suite so that Ray starts once. Each learning-curve point and outcome calls
-    :func:`harness.signals.check`, so an interrupt whose exception Python swallowed (a
-    garbage-collection callback prints "Exception ignored in") still stops the sweep.
+    the rounds of a suite so that Ray starts once. Each trial start, learning-curve point and
+    outcome calls :func:`harness.signals.check`: a signal only sets :data:`harness.signals.STOP`,
+    and the sweep stops there, never inside a call to the store.
 
     Raises:
         harness.writer.TrackingError: the trials ran, but some writes to the store failed.
@@ -135,6 +135,7 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
                 sys.stdout.flush()
 
     def on_start(trial: Trial) -> bool:
+        signals.check()  # before the claim: an interrupt never stops a claim half done
         sweep = owner[id(trial)]
         summary = sweep.summary
         run_id = writer.claim(summary.experiment_id, summary.parent_id, summary.ablation, trial,
@@ -247,7 +248,7 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
     try:
         with make_scheduler(cluster) as scheduler:  # Ray starts once
             signals.install()  # again: ray.init installed its own SIGTERM handler
-            signals.check()  # a signal during ray.init whose exception was swallowed
+            signals.check()  # a signal during ray.init (noted, or swallowed by Python)
             def done(name: str, summary: SweepSummary) -> None:
                 print_summary(summary)
                 if after is not None:
@@ -265,8 +266,9 @@ def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConf
     except BaseException as stop:
         # SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
         # having torn down the new Ray instance, with 1); any other error once signals.STOP is
-        # set: the KeyboardInterrupt landed in a library that turned it into its own error
-        # (OmegaConf raises AttributeError); run_sweep has closed the runs either way
+        # set: a second signal's KeyboardInterrupt (raised at once) landed in a library that
+        # turned it into its own error (OmegaConf raises AttributeError); run_sweeps has closed
+        # the runs either way
         sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
         if not (isinstance(stop, KeyboardInterrupt) or sigterm or signals.STOP.is_set()):
             raise

@@ -309,8 +309,8 @@ class RayScheduler:
                 self._pending.append(ref)
             if not self._pending:  # every remaining trial was skipped
                 continue
-            done, self._pending = ray.wait(self._pending, num_returns=1,
-                                           timeout=1.0 if points is not None else None)
+            done, self._pending = ray.wait(self._pending, num_returns=1, timeout=1.0)
+            signals.check()  # an interrupt stops the sweep within a second (harness.signals)
             if points is not None:
                 for batch in points.get_nowait_batch(points.qsize()):
                     for i, point in batch:

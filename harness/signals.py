@@ -1,23 +1,23 @@
 """SIGINT and SIGTERM for the driver: both interrupt the sweep (exit 130, running trials closed
 as KILLED; README "Faults").
 
-Python runs a signal handler between bytecodes of the main thread, so the ``KeyboardInterrupt``
-it raises can land where Python swallows exceptions (a garbage-collection or at-fork callback
-prints "Exception ignored in" with a Traceback and goes on). Every handler therefore also sets
-:data:`STOP`, which the driver checks at each learning-curve point and outcome
-(:func:`harness.driver.run_sweep`) and after Ray starts; while the handlers are installed,
-``sys.unraisablehook`` stays quiet about such a swallowed interrupt (it is not lost, and the
-driver prints its own one-line message), and reports every other exception as before. While
-``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or tear the new instance
-down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`, and
-the ``SystemExit`` one raises where Python swallows it is dropped like a swallowed interrupt.
+The sweep's handlers (:func:`install`) raise nothing on a first signal: they set :data:`STOP`,
+and the driver stops at its next :func:`check` (each learning-curve point, each trial's start and
+outcome, each second of a wait for Ray, after Ray starts). An exception raised by a handler lands
+between two arbitrary bytecodes of the main thread, and there it did harm: inside MLflow's
+SQLAlchemy session it left a SQLite transaction open on a pooled connection, whose lock stalled
+every other driver on the store ("database is locked") while the interrupted driver closed its
+runs; inside the import machinery it left the import lock held, and the driver's MLflow writer
+thread then waited for it for ever. A second signal raises ``KeyboardInterrupt`` at once, for a
+driver stuck in a call that does not return, with those risks.
 
-An interrupt must never land inside a call to the tracking store: raised between two bytecodes
-of MLflow's or SQLAlchemy's Python code it can leave a SQLite transaction open on a pooled
-connection, whose lock then blocks every other driver on the store ("database is locked") for
-as long as the interrupted process lives (it still closes its runs and stops Ray). Store calls
-therefore run inside :func:`deferred` (:func:`deferring` wraps a client): a first signal there
-sets :data:`STOP` and is raised when the call returns; a second one is raised at once.
+While ``ray.init`` runs, Ray installs its own SIGTERM handlers (they exit or tear the new instance
+down); :func:`noting_ray_handlers` wraps each of them so that it also sets :data:`STOP`. What they
+raise can land where Python swallows exceptions (an at-fork callback prints "Exception ignored
+in" with a Traceback and goes on); while the sweep's handlers are installed,
+``sys.unraisablehook`` drops a swallowed ``SystemExit`` or ``KeyboardInterrupt`` once
+:data:`STOP` is set (it is not lost: the driver checks STOP once Ray is up and prints its own
+one-line message), and reports every other exception as before.
 """
 from __future__ import annotations
 
@@ -25,65 +25,15 @@ import contextlib
 import signal
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Iterator
 
 STOP = threading.Event()  # set by any SIGINT/SIGTERM this process received
-_depth = 0  # how many deferred() blocks the main thread is in
-_pending: int | None = None  # a signal held back by deferred(), raised when the block ends
 
 
 def _interrupt(signum, frame) -> None:
-    global _pending
-    STOP.set()
-    if _depth and _pending is None:  # inside a store call: raised when it returns
-        _pending = signum
-        return
-    _pending = None
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def deferred() -> Iterator[None]:
-    """Hold back an interrupt of the sweep's handlers (:func:`install`) until the block ends:
-    a first SIGINT or SIGTERM in it sets :data:`STOP` and is raised as ``KeyboardInterrupt``
-    when the block is left (replacing any exception the block raised); a second one is raised
-    at once. For calls into the tracking store (module docstring). Blocks nest; in a thread
-    other than the main thread (where no signal handler runs) it does nothing."""
-    global _depth, _pending
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _depth += 1
-    try:
-        yield
-    finally:
-        _depth -= 1
-        if not _depth and _pending is not None:
-            signum, _pending = _pending, None
-            raise KeyboardInterrupt(f"signal {signum}")
-
-
-def deferring(target: Any) -> Any:
-    """``target`` (an ``MlflowClient``) behind a proxy whose every method call runs in
-    :func:`deferred`, so that an interrupt never lands inside it; other attributes pass
-    through."""
-    return _Deferring(target)
-
-
-class _Deferring:
-    def __init__(self, target: Any) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._target, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with deferred():
-                return attr(*args, **kwargs)
-
-        return call
+    if STOP.is_set():  # a second signal: at once (the driver may be stuck in a call)
+        raise KeyboardInterrupt(f"signal {signum}, again")
+    STOP.set()  # the driver stops at its next check()
 
 
 def _quiet_about_interrupts(hook):
@@ -124,7 +74,8 @@ def restore(previous: dict) -> None:
 
 
 def check() -> None:
-    """Raise ``KeyboardInterrupt`` if a signal arrived, even one whose exception was swallowed."""
+    """Raise ``KeyboardInterrupt`` if a signal arrived (:data:`STOP` is set): the driver's safe
+    points, where an interrupt leaves no store call or lock half done (module docstring)."""
     if STOP.is_set():
         raise KeyboardInterrupt("interrupt requested")
 

@@ -45,7 +45,6 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
-from harness import signals
 from harness.cli import ablation_question
 from harness.config import to_plain
 from harness.scheduler import Outcome
@@ -97,9 +96,7 @@ def store_lock(store: Store) -> Iterator[None]:
 
 
 def open_client(store: Store) -> MlflowClient:
-    """An ``MlflowClient`` on ``store`` whose tables exist, each of its calls safe from the
-    sweep's interrupts (:func:`harness.signals.deferring`: an interrupt inside a call can leave a
-    SQLite lock held).
+    """An ``MlflowClient`` on ``store`` whose tables exist.
 
     A new SQLite store is created under :func:`store_lock` in a temporary file beside it and
     renamed into place, so a driver killed while MLflow creates the tables never leaves a
@@ -113,7 +110,7 @@ def open_client(store: Store) -> MlflowClient:
             tmp.unlink(missing_ok=True)
             MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
             os.replace(tmp, db)
-        client = signals.deferring(MlflowClient(tracking_uri=store.uri))
+        client = MlflowClient(tracking_uri=store.uri)
         client.search_experiments(max_results=1)
     return client
 
