@@ -12,15 +12,19 @@ MLflow is imported; those are imported here only once the command needs them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 
 
 def _interrupted_early(signum, frame) -> None:
-    """SIGINT/SIGTERM before the sweep starts: nothing has been run or recorded."""
-    print("interrupted before any trial started: nothing was run or recorded", file=sys.stderr)
-    sys.exit(130)
+    """SIGINT/SIGTERM before the sweep starts: nothing has been run or recorded, so the process
+    ends at once (``os._exit``, exit status 130). An exception raised here would land in whatever
+    import or config composition is under way and come out as another error (a RuntimeError from
+    a class body, an OmegaConf error reported as bad input with exit status 2)."""
+    os.write(2, b"interrupted before any trial started: nothing was run or recorded\n")
+    os._exit(130)
 
 
 signal.signal(signal.SIGTERM, _interrupted_early)  # before the imports below
@@ -98,7 +102,7 @@ def main(cfg: DictConfig) -> None:
 
     # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
     # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is
-    # recorded), where _interrupted_early's exit raised in an exit callback (a Traceback)
+    # recorded, and _interrupted_early's "nothing was recorded" would be false)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
