@@ -373,3 +373,26 @@ def test_a_signal_while_the_driver_starts_ends_it_at_once_without_an_error(tmp_p
     if proc.returncode == 130:
         assert ("interrupted before any trial started" in err
                 or "interrupted: running trials cancelled" in err), err[-2000:]
+
+
+def test_the_early_handler_ends_the_process_even_inside_a_class_body(tmp_path):
+    """The handler ``python -m harness`` installs first, fired inside ``__set_name__`` (where a
+    stress test's SIGTERM landed during MLflow's imports): the process ends with 130 and the one
+    line. A SystemExit raised there came out as 'RuntimeError: Error calling __set_name__' with a
+    Traceback and exit status 1."""
+    script = tmp_path / "early.py"
+    script.write_text(
+        "import os, signal\n"
+        "import harness.__main__  # installs the early handlers, as `python -m harness` does\n"
+        "class Descriptor:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        sum(range(1000))  # the handler runs in here\n"
+        "class Owner:\n"
+        "    attr = Descriptor()\n"
+        "print('not reached')\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr == "interrupted before any trial started: nothing was run or recorded\n"
+    assert "not reached" not in proc.stdout
