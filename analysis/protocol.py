@@ -225,6 +225,127 @@ def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, str]:
     return best, f"b chosen on validation at n_train={int(common[-1])}: `{best}` ({listed})"
 
 
+def _resolve(df: pd.DataFrame, part: Any) -> tuple[dict[str, Any], str]:
+    """The part's spec with ``b`` chosen among ``choose_b`` on validation (where given)."""
+    spec = spec_dict(part)
+    chose = ""
+    if spec["choose_b"] and not df.empty:
+        spec["b"], chose = choose_arm(df, spec["task"], spec["choose_b"])
+    return spec, chose
+
+
+def _arm_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, str]:
+    """Both arms' runs on the part's task with its value column, or why there are none."""
+    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])] if not df.empty else df
+    for arm in (spec["a"], spec["b"]):
+        if rows.empty or not (rows["arm"] == arm).any():
+            return rows, f"no runs of `{arm}` on {spec['task']}"
+    try:
+        return _values(rows, spec["value"]), ""
+    except KeyError as err:
+        return rows, f"no runs with {err}"
+
+
+def _diverged(chosen: pd.DataFrame, rows: pd.DataFrame, arm: str, pre: dict[str, list[str]]) -> set:
+    """Precondition *diverged* for one arm; returns the sizes where it has an eligible lr."""
+    mine = chosen[chosen["arm"] == arm]
+    if mine["lr_chosen"].isna().any():
+        n_lr = len(rows[(rows["arm"] == arm)]["train.lr"].unique()) if "train.lr" in rows else 1
+        pre["diverged"].append(f"`{arm}`: every lr has a diverged seed ({n_lr} of {n_lr})")
+    return set(mine.dropna(subset=["lr_chosen"])["task.n_train"])
+
+
+def _no_size(result: PartResult, pre: dict[str, list[str]]) -> PartResult:
+    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "n/a" for k, v in pre.items()}
+    result.reasons = ["no training-set size where both arms have an eligible lr"] + \
+        [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+    return result
+
+
+def _per_seed(ok: pd.DataFrame, key: str, at: list) -> pd.Series:
+    """One arm's value per seed: the test value at the decided size, or (``auc``) the mean log
+    error over the sizes (trapezoid in log n_train, normalised by the log-n range)."""
+    if key != "auc":
+        return ok.set_index("seed")[key]
+    wide = ok.pivot(index="seed", columns="task.n_train", values="auc").reindex(columns=at).dropna()
+    logn = np.log(np.asarray(at, dtype=float))
+    area = (np.trapezoid(wide.to_numpy(), logn, axis=1) / (logn[-1] - logn[0]) if len(at) > 1
+            else np.full(len(wide), np.nan))
+    return pd.Series(area, index=wide.index, dtype=float)
+
+
+def _lr_line(g: pd.DataFrame) -> str:
+    """'chosen of grid', plus the lrs it tied with on validation error."""
+    lr_at = float(g["lr_chosen"].iloc[0])
+    others = [_fmt_lr(t) for t in _ties(g) if not np.isclose(t, lr_at)]
+    return f"{_fmt_lr(lr_at)} of {[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}" + \
+        (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")
+
+
+def _edge_check(result: PartResult, pre: dict[str, list[str]], g: pd.DataFrame, arm: str, n: Any,
+                bound: float | None) -> None:
+    """Precondition *lr at grid edge* for one arm at one size; records an extendable edge."""
+    status, side = _edge(g, bound)
+    if status == "ok":
+        return
+    pre["lr at grid edge"].append(f"`{arm}` at n_train={int(n)}: {status[7:]}")
+    if side:
+        result.edges.append({"task": result.spec["task"], "arm": arm, "n_train": n, "side": side,
+                             "lr": float(g["lr_chosen"].iloc[0]),
+                             "trial_ids": sorted(g["trial_id"].astype(str)),
+                             "extends": sorted(g.get("extends", pd.Series(dtype=str)).astype(str))})
+
+
+def _arm_checks(result: PartResult, pre: dict[str, list[str]], mine: pd.DataFrame, arm: str,
+                check_edge: bool) -> None:
+    """Per size of one arm: the chosen lr line, *lr at grid edge* and *budget-limited*."""
+    spec = result.spec
+    for n, g in mine.dropna(subset=["lr_chosen"]).groupby("task.n_train"):
+        result.lr[f"{arm} @ {int(n)}"] = _lr_line(g)
+        if check_edge:
+            _edge_check(result, pre, g, arm, n, spec["lr_bound"])
+        budget = _budget(_usable(g, "error"), float(spec["delta"]), log=spec["value"] == "auc")
+        if budget != "ok":
+            pre["budget-limited"].append(f"`{arm}` at n_train={int(n)}: {budget[7:]}")
+
+
+def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[str]:
+    """Precondition *not learned*: the failures against the best reference predictor on the
+    same test sets (a difference judges the observed better arm, an equivalence both)."""
+    spec, delta = result.spec, float(result.spec["delta"])
+    ref_rows = chosen[chosen["task.n_train"].isin(at)]
+    if spec["value"] == "auc":
+        refs = [_reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
+        ref, ref_name = float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
+    else:
+        ref, ref_name = _reference(ref_rows)
+    judged = [(spec["a"], result.mean_a), (spec["b"], result.mean_b)]
+    if spec["test"] == "difference":
+        judged = [min(judged, key=lambda t: t[1])]
+    return [f"`{arm}` {mean:.3g} vs {ref_name} {ref:.3g} (needs ≤ {ref - delta:.3g})"
+            for arm, mean in judged if not (mean <= ref - delta)]
+
+
+def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]]) -> PartResult:
+    """The test on the paired seeds, then the preconditions (module docstring, steps 3–4)."""
+    spec = result.spec
+    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "ok" for k, v in pre.items()}
+    if len(pairs) < 2:
+        result.reasons = [f"{len(pairs)} paired seed(s): no interval"]
+        return result
+    d = (pairs[spec["b"]] - pairs[spec["a"]]).to_numpy(float)
+    verdict, result.lo, result.hi, result.method, why = _test(d, spec)
+    result.effect = float(d.mean())
+    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+    if spec["role"] == "observation":
+        result.verdict, result.reasons = OBSERVED, failed
+    elif failed:
+        result.verdict, result.reasons, result.test_alone = INCONCLUSIVE, failed, verdict
+    else:
+        result.verdict, result.reasons = verdict, [why] if why else []
+    return result
+
+
 def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
                 check_edge: bool = True) -> PartResult:
     """Decide one pre-registered part on an ablation's runs (module docstring, steps 1–4).
@@ -242,107 +363,36 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
         A :class:`PartResult`; never raises for missing data (the verdict is then inconclusive
         with the reason).
     """
-    spec = spec_dict(part)
-    chose = ""
-    if spec["choose_b"] and not df.empty:
-        spec["b"], chose = choose_arm(df, spec["task"], spec["choose_b"])
-    a, b, value, delta = spec["a"], spec["b"], spec["value"], float(spec["delta"])
-    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([a, b])] if not df.empty else df
-    for arm in (a, b):
-        if rows.empty or not (rows["arm"] == arm).any():
-            return PartResult(spec, INCONCLUSIVE, [f"no runs of `{arm}` on {spec['task']}"])
-    try:
-        rows = _values(rows, value)
-    except KeyError as err:
-        return PartResult(spec, INCONCLUSIVE, [f"no runs with {err}"])
+    spec, chose = _resolve(df, part)
+    a, b, value = spec["a"], spec["b"], spec["value"]
+    rows, missing = _arm_rows(df, spec)
+    if missing:
+        return PartResult(spec, INCONCLUSIVE, [missing])
     chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"))
     result = PartResult(spec, INCONCLUSIVE, choice=chose)
     pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
-    sizes = []
-    for arm in (a, b):
-        mine = chosen[chosen["arm"] == arm]
-        dead = mine[mine["lr_chosen"].isna()]
-        if not dead.empty:
-            n_lr = len(rows[(rows["arm"] == arm)]["train.lr"].unique()) if "train.lr" in rows else 1
-            pre["diverged"].append(f"`{arm}`: every lr has a diverged seed ({n_lr} of {n_lr})")
-        sizes.append(set(mine.dropna(subset=["lr_chosen"])["task.n_train"]))
-    common = sorted(sizes[0] & sizes[1])
+    common = sorted(_diverged(chosen, rows, a, pre) & _diverged(chosen, rows, b, pre))
     if not common:
-        result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "n/a" for k, v in pre.items()}
-        result.reasons = ["no training-set size where both arms have an eligible lr"] + \
-            [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
-        return result
+        return _no_size(result, pre)
     at = common if value == "auc" else [common[-1]]
     result.n_train = ", ".join(str(int(n)) for n in at)
-    key = "auc" if value == "auc" else value
     per_arm: dict[str, pd.Series] = {}
     for arm in (a, b):
         mine = chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)]
-        ok = _usable(mine, key)
+        ok = _usable(mine, value)
         if ok.duplicated(["task.n_train", "seed"]).any():
             return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
                                                    "an axis is pooled (name it in the arm)"])
-        if value == "auc":  # per seed: mean log error over the sizes (trapezoid in log n)
-            wide = ok.pivot(index="seed", columns="task.n_train", values="auc").reindex(columns=at).dropna()
-            logn = np.log(np.asarray(at, dtype=float))
-            area = (np.trapezoid(wide.to_numpy(), logn, axis=1) / (logn[-1] - logn[0]) if len(at) > 1
-                    else np.full(len(wide), np.nan))
-            per_arm[arm] = pd.Series(area, index=wide.index, dtype=float)
-        else:
-            per_arm[arm] = ok.set_index("seed")[key]
-        grid = mine.dropna(subset=["lr_chosen"])
-        for n, g in grid.groupby("task.n_train"):
-            status, side = _edge(g, spec["lr_bound"]) if check_edge else ("ok", None)
-            lr_at = float(g["lr_chosen"].iloc[0])
-            others = [_fmt_lr(t) for t in _ties(g) if not np.isclose(t, lr_at)]
-            result.lr[f"{arm} @ {int(n)}"] = f"{_fmt_lr(lr_at)} of " \
-                f"{[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}" + \
-                (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")
-            if status != "ok":
-                pre["lr at grid edge"].append(f"`{arm}` at n_train={int(n)}: {status[7:]}")
-                if side:
-                    result.edges.append({"task": spec["task"], "arm": arm, "n_train": n, "side": side,
-                                         "lr": float(g["lr_chosen"].iloc[0]),
-                                         "trial_ids": sorted(g["trial_id"].astype(str)),
-                                         "extends": sorted(g.get("extends", pd.Series(dtype=str)).astype(str))})
-            budget = _budget(_usable(g, "error"), delta, log=value == "auc")
-            if budget != "ok":
-                pre["budget-limited"].append(f"`{arm}` at n_train={int(n)}: {budget[7:]}")
+        per_arm[arm] = _per_seed(ok, value, at)
+        _arm_checks(result, pre, mine, arm, check_edge)
     if value == "auc" and len(at) < 2:
         result.reasons = [f"area under the curve needs ≥ 2 sizes; both arms have {result.n_train}"]
         return result
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
-    expected = expected_seeds or max(len(s) for s in per_arm.values())
-    result.seeds = _seed_text(list(pairs.index), expected)
+    result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
-    # not learned: compare with the best reference predictor on the same test sets
-    ref_rows = chosen[chosen["task.n_train"].isin(at)]
-    if value == "auc":
-        refs = [_reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
-        ref, ref_name = float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
-    else:
-        ref, ref_name = _reference(ref_rows)
-    judged = [(a, result.mean_a), (b, result.mean_b)]
-    if spec["test"] == "difference":
-        judged = [min(judged, key=lambda t: t[1])]
-    for arm, mean in judged:
-        if not (mean <= ref - delta):
-            pre["not learned"].append(f"`{arm}` {mean:.3g} vs {ref_name} {ref:.3g} (needs ≤ {ref - delta:.3g})")
-    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "ok" for k, v in pre.items()}
-    if len(pairs) < 2:
-        result.reasons = [f"{len(pairs)} paired seed(s): no interval"]
-        return result
-    d = (pairs[b] - pairs[a]).to_numpy(float)
-    verdict, result.lo, result.hi, result.method, why = _test(d, spec)
-    result.effect = float(d.mean())
-    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
-    if spec["role"] == "observation":
-        result.verdict, result.reasons = OBSERVED, failed
-    elif failed:
-        result.verdict, result.reasons, result.test_alone = INCONCLUSIVE, failed, verdict
-    else:
-        result.verdict, result.reasons = verdict, [why] if why else []
-    return result
+    pre["not learned"] += _not_learned(chosen, at, result)
+    return _verdict(result, pairs, pre)
 
 
 def combine(results: list[PartResult]) -> tuple[str, str]:
