@@ -27,9 +27,17 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound;
    an edge that an inner lr ties on the validation error, e.g. both at 0, won the tie-break on
    validation loss only and does not bind).
-5. A claim is *supported* if all its deciding parts are, *contradicted* if any deciding part
-   is, otherwise *inconclusive*; sanity parts are shown and never decide; observations carry
-   no verdict.
+5. **Multiplicity**: each deciding part's *p-value for contradiction* (:func:`p_contradiction`:
+   the part is contradicted, unadjusted, exactly when it is below α = 0.05) is adjusted by
+   Holm's step-down method over the claim's deciding parts (:func:`holm`; a part without an
+   interval counts with p = 1). A claim is *contradicted* if any deciding part is contradicted
+   and its Holm-adjusted p is below α; *supported* if all its deciding parts are supported (an
+   intersection of the parts' hypotheses: every part must pass at its own level, so it needs no
+   adjustment); otherwise *inconclusive*. A part contradicted before the adjustment but not
+   after counts as inconclusive for its claim and says so. Sanity parts are shown and never
+   decide; observations carry no verdict.
+6. **Intervals printed**: a difference prints its 95% interval; an equivalence prints its 90%
+   interval (support) and its 95% interval (contradiction), since both decide.
 
 Margins δ are absolute, in the value's units (test error; ``auc``: the mean natural-log test
 error over the sizes, so δ = 0.1 is about a 10% ratio), never a fraction of an arm's error.
@@ -43,11 +51,13 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from analysis import stats
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
 PRECONDITIONS = ("not learned", "budget-limited", "diverged", "lr at grid edge")
+ALPHA = 0.05  # level of every test, and of Holm's family-wise error within a claim
 MIN_EVALS = 5  # evaluations in the last 20% of the budget needed to judge it
 DERIVED = {"absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"]}
 
@@ -72,6 +82,10 @@ class PartResult:
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
     test_alone: str = ""  # what the interval alone would say, where a precondition failed
     choice: str = ""  # how b was chosen among the part's choose_b arms (on validation)
+    lo95: float = np.nan  # the 95% interval (an equivalence's contradiction test; = lo, hi for a difference)
+    hi95: float = np.nan
+    p: float = np.nan  # p-value for contradiction (p_contradiction), unadjusted
+    p_holm: float = np.nan  # Holm-adjusted within the claim's deciding parts (adjust)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -336,6 +350,8 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     d = (pairs[spec["b"]] - pairs[spec["a"]]).to_numpy(float)
     verdict, result.lo, result.hi, result.method, why = _test(d, spec)
     result.effect = float(d.mean())
+    _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
+    result.p = p_contradiction(d, spec)
     failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
     if spec["role"] == "observation":
         result.verdict, result.reasons = OBSERVED, failed
@@ -395,14 +411,68 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
     return _verdict(result, pairs, pre)
 
 
+def p_contradiction(d: np.ndarray, spec: Mapping[str, Any]) -> float:
+    """The p-value for *contradiction* of a part from its paired differences ``d: (n,)``: the
+    one-sided paired t-test in the contradicting direction, doubled (the contradiction rules use
+    two-sided 95% intervals), capped at 1, so that ``p < 0.05`` exactly when step 3 says
+    *contradicted*. Difference: H0 ``mean(d) ≥ 0`` (``a`` not worse); equivalence, one-sided:
+    H0 ``mean(d) ≤ δ``; two-sided: the smaller of H0 ``mean(d) ≤ δ`` and H0 ``mean(d) ≥ −δ``.
+    NaN with fewer than two pairs; 0 or 1 with zero spread (the interval is a point).
+    """
+    x = np.asarray(d, dtype=float)
+    if x.size < 2:
+        return np.nan
+    mean, se, dof = float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)), x.size - 1
+    if se == 0:
+        return 0.0 if _test(x, spec)[0] == CONTRADICTED else 1.0
+    delta = float(spec["delta"])
+    if spec["test"] == "difference":
+        one = sps.t.cdf(mean / se, dof)
+    elif int(spec["sides"]) == 1:
+        one = sps.t.sf((mean - delta) / se, dof)
+    else:
+        one = min(sps.t.sf((mean - delta) / se, dof), sps.t.cdf((mean + delta) / se, dof))
+    return float(min(1.0, 2 * one))
+
+
+def holm(p: Any) -> np.ndarray:
+    """Holm's (1979, "A simple sequentially rejective multiple test procedure", Scand. J. Stat.
+    6:65–70) step-down adjusted p-values, the same as statsmodels' ``multipletests(p,
+    method="holm")`` (not installed here): sorted ascending, ``p_(i) · (m − i + 1)``, running
+    maximum, capped at 1. NaN counts as 1. ``p: (m,)`` → ``(m,)`` in the input order."""
+    x = np.nan_to_num(np.asarray(p, dtype=float), nan=1.0)
+    order = np.argsort(x, kind="stable")
+    adjusted = np.minimum(1.0, np.maximum.accumulate(x[order] * (x.size - np.arange(x.size))))
+    out = np.empty_like(x)
+    out[order] = adjusted
+    return out
+
+
+def adjust(results: list[PartResult]) -> None:
+    """Fill ``p_holm`` of one claim's deciding parts (step 5), in place."""
+    deciding = [r for r in results if r.spec["role"] == "deciding"]
+    for r, q in zip(deciding, holm([r.p for r in deciding])):
+        r.p_holm = float(q)
+
+
+def _counted(verdicts: list[str]) -> str:
+    return ", ".join(f"{verdicts.count(v)} {v}" for v in (CONTRADICTED, SUPPORTED, INCONCLUSIVE)
+                     if verdicts.count(v))
+
+
 def combine(results: list[PartResult]) -> tuple[str, str]:
-    """A claim's verdict from its deciding parts (module docstring, step 5) and why."""
+    """A claim's verdict from its deciding parts (module docstring, step 5) and why, counting
+    the parts. A contradicted part whose ``p_holm`` (:func:`adjust`) is not below α counts as
+    inconclusive; one never adjusted (NaN) counts as it stands."""
     deciding = [r for r in results if r.spec["role"] == "deciding"]
     if not deciding:
         return INCONCLUSIVE, "no deciding part in this suite"
-    verdicts = [r.verdict for r in deciding]
+    removed = [r for r in deciding if r.verdict == CONTRADICTED and r.p_holm >= ALPHA]
+    verdicts = [INCONCLUSIVE if any(r is x for x in removed) else r.verdict for r in deciding]
+    holm_note = (f"; {len(removed)} contradicted before Holm's correction, not after" if removed else "")
+    why = f"{_counted(verdicts)} of {len(deciding)} deciding parts{holm_note}"
     if CONTRADICTED in verdicts:
-        return CONTRADICTED, "a deciding part is contradicted"
+        return CONTRADICTED, why + " (contradicted after Holm's correction)"
     if all(v == SUPPORTED for v in verdicts):
-        return SUPPORTED, "every deciding part is supported"
-    return INCONCLUSIVE, f"{verdicts.count(INCONCLUSIVE)} of {len(deciding)} deciding parts inconclusive"
+        return SUPPORTED, why
+    return INCONCLUSIVE, why

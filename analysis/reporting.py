@@ -171,10 +171,25 @@ def _pre(result: protocol.PartResult) -> str:
     return "<br>".join(f"{k}: {v}" for k, v in result.preconditions.items())
 
 
+def _also95(result: protocol.PartResult) -> str:
+    """An equivalence's 95% interval (its contradiction test) beside the printed 90% one."""
+    if result.spec["test"] == "difference" or math.isnan(result.lo95):
+        return ""
+    return f"; 95% [{_num(result.lo95)}, {_num(result.hi95)}]"
+
+
+def _p_text(result: protocol.PartResult) -> str:
+    """'p (Holm p)'; the Holm-adjusted p only for deciding parts (protocol.adjust)."""
+    if math.isnan(result.p):
+        return "–"
+    return f"{result.p:.2g}" + (f" ({result.p_holm:.2g})" if not math.isnan(result.p_holm) else "")
+
+
 def _part_rows(results: list[protocol.PartResult], tiny: bool) -> list[str]:
     head = ["| part | role | task · n_train · seeds | arms a vs b (mean value) | effect d = b − a "
-            "[interval] (method) | δ | preconditions | lr chosen (of grid) | verdict |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "[interval] (method) | δ | p for contradiction (Holm within the claim) | preconditions | "
+            "lr chosen (of grid) | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for r in results:
         s = r.spec
@@ -189,8 +204,8 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool) -> list[str]:
         rows.append(
             f"| {s['name']} ({kind}; {value}) | {s['role']} | {s['task']} · {r.n_train or '–'} · "
             f"{r.seeds or '–'} | `{s['a']}` {_num(r.mean_a)} vs `{s['b']}` {_num(r.mean_b)} | "
-            f"{_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] ({r.method or '–'}) | {s['delta']} | "
-            f"{_pre(r)} | {lrs} | {verdict} |")
+            f"{_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] ({r.method or '–'}){_also95(r)} | {s['delta']} | "
+            f"{_p_text(r)} | {_pre(r)} | {lrs} | {verdict} |")
     return head + rows
 
 
@@ -287,6 +302,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         if claim.kind in ("E", "E/S"):  # C5b's S half (Adam deviates) is a measured check too
             verdict, why = f"check {status}", "implementation check (E), not evidence"
         else:
+            protocol.adjust(mine)
             verdict, why = protocol.combine(mine)
         shown = PATH_CHECK if tiny else verdict
         verdicts[claim.id] = shown

@@ -298,3 +298,50 @@ def test_error_at_a_test_length_reads_that_length_and_its_own_reference():
     assert "majority class at n = 64" in protocol.decide_part(df, _part(value="error_n64")).preconditions["not learned"]
     missing = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(value="error_n64"))
     assert missing.verdict == INCONCLUSIVE and "test/n_64/acc" in missing.reasons[0]
+
+
+def test_p_for_contradiction_matches_the_interval_rules():
+    """p < 0.05 exactly when the part's 95% interval contradicts (paper.md §13, step 5)."""
+    rng = np.random.default_rng(0)
+    for spec in (_part(), _part(test="equivalence", sides=1), _part(test="equivalence", sides=2)):
+        for shift in np.linspace(-0.06, 0.06, 25):
+            d = shift + 0.01 * rng.standard_normal(5)
+            verdict = protocol._test(d, spec)[0]
+            assert (protocol.p_contradiction(d, spec) < protocol.ALPHA) == (verdict == CONTRADICTED), (spec, shift)
+    assert np.isnan(protocol.p_contradiction(np.array([0.1]), _part()))
+
+
+def test_holm_matches_the_published_step_down_values():
+    # Holm (1979) by hand: sorted 0.01, 0.02, 0.04 → ×3, ×2, ×1 = 0.03, 0.04, 0.04 (running max)
+    assert protocol.holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert protocol.holm([0.5, np.nan]) == pytest.approx([1.0, 1.0])  # NaN counts as 1, capped at 1
+
+
+def test_holm_removes_a_contradiction_of_a_three_part_claim():
+    """One part of three is contradicted at p ≈ 0.03 (95% interval just below 0): unadjusted the
+    claim would be contradicted; Holm multiplies its p by 3, so the claim is inconclusive and
+    says why. A strong contradiction (p ≈ 1e-4) survives the correction."""
+    def part(d, name):
+        r = protocol.PartResult({"role": "deciding", "test": "difference", "delta": 0.02, "name": name},
+                                SUPPORTED if stats.t_interval(d)[1] > 0 else
+                                CONTRADICTED if stats.t_interval(d)[2] < 0 else INCONCLUSIVE)
+        r.p = protocol.p_contradiction(np.asarray(d), r.spec)
+        return r
+    weak = [-0.02, -0.01, -0.015, -0.03, -0.002]
+    assert stats.t_interval(weak)[2] < 0 and 0.01 < protocol.p_contradiction(np.array(weak), _part()) < 0.05
+    parts = [part(weak, "weak"), part([0.1, 0.12, 0.09, 0.11, 0.1], "s1"), part([0.2, 0.21, 0.19, 0.2, 0.22], "s2")]
+    assert parts[0].verdict == CONTRADICTED
+    assert protocol.combine(parts)[0] == CONTRADICTED  # unadjusted (p_holm not filled)
+    protocol.adjust(parts)
+    assert parts[0].p_holm == pytest.approx(3 * parts[0].p)
+    verdict, why = protocol.combine(parts)
+    assert verdict == INCONCLUSIVE and "1 contradicted before Holm" in why and "2 supported" in why
+    strong = [part([-0.1, -0.11, -0.09, -0.1, -0.12], "strong"), *parts[1:]]
+    protocol.adjust(strong)
+    assert protocol.combine(strong)[0] == CONTRADICTED
+
+
+def test_an_equivalence_carries_its_90_and_95_percent_intervals():
+    result = protocol.decide_part(_runs({"a": 0.10, "b": 0.101}), _part(test="equivalence", sides=1))
+    assert result.lo95 < result.lo < result.hi < result.hi95  # the 95% interval contains the 90% one
+    assert result.p == pytest.approx(1.0) or result.p > 0.05
