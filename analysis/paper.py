@@ -89,6 +89,10 @@ CLAIMS = [
         runs_part("Xg1-only forms (M1, M3, M4) with a tied readout never produce an absent answer",
                   "arithmetic", variants("xg", "relu_attention", "softmax"), ABSENT,
                   lambda v: bool((v == 0).all()), "test accuracy on answers absent from the input"),
+        runs_part("the arms without a Zg2 term on T1(i) mod 10 (M0 without Zg2, M4a) never produce an "
+                  "absent answer: their absent-answer error is 1 by construction (why C8 there is an "
+                  "observation)", "arithmetic_mod", variants("general_nozg2", "softmax"), ABSENT,
+                  lambda v: bool((v == 0).all()), "test accuracy on answers absent from the input"),
     ], paper="with Z a trained constant, the term Z g2 is 'less important' than X g1, and "
              "X g1(ZᵀX) 'coincides' with self-attention"),
     Claim("C9", "attention-like forms are the natural structure for seq2seq functions", "S",

@@ -86,6 +86,7 @@ class PartResult:
     hi95: float = np.nan
     p: float = np.nan  # p-value for contradiction (p_contradiction), unadjusted
     p_holm: float = np.nan  # Holm-adjusted within the claim's deciding parts (adjust)
+    params: dict[str, float] = field(default_factory=dict)  # arm → n_params (logged per run)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -400,6 +401,8 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
             return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
                                                    "an axis is pooled (name it in the arm)"])
         per_arm[arm] = _per_seed(ok, value, at)
+        if "n_params" in ok and ok["n_params"].notna().any():
+            result.params[arm] = float(pd.to_numeric(ok["n_params"], errors="coerce").max())
         _arm_checks(result, pre, mine, arm, check_edge)
     if value == "auc" and len(at) < 2:
         result.reasons = [f"area under the curve needs ≥ 2 sizes; both arms have {result.n_train}"]

@@ -178,6 +178,12 @@ def _also95(result: protocol.PartResult) -> str:
     return f"; 95% [{_num(result.lo95)}, {_num(result.hi95)}]"
 
 
+def _params(result: protocol.PartResult, arm: str) -> str:
+    """An arm's parameter count (paper.md §13: every part prints both arms')."""
+    n = result.params.get(arm)
+    return f" ({int(n):,} params)" if n is not None and not math.isnan(n) else ""
+
+
 def _p_text(result: protocol.PartResult) -> str:
     """'p (Holm p)'; the Holm-adjusted p only for deciding parts (protocol.adjust)."""
     if math.isnan(result.p):
@@ -203,7 +209,8 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool) -> list[str]:
         lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
         rows.append(
             f"| {s['name']} ({kind}; {value}) | {s['role']} | {s['task']} · {r.n_train or '–'} · "
-            f"{r.seeds or '–'} | `{s['a']}` {_num(r.mean_a)} vs `{s['b']}` {_num(r.mean_b)} | "
+            f"{r.seeds or '–'} | `{s['a']}` {_num(r.mean_a)}{_params(r, s['a'])} vs `{s['b']}` "
+            f"{_num(r.mean_b)}{_params(r, s['b'])} | "
             f"{_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] ({r.method or '–'}){_also95(r)} | {s['delta']} | "
             f"{_p_text(r)} | {_pre(r)} | {lrs} | {verdict} |")
     return head + rows

@@ -132,6 +132,9 @@ class PartConfig:
     # arm b chosen among these on validation (lowest seed-mean validation error at the decided
     # n_train, each at its chosen lr; paper.md §13 "a choice among arms"); b then names the choice
     choose_b: List[str] = field(default_factory=list)
+    # the leaf keys of the trial config (model, task, train; train.lr exempt) the arms differ in,
+    # exact keys, or [family] for a capacity-matched comparison between families (harness.pairs)
+    differ: List[str] = field(default_factory=list)
 
 
 @dataclass

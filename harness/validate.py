@@ -10,6 +10,7 @@ import torch
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models import build_model
 from harness.pack import resolve_pack_size
+from harness.pairs import check_pairs
 from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
 from tasks import build_task
@@ -77,3 +78,4 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
                 built.add(model_key)
         except (ValueError, KeyError, TypeError) as err:
             raise SweepError(f"trial {trial.variant} {list(trial.overrides)}: {err}") from err
+    check_pairs(trials)  # i28: each part's arms differ in exactly its declared keys (harness/pairs.py)

@@ -53,7 +53,7 @@ def make(preset: str, overrides: tuple[str, ...] = (), d: int = D, n_max: int = 
 # to 1e-10 and each absence to > 1e-3.
 OK, ORTH, PERM = "orthogonal_knowledge", "orthogonal", "permutation"
 EXPECTED = {
-    "general": {OK, PERM}, "xg": {OK, PERM}, "xg_noknow": {OK, ORTH, PERM},
+    "general": {OK, PERM}, "general_nozg2": {OK, PERM}, "xg": {OK, PERM}, "xg_noknow": {OK, ORTH, PERM},
     "quad_sigma": {OK, PERM}, "quad_sigma_nonorm": {OK, PERM}, "relu_attention": {OK, PERM},
     "softmax": {OK, PERM}, "softmax_unscaled": {OK, PERM}, "softmax_free": {OK, PERM},
     "value": {OK, PERM},

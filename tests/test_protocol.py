@@ -345,3 +345,10 @@ def test_an_equivalence_carries_its_90_and_95_percent_intervals():
     result = protocol.decide_part(_runs({"a": 0.10, "b": 0.101}), _part(test="equivalence", sides=1))
     assert result.lo95 < result.lo < result.hi < result.hi95  # the 95% interval contains the 90% one
     assert result.p == pytest.approx(1.0) or result.p > 0.05
+
+
+def test_a_part_carries_both_arms_parameter_counts():
+    df = _runs({"a": 0.10, "b": 0.30})
+    df["n_params"] = df["arm"].map({"a": 2061.0, "b": 1349.0})
+    assert protocol.decide_part(df, _part()).params == {"a": 2061.0, "b": 1349.0}
+    assert protocol.decide_part(_runs({"a": 0.10, "b": 0.30}), _part()).params == {}  # not logged: none shown

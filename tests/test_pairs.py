@@ -1,0 +1,124 @@
+"""Minimal pairs (paper.md §13, harness/pairs.py): each part's arms differ in exactly the keys it
+declares, checked before any trial runs; M0's Z g2 switch removes only that term."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import pairs
+from harness.models.presets import preset_config
+from harness.models import build_model
+from harness.sweep import SweepError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _trials(name: str, *extra: str):
+    from hydra import compose
+
+    from harness.sweep import expand
+
+    cli = [f"+ablation={name}", "scale=tiny", *extra]
+    return expand(compose(config_name="config", overrides=cli), cli)
+
+
+def _part(trials, **kw):
+    """The ablation's parts, the one matching ``kw`` replaced by ``replace``."""
+    return [p for p in trials[0].config.ablation.parts if all(getattr(p, k) == v for k, v in kw.items())]
+
+
+def test_general_without_zg2_is_general_minus_its_zg2_term_only():
+    """Same generator: Z, ψ and φ1 are drawn identically; the output is exactly M0's X g1."""
+    with_term = build_model(preset_config("general"), 16, 8, torch.Generator().manual_seed(3)).double()
+    without = build_model(preset_config("general_nozg2"), 16, 8, torch.Generator().manual_seed(3)).double()
+    kept = dict(without.named_parameters())
+    assert set(kept) == {k for k, _ in with_term.named_parameters() if not k.startswith("phi2.")}
+    for name, value in with_term.named_parameters():
+        if name in kept:
+            assert torch.equal(value, kept[name]), name
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    g1, _ = with_term.coefficients(x)
+    assert torch.allclose(without(x), g1 @ x, atol=1e-12)
+    assert not torch.allclose(with_term(x), g1 @ x, atol=1e-6)  # the term is really there in M0
+
+
+def test_every_ablations_parts_are_the_pairs_they_declare(hydra_conf):
+    for name in ("knowledge_forms", "arithmetic_mod", "residual_value", "practical", "knowledge_size"):
+        pairs.check_pairs(_trials(name))  # raises on any mismatch
+
+
+def test_the_m0_vs_m1_pair_declared_as_only_the_zg2_switch_is_refused(hydra_conf):
+    """The audit's case: M0 general and M1 xg differ in φ1's inputs (model.name, model.p) as well."""
+    trials = _trials("knowledge_forms")
+    [obs] = _part(trials, task="nearest", a="general", b="xg")
+    wrong = dataclasses.replace(obs, differ=["model.zg2"])
+    arms = pairs.arm_labels(trials)
+    problem = pairs.check_part(wrong, *pairs._one_pair(trials, arms, wrong))
+    assert "model.name ('general' vs 'xg')" in problem and "model.p (4 vs None)" in problem
+    assert "model.zg2 (" not in problem  # the declared key is not reported as extra
+    right = dataclasses.replace(wrong, b="general_nozg2")  # the minimal pair passes the same declaration
+    assert pairs.check_part(right, *pairs._one_pair(trials, arms, right)) == ""
+
+
+def test_the_cli_exits_2_naming_the_extra_keys_before_any_trial(tmp_path):
+    """``python -m harness`` with the M0-vs-M1 part declared as differing only in model.zg2:
+    exit 2, one line naming model.name and model.p, and nothing written to MLflow."""
+    parts = _yaml_parts()
+    index = next(i for i, p in enumerate(parts) if p["task"] == "nearest" and (p["a"], p["b"]) == ("general", "xg"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "harness", "+ablation=knowledge_forms", "scale=tiny",
+                           "cluster=serial", f"ablation.parts.{index}.differ=[model.zg2]"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    [line] = [x for x in proc.stderr.splitlines() if "model.zg2" in x]
+    assert "model.name ('general' vs 'xg')" in line and "model.p (4 vs None)" in line
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+
+
+def _yaml_parts() -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((ROOT / "conf" / "ablation" / "knowledge_forms.yaml").read_text())["ablation"]["parts"]
+
+
+def test_declared_but_equal_keys_wildcards_and_undeclared_deciding_parts_are_refused(hydra_conf):
+    trials = _trials("knowledge_forms")
+    arms = pairs.arm_labels(trials)
+    [zg2] = _part(trials, task="nearest", a="general", b="general_nozg2")
+    extra = dataclasses.replace(zg2, differ=["model.zg2", "model.k"])
+    assert "declared but equal: ['model.k']" in pairs.check_part(extra, *pairs._one_pair(trials, arms, extra))
+    star = dataclasses.replace(zg2, differ=["model.*"])
+    assert "exact leaf keys" in pairs.check_part(star, *pairs._one_pair(trials, arms, star))
+    undeclared = trials[0].config
+    undeclared.ablation.parts[0] = dataclasses.replace(zg2, differ=[])
+    with pytest.raises(SweepError, match="must declare `differ`"):
+        pairs.check_pairs([dataclasses.replace(t, config=undeclared) for t in trials])
+
+
+def test_a_comparison_between_families_must_be_capacity_matched(hydra_conf):
+    """C9: B1 mlp (131,712 parameters) against M1 xg (705) passes; reversed, the baseline xg has
+    fewer parameters than the other arm and the check names both counts."""
+    trials = _trials("knowledge_forms")
+    arms = pairs.arm_labels(trials)
+    [c9] = _part(trials, claim="C9")
+    assert c9.differ == ["family"]
+    assert pairs.check_part(c9, *pairs._one_pair(trials, arms, c9)) == ""
+    flipped = dataclasses.replace(c9, a="mlp", b="xg")
+    problem = pairs.check_part(flipped, *pairs._one_pair(trials, arms, flipped))
+    assert "not capacity-matched" in problem and "705" in problem and "131712" in problem
+
+
+def test_arm_labels_agree_with_the_analysis(hydra_conf):
+    from analysis.trials import arm_label, swept_axes
+
+    for name in ("sigma_vs_softmax", "rotation"):
+        trials = _trials(name)
+        axes = swept_axes(trials)
+        assert pairs.arm_labels(trials) == {t.trial_id: arm_label(t, axes) for t in trials}
