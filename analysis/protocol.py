@@ -26,7 +26,12 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
    smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound;
    an edge that an inner lr ties on the validation error, e.g. both at 0, won the tie-break on
-   validation loss only and does not bind).
+   validation loss only and does not bind); *no power* (equivalences only, and it voids only a
+   *supported* one: a contradiction needs no power): the part's registered positive control
+   (``control: [a', b']``, a known-different pair on the same task, n_train, budget, readout and
+   seeds) is not contradicted by the same test on its own interval, or no control is registered,
+   or both arms are within δ of 0 error, or both within δ of the error of the part's named
+   ``floor`` arm (a family that cannot represent the target).
 5. **Multiplicity**: each deciding part's *p-value for contradiction* (:func:`p_contradiction`:
    the part is contradicted, unadjusted, exactly when it is below α = 0.05) is adjusted by
    Holm's step-down method over the claim's deciding parts (:func:`holm`; a part without an
@@ -57,6 +62,7 @@ from analysis import stats
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
 PRECONDITIONS = ("not learned", "budget-limited", "diverged", "lr at grid edge")
+NO_POWER = "no power"  # equivalences only (step 4): voids a supported equivalence
 ALPHA = 0.05  # level of every test, and of Holm's family-wise error within a claim
 MIN_EVALS = 5  # evaluations in the last 20% of the budget needed to judge it
 DERIVED = {"absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"]}
@@ -87,6 +93,7 @@ class PartResult:
     p: float = np.nan  # p-value for contradiction (p_contradiction), unadjusted
     p_holm: float = np.nan  # Holm-adjusted within the claim's deciding parts (adjust)
     params: dict[str, float] = field(default_factory=dict)  # arm → n_params (logged per run)
+    control: str = ""  # an equivalence's positive control, decided by the same test (step 4)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -103,6 +110,8 @@ def spec_dict(part: Any) -> dict[str, Any]:
     out.setdefault("value", "error")
     out.setdefault("lr_bound", None)
     out["choose_b"] = list(out.get("choose_b") or [])
+    out["control"] = list(out.get("control") or [])
+    out.setdefault("floor", None)
     return out
 
 
@@ -341,6 +350,38 @@ def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[str
             for arm, mean in judged if not (mean <= ref - delta)]
 
 
+def _arm_mean(df: pd.DataFrame, spec: Mapping[str, Any], arm: str, n_train: str) -> float:
+    """An arm's seed-mean test value at its chosen lr and the part's decided size (NaN if none)."""
+    rows, missing = _arm_rows(df, {**spec, "a": arm, "b": arm})
+    if missing or not n_train:
+        return np.nan
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
+    at = chosen[chosen["task.n_train"].isin([float(n) for n in n_train.split(", ")])]
+    return float(_usable(at, spec["value"])[spec["value"]].mean()) if not at.empty else np.nan
+
+
+def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
+    """Precondition *no power* of an equivalence (step 4): its failures, and the control's line
+    in ``result.control``."""
+    spec, delta = result.spec, float(result.spec["delta"])
+    fails = []
+    if spec["value"] != "auc" and result.mean_a < delta and result.mean_b < delta:
+        fails.append(f"both arms within δ of 0 error ({result.mean_a:.3g}, {result.mean_b:.3g})")
+    if spec["floor"]:
+        floor = _arm_mean(df, spec, spec["floor"], result.n_train)
+        if abs(result.mean_a - floor) < delta and abs(result.mean_b - floor) < delta:
+            fails.append(f"both arms within δ of the floor arm `{spec['floor']}` ({floor:.3g})")
+    if len(spec["control"]) != 2:
+        return fails + ["no positive control registered"]
+    ca, cb = spec["control"]
+    ctrl = decide_part(df, {**spec, "a": ca, "b": cb, "control": [], "floor": None, "choose_b": [],
+                            "role": "control"}, check_edge=check_edge)
+    said = ctrl.test_alone or ctrl.verdict
+    result.control = (f"`{ca}` {_fmt_lr(ctrl.mean_a)} vs `{cb}` {_fmt_lr(ctrl.mean_b)}: d = {ctrl.effect:.3g} "
+                      f"[{ctrl.lo95:.3g}, {ctrl.hi95:.3g}] (95%), {said}")
+    return fails + ([] if said == CONTRADICTED else [f"positive control not contradicted ({result.control})"])
+
+
 def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]]) -> PartResult:
     """The test on the paired seeds, then the preconditions (module docstring, steps 3–4)."""
     spec = result.spec
@@ -353,7 +394,7 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     result.effect = float(d.mean())
     _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
     result.p = p_contradiction(d, spec)
-    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v and (k != NO_POWER or verdict == SUPPORTED)]
     if spec["role"] == "observation":
         result.verdict, result.reasons = OBSERVED, failed
     elif failed:
@@ -388,6 +429,8 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
     chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"))
     result = PartResult(spec, INCONCLUSIVE, choice=chose)
     pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
+    if spec["test"] == "equivalence" and spec["role"] != "control":
+        pre[NO_POWER] = []
     common = sorted(_diverged(chosen, rows, a, pre) & _diverged(chosen, rows, b, pre))
     if not common:
         return _no_size(result, pre)
@@ -411,6 +454,8 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
     result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
     pre["not learned"] += _not_learned(chosen, at, result)
+    if NO_POWER in pre:
+        pre[NO_POWER] += _power(df, result, check_edge)
     return _verdict(result, pairs, pre)
 
 

@@ -135,6 +135,11 @@ class PartConfig:
     # the leaf keys of the trial config (model, task, train; train.lr exempt) the arms differ in,
     # exact keys, or [family] for a capacity-matched comparison between families (harness.pairs)
     differ: List[str] = field(default_factory=list)
+    # equivalences (paper.md §13 "Power"): the positive control [a', b'], a known-different pair on
+    # the same task, n_train, budget, readout and seeds, which the same test must contradict;
+    # and optionally a floor arm (a family that cannot represent the target)
+    control: List[str] = field(default_factory=list)
+    floor: Optional[str] = None
 
 
 @dataclass

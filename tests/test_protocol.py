@@ -64,8 +64,8 @@ def test_difference_and_equivalence_verdicts():
     assert protocol.decide_part(df, _part(a="b", b="a")).verdict == CONTRADICTED
     two = protocol.decide_part(df, _part(test="equivalence", sides=2))
     assert two.verdict == CONTRADICTED and two.method.startswith("TOST")
-    close = _runs({"a": 0.100, "b": 0.101})
-    assert protocol.decide_part(close, _part(test="equivalence", sides=2)).verdict == SUPPORTED
+    close = _runs({"a": 0.100, "b": 0.101, "w": 0.3})  # w: the positive control's worse arm
+    assert protocol.decide_part(close, _part(test="equivalence", sides=2, control=["a", "w"])).verdict == SUPPORTED
     # one-sided: a does not beat b by δ or more: true when a is worse, false when far better
     assert protocol.decide_part(_runs({"a": 0.3, "b": 0.1}), _part(test="equivalence", sides=1, delta=0.02,
                                 reference=0.9)).verdict in (SUPPORTED, INCONCLUSIVE)
@@ -352,3 +352,26 @@ def test_a_part_carries_both_arms_parameter_counts():
     df["n_params"] = df["arm"].map({"a": 2061.0, "b": 1349.0})
     assert protocol.decide_part(df, _part()).params == {"a": 2061.0, "b": 1349.0}
     assert protocol.decide_part(_runs({"a": 0.10, "b": 0.30}), _part()).params == {}  # not logged: none shown
+
+
+def test_an_equivalence_without_power_is_inconclusive():
+    """paper.md §13 "Power for equivalences": the positive control must be contradicted by the
+    same test; both arms at 0, or both at a floor arm's error, decide nothing; a contradicted
+    equivalence needs no power."""
+    df = _runs({"a": 0.100, "b": 0.101, "w": 0.3, "same": 0.102})
+    eq = dict(test="equivalence", sides=1)
+    ok = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
+    assert ok.verdict == SUPPORTED and ok.preconditions["no power"] == "ok" and "contradicted" in ok.control
+    none = protocol.decide_part(df, _part(**eq))
+    assert none.verdict == INCONCLUSIVE and none.test_alone == SUPPORTED
+    assert "no positive control registered" in none.preconditions["no power"]
+    weak = protocol.decide_part(df, _part(**eq, control=["a", "same"]))  # a "known-different" pair that is not
+    assert weak.verdict == INCONCLUSIVE and "positive control not contradicted" in weak.preconditions["no power"]
+    floor = protocol.decide_part(df, _part(**eq, control=["a", "w"], floor="same"))
+    assert floor.verdict == INCONCLUSIVE and "floor arm `same`" in floor.preconditions["no power"]
+    zero = _runs({"a": 0.001, "b": 0.002, "w": 0.3}, reference=0.6)
+    at_zero = protocol.decide_part(zero, _part(**eq, control=["a", "w"]))
+    assert at_zero.verdict == INCONCLUSIVE and "within δ of 0 error" in at_zero.preconditions["no power"]
+    far = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(**eq))  # a beats b by far: no power needed
+    assert far.verdict == CONTRADICTED and "no power" not in " ".join(far.reasons)
+    assert "no power" not in protocol.decide_part(df, _part()).preconditions  # differences: not a precondition
