@@ -369,7 +369,9 @@ def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
         fails.append(f"both arms within δ of 0 error ({result.mean_a:.3g}, {result.mean_b:.3g})")
     if spec["floor"]:
         floor = _arm_mean(df, spec, spec["floor"], result.n_train)
-        if abs(result.mean_a - floor) < delta and abs(result.mean_b - floor) < delta:
+        if np.isnan(floor):
+            fails.append(f"the floor arm `{spec['floor']}` has no runs at n_train={result.n_train}")
+        elif abs(result.mean_a - floor) < delta and abs(result.mean_b - floor) < delta:
             fails.append(f"both arms within δ of the floor arm `{spec['floor']}` ({floor:.3g})")
     if len(spec["control"]) != 2:
         return fails + ["no positive control registered"]
@@ -377,7 +379,8 @@ def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
     ctrl = decide_part(df, {**spec, "a": ca, "b": cb, "control": [], "floor": None, "choose_b": [],
                             "role": "control"}, check_edge=check_edge)
     said = ctrl.test_alone or ctrl.verdict
-    result.control = (f"`{ca}` {_fmt_lr(ctrl.mean_a)} vs `{cb}` {_fmt_lr(ctrl.mean_b)}: d = {ctrl.effect:.3g} "
+    result.control = (f"`{ca}` vs `{cb}`: {'; '.join(ctrl.reasons)}" if np.isnan(ctrl.effect) else
+                      f"`{ca}` {_fmt_lr(ctrl.mean_a)} vs `{cb}` {_fmt_lr(ctrl.mean_b)}: d = {ctrl.effect:.3g} "
                       f"[{ctrl.lo95:.3g}, {ctrl.hi95:.3g}] (95%), {said}")
     return fails + ([] if said == CONTRADICTED else [f"positive control not contradicted ({result.control})"])
 

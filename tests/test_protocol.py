@@ -369,6 +369,8 @@ def test_an_equivalence_without_power_is_inconclusive():
     assert weak.verdict == INCONCLUSIVE and "positive control not contradicted" in weak.preconditions["no power"]
     floor = protocol.decide_part(df, _part(**eq, control=["a", "w"], floor="same"))
     assert floor.verdict == INCONCLUSIVE and "floor arm `same`" in floor.preconditions["no power"]
+    absent = protocol.decide_part(df, _part(**eq, control=["a", "nobody"], floor="nothing"))
+    assert "no runs of `nobody`" in absent.control and "floor arm `nothing` has no runs" in absent.preconditions["no power"]
     zero = _runs({"a": 0.001, "b": 0.002, "w": 0.3}, reference=0.6)
     at_zero = protocol.decide_part(zero, _part(**eq, control=["a", "w"]))
     assert at_zero.verdict == INCONCLUSIVE and "within δ of 0 error" in at_zero.preconditions["no power"]
