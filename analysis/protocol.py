@@ -22,8 +22,10 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    the task's best reference predictor — uniform mixing, the identity (where logged) or zero
    predictor for relative MSE, the better of the majority class and uniform mixing (the most frequent input token) for accuracy — by at least δ); *budget-limited* (per arm, on the seed-mean
    best-so-far validation error: the best still fell within the last 10% of the budget and by
-   more than δ/2 over the last 20%; fewer than 5 evaluations in the last 20% cannot be judged);
-   *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
+   more than δ/2 over the last 20%; fewer than 5 evaluations in the last 20% cannot be judged;
+   direction-aware: an arm at 0 validation error is not budget-limited, and in a decisive
+   difference the late fall of the arm that came out lower, which can only widen the effect,
+   does not void it); *diverged* (every lr of an arm had a diverged seed); *lr at grid edge* (the chosen lr is the
    smallest or largest tried, the grid has < 3 values, and it is not the part's stated bound;
    an edge that an inner lr ties on the validation error, e.g. both at 0, won the tie-break on
    validation loss only and does not bind); *no power* (equivalences only, and it voids only a
@@ -175,6 +177,8 @@ def _budget(rows: pd.DataFrame, delta: float, log: bool) -> str:
     if evals < MIN_EVALS:
         return f"fails: cannot judge, {evals} evaluations in the last 20% (< {MIN_EVALS})"
     end, at80, at90 = (float(pd.to_numeric(rows[c], errors="coerce").mean()) for c in need[:3])
+    if end <= 0:  # direction-aware: an arm at 0 validation error cannot fall further
+        return "ok"
     if log:
         end, at80, at90 = np.log(max(end, 1e-12)), np.log(max(at80, 1e-12)), np.log(max(at90, 1e-12))
     if at90 > end and at80 - end > delta / 2:
@@ -397,6 +401,11 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     result.effect = float(d.mean())
     _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
     result.p = p_contradiction(d, spec)
+    if spec["test"] == "difference" and verdict in (SUPPORTED, CONTRADICTED):  # direction-aware budget
+        winner = spec["a"] if verdict == SUPPORTED else spec["b"]  # its late fall only widens the effect
+        pre["budget-limited"] = [x for x in pre["budget-limited"] if not x.startswith(f"`{winner}` at ")]
+        result.preconditions["budget-limited"] = ("fails: " + "; ".join(pre["budget-limited"])
+                                                  if pre["budget-limited"] else "ok")
     failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v and (k != NO_POWER or verdict == SUPPORTED)]
     if spec["role"] == "observation":
         result.verdict, result.reasons = OBSERVED, failed

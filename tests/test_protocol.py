@@ -104,8 +104,18 @@ def test_budget_limited_makes_a_part_inconclusive():
     df = _runs({"a": 0.10, "b": 0.30})
     df.loc[df["arm"] == "a", "val/best_error_at_80"] += 0.05  # still falling by > δ/2 …
     df.loc[df["arm"] == "a", "val/best_error_at_90"] += 0.02  # … within the last 10%
-    result = protocol.decide_part(df, _part())
+    result = protocol.decide_part(df, _part(test="equivalence", sides=1))  # a falls: d could move either way
     assert result.verdict == INCONCLUSIVE and "still falling" in result.preconditions["budget-limited"]
+    # direction-aware: in a supported difference a's late fall can only widen it; b's could close it
+    assert protocol.decide_part(df, _part()).verdict == SUPPORTED
+    assert protocol.decide_part(df, _part(a="b", b="a")).verdict == CONTRADICTED  # the lower arm falls: wider still
+    closing = _runs({"a": 0.10, "b": 0.30})
+    closing.loc[closing["arm"] == "b", "val/best_error_at_80"] += 0.05  # the higher arm still falls …
+    closing.loc[closing["arm"] == "b", "val/best_error_at_90"] += 0.02  # … and could close the gap
+    assert protocol.decide_part(closing, _part()).verdict == INCONCLUSIVE
+    df0 = df.copy()
+    df0.loc[df0["arm"] == "a", "val/best_error"] = 0.0  # an arm at 0 cannot fall further
+    assert protocol.decide_part(df0, _part(test="equivalence", sides=1)).preconditions["budget-limited"] == "ok"
     few = _runs({"a": 0.10, "b": 0.30}, **{"val/evals_last_20": 2.0})
     assert "cannot judge" in protocol.decide_part(few, _part()).preconditions["budget-limited"]
 
@@ -256,7 +266,7 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     trials = expand(conf, cli)
     rows = []
     for t in trials:  # value beats softmax everywhere; the residual beats value on its teacher
-        err = {"softmax": 0.3, "value": 0.2, "residual": 0.05, "multihead": 0.06}[t.variant]
+        err = {"softmax": 0.3, "value": 0.2, "residual": 0.05, "multihead": 0.06, "tokenwise": 0.5}[t.variant]
         err += 0.002 * t.config.seed
         rows.append({"trial_id": t.trial_id, "status": "FINISHED", "diverged": False, "task": t.task,
                      "variant": t.variant, "task.n_train": t.config.task.n_train, "seed": t.config.seed,
