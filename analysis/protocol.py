@@ -96,6 +96,8 @@ class PartResult:
     p_holm: float = np.nan  # Holm-adjusted within the claim's deciding parts (adjust)
     params: dict[str, float] = field(default_factory=dict)  # arm → n_params (logged per run)
     control: str = ""  # an equivalence's positive control, decided by the same test (step 4)
+    se: float = np.nan  # standard error of the mean paired difference, sd(d)/√n
+    n_runs: int = 0  # runs of both arms at their chosen lr and the decided size(s)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -400,6 +402,7 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     verdict, result.lo, result.hi, result.method, why = _test(d, spec)
     result.effect = float(d.mean())
     _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
+    result.se = float(d.std(ddof=1) / np.sqrt(d.size))
     result.p = p_contradiction(d, spec)
     if spec["test"] == "difference" and verdict in (SUPPORTED, CONTRADICTED):  # direction-aware budget
         winner = spec["a"] if verdict == SUPPORTED else spec["b"]  # its late fall only widens the effect
@@ -456,6 +459,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
             return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
                                                    "an axis is pooled (name it in the arm)"])
         per_arm[arm] = _per_seed(ok, value, at)
+        result.n_runs += len(ok)
         if "n_params" in ok and ok["n_params"].notna().any():
             result.params[arm] = float(pd.to_numeric(ok["n_params"], errors="coerce").max())
         _arm_checks(result, pre, mine, arm, check_edge)

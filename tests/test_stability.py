@@ -1,0 +1,99 @@
+"""The stability table (analysis/stability.py, paper.md §13 "Confirmation block") on synthetic
+runs: blocks split by seed, steps and readout; slack to the thresholds; the leave-one-seed-out
+flag; a claim unstable on opposite decisive labels or on a flip that decides it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import stability, stats
+from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+
+LRS = (0.001, 0.003, 0.01)
+
+
+def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, readout: str = "scaled") -> pd.DataFrame:
+    """Arms a and b on task t; per seed b's test error is a's plus ``d[seed]``; lr 0.003 is best
+    on validation (others +0.05); flat budget; a uniform-mixing reference of 0.6."""
+    rows = []
+    for arm in ("a", "b"):
+        for lr in lrs:
+            for s, gap in d.items():
+                e = a + 0.001 * (s % 7) + (gap if arm == "b" else 0) + (0 if np.isclose(lr, 0.003) else 0.05)
+                rows.append({"status": "FINISHED", "diverged": False, "task": "t", "arm": arm, "variant": arm,
+                             "task.n_train": 256, "seed": s, "train.lr": lr, "trial_id": f"{arm}-{lr}-{s}-{steps}-{readout}",
+                             "val/best_error": e, "val/best_loss": e, "test/rel_mse": e,
+                             "test/uniform_rel_mse": 0.6, "val/best_error_at_80": e, "val/best_error_at_90": e,
+                             "val/evals_last_20": 6.0, "train.max_steps": steps, "task.readout": readout})
+    return stats.add_error(pd.DataFrame(rows))
+
+
+PART = {"claim": "C0", "name": "a beats b", "task": "t", "a": "a", "b": "b", "test": "difference", "delta": 0.02}
+EXPLORE = {s: 0.05 + 0.002 * s for s in range(5)}
+CONFIRM = {s: 0.05 + 0.002 * (s % 5) for s in range(1000, 1010)}
+
+
+def _all(confirm=CONFIRM, explore=EXPLORE) -> pd.DataFrame:
+    return pd.concat([_runs(explore), _runs(confirm, lrs=(0.003,)),
+                      _runs(explore, lrs=(0.003,), steps=2400), _runs(explore, readout="tied")], ignore_index=True)
+
+
+def test_blocks_are_split_by_seed_steps_and_readout():
+    blocks = stability.split_blocks(_all(), steps=600, readout="scaled")
+    assert set(blocks["exploratory"]["seed"]) == set(range(5)) and len(blocks["exploratory"]) == 2 * 3 * 5
+    assert set(blocks["confirmation"]["seed"]) == set(range(1000, 1010))
+    assert set(blocks["x4"]["train.max_steps"]) == {2400} and set(blocks["readout"]["task.readout"]) == {"tied"}
+
+
+def test_a_stable_part_has_one_verdict_everywhere_and_its_slack():
+    row = stability.stability_row(stability.split_blocks(_all(), 600, "scaled"), PART)
+    assert [row[k] for k in ("exploratory", "confirmation", "x4", "readout")] == [SUPPORTED] * 4
+    assert row["decided_on"] == "confirmation" and row["confirmation_seeds"] == "1000–1009 (10 of 10)"
+    assert row["confirmation_lr"] == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
+    assert row["confirmation_steps"] == "600" and row["readout_readout"] == "tied"
+    assert row["support_delta"] > 2 and row["support_se"] > 2 and row["contradict_delta"] < 0
+    assert not row["opposite"] and not row["x4_moved"] and row["loo_flip"] == ""
+    assert stability.claim_unstable([row]) == ""
+
+
+def test_slack_is_measured_in_delta_and_standard_errors():
+    from analysis.protocol import decide_part
+
+    result = decide_part(_runs(EXPLORE), PART)
+    got = stability.slack(result)
+    assert got["support_delta"] == pytest.approx(result.lo / 0.02)
+    assert got["support_se"] == pytest.approx(result.lo / result.se)
+    assert got["contradict_delta"] == pytest.approx(-result.hi / 0.02)
+
+
+def test_opposite_labels_on_the_confirmation_block_make_the_claim_unstable():
+    flipped = {s: -g for s, g in CONFIRM.items()}  # b better on the fresh seeds
+    row = stability.stability_row(stability.split_blocks(_all(confirm=flipped), 600, "scaled"), PART)
+    assert row["exploratory"] == SUPPORTED and row["confirmation"] == CONTRADICTED and row["opposite"]
+    assert "opposite decisive labels" in stability.claim_unstable([row])
+
+
+def test_a_leave_one_seed_out_flip_is_flagged_and_decides_the_claim():
+    """d = [0.03, 0.035, 0.028, 0.032, 0.0]: supported on five seeds (lower 95% bound 0.007),
+    inconclusive without seed 0; with no confirmation block the exploratory block decides."""
+    explore = dict(enumerate([0.03, 0.035, 0.028, 0.032, 0.0]))
+    one = _runs(explore)
+    one["test/rel_mse"] = one["test/rel_mse"] - 0.001 * (one["seed"] % 7)  # a's per-seed noise out: d exactly as given
+    blocks = stability.split_blocks(stats.add_error(one), 600, "scaled")
+    row = stability.stability_row(blocks, PART)
+    assert row["exploratory"] == SUPPORTED and row["decided_on"] == "exploratory"
+    assert row["loo_flip"].startswith("without seed 0: verdict supported → inconclusive"), row["loo_flip"]
+    assert "changes the claim" in stability.claim_unstable([row])
+    assert row["confirmation"] == INCONCLUSIVE and row["confirmation_runs"] == 0
+
+
+def test_the_csv_is_written_only_with_a_confirmation_block(tmp_path: Path):
+    stable = stability.stability_row(stability.split_blocks(_all(), 600, "scaled"), PART)
+    assert stability.write_stability([stable], tmp_path / "stability.csv")
+    assert pd.read_csv(tmp_path / "stability.csv")["confirmation"].tolist() == [SUPPORTED]
+    none = stability.stability_row(stability.split_blocks(_runs(EXPLORE), 600, "scaled"), PART)
+    assert not stability.write_stability([none], tmp_path / "none.csv") and not (tmp_path / "none.csv").exists()
