@@ -180,6 +180,9 @@ class ScaleConfig:
     eval_every: int = 20  # validation interval: ≥ 5 evaluations in the last 20% of the budget
     long_steps: int = 4000  # budget of the slow-to-learn tasks (T1(i) mod 10)
     long_eval_every: int = 100
+    # the confirmation block's seeds (paper.md §13; analysis/confirm.py): fresh, never 0-4, the
+    # audit's 10-14 or the pilot 100-104; run by report.confirm
+    confirm_seeds: str = "range(1000,1010)"
 
 
 @dataclass
@@ -194,6 +197,7 @@ class ReportConfig:
     runs: str = ""  # a results bundle (runs.csv.gz) to regenerate from, offline; default: the store
     extend_lr: int = 2  # lr-edge extensions per part (paper.md §13), each one grid step past the edge
     budget_factor: int = 4  # the budget ablation: deciding parts' arms rerun at ×this many steps (0: off)
+    confirm: bool = False  # the confirmation block (analysis/confirm.py): not yet wired into the run path
 
 
 @dataclass

@@ -97,3 +97,35 @@ def test_the_csv_is_written_only_with_a_confirmation_block(tmp_path: Path):
     assert pd.read_csv(tmp_path / "stability.csv")["confirmation"].tolist() == [SUPPORTED]
     none = stability.stability_row(stability.split_blocks(_runs(EXPLORE), 600, "scaled"), PART)
     assert not stability.write_stability([none], tmp_path / "none.csv") and not (tmp_path / "none.csv").exists()
+
+
+def test_the_confirmation_block_reruns_deciding_parts_and_controls_at_the_frozen_lr(hydra_conf):
+    """analysis/confirm.py: every arm of every deciding part and of its positive control, at its
+    chosen lr and decided size, once per fresh seed, tagged with the trial it repeats."""
+    from hydra import compose
+
+    from analysis.confirm import confirmation_trials, seeds_of
+    from analysis.trials import restrict
+    from harness.sweep import expand
+
+    assert seeds_of("range(1000,1010)") == list(range(1000, 1010)) and seeds_of("1000,1003") == [1000, 1003]
+    cli = ["+ablation=knowledge_size", "scale=tiny"]
+    conf = compose(config_name="config", overrides=cli)
+    trials = expand(conf, cli)
+    rows = [{"trial_id": t.trial_id, "status": "FINISHED", "diverged": False, "task": t.task, "variant": t.variant,
+             "task.n_train": t.config.task.n_train, "seed": t.config.seed, "train.lr": t.config.train.lr,
+             "val/best_error": 0.1 * t.config.model.k ** -1, "val/best_loss": 0.1, "test/rel_mse": 0.1 / t.config.model.k,
+             "test/uniform_rel_mse": 0.9, "val/best_error_at_80": 0.1, "val/best_error_at_90": 0.1,
+             "val/evals_last_20": 6.0} for t in trials]
+    runs = stats.add_error(restrict(pd.DataFrame(rows), trials, "knowledge_size"))
+    seeds = seeds_of(str(conf.scale.confirm_seeds))
+    new = confirmation_trials({"knowledge_size": conf}, {"knowledge_size": runs}, {"knowledge_size": trials},
+                              ["scale=tiny"], seeds)["knowledge_size"]
+    # k=4 vs 2, k=8 vs 4 and the control k=4 vs 2: three distinct arms, each once per seed
+    assert {t.variant for t in new} == {"softmax_free[k=2]", "softmax_free[k=4]", "softmax_free[k=8]"}
+    assert len(new) == 3 * len(seeds) and {t.config.seed for t in new} == set(seeds)
+    known = {t.trial_id: t for t in trials}
+    assert all(known[t.extends].variant == t.variant for t in new)
+    with pytest.raises(ValueError, match="already run"):
+        confirmation_trials({"knowledge_size": conf}, {"knowledge_size": runs}, {"knowledge_size": trials},
+                            ["scale=tiny"], [0, 1000])
