@@ -172,7 +172,7 @@ class ScaleConfig:
 
     name: str = "default"
     seeds: str = "range(5)"  # Hydra grammar: the seed axis of every ablation
-    n_train: str = "256,1024"  # the sample-efficiency axis (two sizes fit a 2-core CPU; full has 8)
+    n_train: str = "128,256,512,1024"  # the sample-efficiency axis (C9: an area needs ≥ 4 sizes, paper.md §13; full has 8)
     n_train_max: str = "1024"  # the largest size alone: parts decided at one size (not auc)
     lrs: str = "0.003,0.01,0.03"  # learning-rate grid (≥ 3 values, paper.md §13); chosen on validation
     lrs_high: str = "0.1,0.3,1.0"  # more lrs for variants that want large steps (e.g. coordwise)
