@@ -44,16 +44,11 @@ def _arms(df: pd.DataFrame, part: Any) -> list[protocol.PartResult]:
     return [r for r in out if r.n_train]
 
 
-def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
-                        ablations: Mapping[str, Sequence[Any]], cli: Sequence[str],
-                        seeds: Sequence[int]) -> dict[str, list]:
-    """``{ablation: [Trial]}``: one trial per seed of ``seeds`` for each arm of each deciding
-    part and of its positive control, at the arm's lr chosen on ``runs`` (the exploratory
-    block) and the part's decided size; one per distinct point.
-
-    Raises:
-        ValueError: a seed of ``seeds`` is one the exploratory block already ran.
-    """
+def _reruns(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame], ablations: Mapping[str, Sequence[Any]],
+            cli: Sequence[str], changes: Any) -> dict[str, list]:
+    """``{ablation: [Trial]}``: for each arm of each deciding part (and of its positive control),
+    at its chosen lr and decided size, one trial per ``changes(spec)`` entry (overrides), tagged
+    ``extends``; one per distinct point."""
     from harness.sweep import Composer
 
     out: dict[str, list] = {}
@@ -61,25 +56,46 @@ def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFr
         df = runs.get(name)
         if df is None or df.empty:
             continue
-        used = set(pd.to_numeric(df[SEED], errors="coerce").dropna().astype(int))
-        if used & set(seeds):
-            raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
-                             "allowed: seeds no block has used (1000–1009 in the default scale)")
         known = {t.trial_id: t for t in ablations[name]}
         composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
         for part in conf.ablation.parts:
             if protocol.spec_dict(part)["role"] != "deciding":
                 continue
             for result in _arms(df, part):
-                chosen = _chosen(df, result)
-                for _, row in chosen.drop_duplicates(["arm", "task.n_train"]).iterrows():
+                for _, row in _chosen(df, result).drop_duplicates(["arm", "task.n_train"]).iterrows():
                     base = known.get(str(row.get("extends") or "")) or known.get(str(row["trial_id"]))
-                    for seed in seeds if base is not None else ():
-                        trial = composer.extension(base, {"train.lr": f"{float(row['lr_chosen']):.3g}",
-                                                          SEED: str(seed)})
+                    for change in changes(protocol.spec_dict(part)) if base is not None else ():
+                        trial = composer.extension(base, {"train.lr": f"{float(row['lr_chosen']):.3g}", **change})
                         if trial.trial_id not in seen:
                             seen.add(trial.trial_id)
                             todo.append(trial)
         if todo:
             out[name] = todo
     return out
+
+
+def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
+                        ablations: Mapping[str, Sequence[Any]], cli: Sequence[str],
+                        seeds: Sequence[int]) -> dict[str, list]:
+    """``{ablation: [Trial]}``: one trial per seed of ``seeds`` for each arm of each deciding
+    part and of its positive control, at the arm's lr chosen on ``runs`` (the exploratory
+    block) and the part's decided size.
+
+    Raises:
+        ValueError: a seed of ``seeds`` is one the exploratory block already ran.
+    """
+    for name, df in runs.items():
+        used = set(pd.to_numeric(df[SEED], errors="coerce").dropna().astype(int)) if SEED in df else set()
+        if used & set(seeds):
+            raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
+                             "allowed: seeds no block has used (1000–1009 in the default scale)")
+    return _reruns(configs, runs, ablations, cli, lambda spec: [{SEED: str(s)} for s in seeds])
+
+
+def readout_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
+                   ablations: Mapping[str, Sequence[Any]], cli: Sequence[str]) -> dict[str, list]:
+    """``{ablation: [Trial]}``: the readout stability rows (paper.md §13 "Readout"): each arm of
+    each deciding part with ``stability_readouts`` rerun under each of them, on the exploratory
+    seeds at the chosen lr and decided size."""
+    return _reruns(configs, runs, ablations, cli,
+                   lambda spec: [{"task.readout": r} for r in spec["stability_readouts"]])

@@ -116,6 +116,8 @@ def spec_dict(part: Any) -> dict[str, Any]:
     out["choose_b"] = list(out.get("choose_b") or [])
     out["control"] = list(out.get("control") or [])
     out.setdefault("floor", None)
+    out.setdefault("readout", None)
+    out["stability_readouts"] = list(out.get("stability_readouts") or [])
     return out
 
 
@@ -267,9 +269,12 @@ def _resolve(df: pd.DataFrame, part: Any) -> tuple[dict[str, Any], str]:
 def _arm_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, str]:
     """Both arms' runs on the part's task with its value column, or why there are none."""
     rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])] if not df.empty else df
+    if spec.get("readout") and "task.readout" in rows:  # the registered readout only (stability rows apart)
+        rows = rows[rows["task.readout"].astype(str) == spec["readout"]]
     for arm in (spec["a"], spec["b"]):
         if rows.empty or not (rows["arm"] == arm).any():
-            return rows, f"no runs of `{arm}` on {spec['task']}"
+            return rows, f"no runs of `{arm}` on {spec['task']}" + \
+                (f" under readout {spec['readout']}" if spec.get("readout") else "")
     try:
         return _values(rows, spec["value"]), ""
     except KeyError as err:

@@ -12,7 +12,9 @@ Blocks are frames of one ablation's runs (with ``arm``), split by :func:`split_b
 * ``confirmation``: seeds :data:`CONFIRM_FIRST` and up (1000–1009 in the default scale) at the
   lr frozen from the exploratory block (decided without the lr-edge precondition: one lr);
 * ``x4``: runs past the ablation's own budget (the budget ablation, :mod:`analysis.budget`);
-* ``readout``: exploratory seeds under another ``task.readout`` than the part's registered one.
+* ``readout=<name>``: exploratory seeds under each other ``task.readout`` than the part's
+  registered one (``tied``; ``learned`` too for the W_V part), rerun at the chosen lr
+  (:func:`analysis.confirm.readout_trials`).
 
 The table is written to ``docs/report/stability.csv`` only by a report built from a bundle that
 has a confirmation block (:func:`write_stability`); none does yet.
@@ -43,8 +45,12 @@ def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None) -> di
         pd.Series(True, index=df.index)
     registered = (df[READOUT].astype(str) == readout) if readout and READOUT in df else pd.Series(True, index=df.index)
     early = seed < CONFIRM_FIRST
-    return {"exploratory": df[early & own & registered], "confirmation": df[~early & own & registered],
-            "x4": df[early & ~own & registered], "readout": df[early & own & ~registered]}
+    out = {"exploratory": df[early & own & registered], "confirmation": df[~early & own & registered],
+           "x4": df[early & ~own & registered]}
+    others = df[early & own & ~registered]
+    for name in sorted(others[READOUT].dropna().astype(str).unique()) if READOUT in others else []:
+        out[f"readout={name}"] = others[others[READOUT].astype(str) == name]  # one block per other readout
+    return out
 
 
 def slack(result: protocol.PartResult) -> dict[str, float]:
@@ -99,7 +105,8 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     """One row of the stability table for one deciding part (module docstring)."""
     spec = protocol.spec_dict(part)
     results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True)}
-    for name in ("confirmation", "x4", "readout"):  # one frozen lr per arm: no lr-edge precondition
+    for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
+        # one frozen lr per arm: no lr-edge precondition
         results[name] = _block(blocks.get(name, pd.DataFrame()), {**results["exploratory"].spec, "choose_b": []}, False)
     row: dict[str, Any] = {"claim": spec["claim"], "part": spec["name"], "task": spec["task"],
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
@@ -117,7 +124,8 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     row["loo_flip"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else ""
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
     row["x4_moved"] = results["x4"].verdict != results["exploratory"].verdict
-    row["readout_moved"] = results["readout"].verdict != results["exploratory"].verdict
+    row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
+                            and results[k].verdict != results["exploratory"].verdict]
     return row
 
 

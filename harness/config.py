@@ -140,6 +140,10 @@ class PartConfig:
     # and optionally a floor arm (a family that cannot represent the target)
     control: List[str] = field(default_factory=list)
     floor: Optional[str] = None
+    # token tasks: the registered readout (task.readout) the part is decided under; runs under
+    # another readout (its stability rows) never enter the verdict. None: every run counts
+    readout: Optional[str] = None
+    stability_readouts: List[str] = field(default_factory=list)  # reruns at the chosen lr under these (tied, learned)
 
 
 @dataclass

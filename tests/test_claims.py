@@ -69,5 +69,6 @@ def test_every_part_names_arms_and_a_task_its_ablation_runs(hydra_conf):
         for part in map(spec_dict, conf.ablation.parts):
             mine = set(labels[labels["task"] == part["task"]]["arm"])
             assert mine, f"{name}: no trial on task {part['task']!r}"
-            wanted = [part["a"], *(part["choose_b"] or [part["b"]])]
+            wanted = [part["a"], *(part["choose_b"] or [part["b"]]), *part["control"],
+                      *([part["floor"]] if part["floor"] else [])]  # positive controls and floors too
             assert set(wanted) <= mine, f"{name}: {sorted(set(wanted) - mine)} not among {sorted(mine)}"

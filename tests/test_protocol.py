@@ -387,3 +387,15 @@ def test_an_equivalence_without_power_is_inconclusive():
     far = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(**eq))  # a beats b by far: no power needed
     assert far.verdict == CONTRADICTED and "no power" not in " ".join(far.reasons)
     assert "no power" not in protocol.decide_part(df, _part()).preconditions  # differences: not a precondition
+
+
+def test_a_part_reads_only_its_registered_readout():
+    """Token tasks (paper.md §13 "Readout"): runs under another readout are stability rows and
+    never enter the verdict (they would otherwise pool two runs per seed)."""
+    scaled, tied = _runs({"a": 0.10, "b": 0.30}), _runs({"a": 0.30, "b": 0.10})
+    both = pd.concat([scaled.assign(**{"task.readout": "scaled"}),
+                      tied.assign(**{"task.readout": "tied", "trial_id": tied["trial_id"] + "-tied"})], ignore_index=True)
+    assert protocol.decide_part(both, _part(readout="scaled")).verdict == SUPPORTED
+    assert protocol.decide_part(both, _part(readout="tied")).verdict == CONTRADICTED
+    assert "pooled" in protocol.decide_part(both, _part()).reasons[0]
+    assert "under readout learned" in protocol.decide_part(both, _part(readout="learned")).reasons[0]

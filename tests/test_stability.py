@@ -46,17 +46,20 @@ def test_blocks_are_split_by_seed_steps_and_readout():
     blocks = stability.split_blocks(_all(), steps=600, readout="scaled")
     assert set(blocks["exploratory"]["seed"]) == set(range(5)) and len(blocks["exploratory"]) == 2 * 3 * 5
     assert set(blocks["confirmation"]["seed"]) == set(range(1000, 1010))
-    assert set(blocks["x4"]["train.max_steps"]) == {2400} and set(blocks["readout"]["task.readout"]) == {"tied"}
+    assert set(blocks["x4"]["train.max_steps"]) == {2400} and set(blocks["readout=tied"]["task.readout"]) == {"tied"}
 
 
 def test_a_stable_part_has_one_verdict_everywhere_and_its_slack():
     row = stability.stability_row(stability.split_blocks(_all(), 600, "scaled"), PART)
-    assert [row[k] for k in ("exploratory", "confirmation", "x4", "readout")] == [SUPPORTED] * 4
+    assert [row[k] for k in ("exploratory", "confirmation", "x4", "readout=tied")] == [SUPPORTED] * 4
     assert row["decided_on"] == "confirmation" and row["confirmation_seeds"] == "1000–1009 (10 of 10)"
     assert row["confirmation_lr"] == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
-    assert row["confirmation_steps"] == "600" and row["readout_readout"] == "tied"
+    assert row["confirmation_steps"] == "600" and row["readout=tied_readout"] == "tied" and row["readout_moved"] == []
     assert row["support_delta"] > 2 and row["support_se"] > 2 and row["contradict_delta"] < 0
     assert not row["opposite"] and not row["x4_moved"] and row["loo_flip"] == ""
+    learned = pd.concat([_all(), _runs({s: -g for s, g in EXPLORE.items()}, lrs=(0.003,), readout="learned")])
+    moved = stability.stability_row(stability.split_blocks(learned, 600, "scaled"), PART)
+    assert moved["readout=learned"] == CONTRADICTED and moved["readout_moved"] == ["learned"]
     assert stability.claim_unstable([row]) == ""
 
 
