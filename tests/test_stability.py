@@ -132,3 +132,30 @@ def test_the_confirmation_block_reruns_deciding_parts_and_controls_at_the_frozen
     with pytest.raises(ValueError, match="already run"):
         confirmation_trials({"knowledge_size": conf}, {"knowledge_size": runs}, {"knowledge_size": trials},
                             ["scale=tiny"], [0, 1000])
+
+
+def test_readout_reruns_cover_each_token_part_and_its_control(hydra_conf):
+    """knowledge_forms: every nearest part's arms (and its positive control's) rerun under tied
+    at the chosen lr; the W_V part's also under learned; T3d parts (no readout) not at all."""
+    from hydra import compose
+
+    from analysis.confirm import readout_trials
+    from analysis.trials import restrict
+    from harness.sweep import expand
+
+    cli = ["+ablation=knowledge_forms", "scale=tiny"]
+    conf = compose(config_name="config", overrides=cli)
+    trials = expand(conf, cli)
+    rows = [{"trial_id": t.trial_id, "status": "FINISHED", "diverged": False, "task": t.task, "variant": t.variant,
+             "task.n_train": t.config.task.n_train, "seed": t.config.seed, "train.lr": t.config.train.lr,
+             "task.readout": getattr(getattr(t.config.task, "readout", None), "value", None),
+             "val/best_error": 0.1, "val/best_loss": 0.1, "test/rel_mse": 0.1, "test/uniform_rel_mse": 0.9,
+             "val/best_error_at_80": 0.1, "val/best_error_at_90": 0.1, "val/evals_last_20": 6.0} for t in trials]
+    runs = stats.add_error(restrict(pd.DataFrame(rows), trials, "knowledge_forms"))
+    new = readout_trials({"knowledge_forms": conf}, {"knowledge_forms": runs}, {"knowledge_forms": trials},
+                         ["scale=tiny"])["knowledge_forms"]
+    by = {(t.variant, t.config.task.readout.value) for t in new}
+    assert {t.task for t in new} == {"nearest"}
+    assert {v for v, r in by if r == "tied"} == {"general", "general_nozg2", "value", "softmax", "xg", "mlp"}
+    assert {v for v, r in by if r == "learned"} == {"value", "softmax", "xg", "mlp"}  # the W_V part and its control
+    assert all(t.extends for t in new)
