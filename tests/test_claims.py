@@ -72,3 +72,16 @@ def test_every_part_names_arms_and_a_task_its_ablation_runs(hydra_conf):
             wanted = [part["a"], *(part["choose_b"] or [part["b"]]), *part["control"],
                       *([part["floor"]] if part["floor"] else [])]  # positive controls and floors too
             assert set(wanted) <= mine, f"{name}: {sorted(set(wanted) - mine)} not among {sorted(mine)}"
+
+
+def test_c5_transfer_is_also_checked_on_runs_that_learned_the_task():
+    """Issue 28: C5 shown on models at chance says little; only runs ≥ δ below the reference count."""
+    import pandas as pd
+
+    from analysis import paper
+
+    runs = pd.DataFrame({"task.rotation": "eval", "test/rotated/supported": 1, "variant": ["softmax", "value"],
+                         "test/loss": 1.0, "test/rotated/loss": 1.0, "test/acc": [0.95, 0.90],
+                         "test/majority_acc": 0.88, "test/uniform_acc": 0.5})
+    assert paper.C5_DELTA == 0.05
+    assert paper._learned_transfer(runs)["variant"].tolist() == ["softmax"]  # 0.05 ≤ 0.12 − 0.05; 0.10 is not
