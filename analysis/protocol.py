@@ -9,7 +9,8 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
 2. **Pairs**: the seeds that both arms finished (FINISHED, not diverged, finite value) at the
    decided ``task.n_train`` (the largest both arms have; ``value = auc``: every size both have).
    ``d = value(b) − value(a)`` per seed; every missing pair is counted and shown, never dropped
-   silently.
+   silently. A part with a registered ``readout`` (token tasks) reads only the runs under it;
+   runs under another readout are its stability rows (:mod:`analysis.stability`).
 3. **Test**: *difference* — the paired 95% Student-t interval of ``d`` (n − 1 degrees of
    freedom): *supported* if it excludes 0 with ``d > 0`` (``a`` lower), *contradicted* if it
    excludes 0 the other way. *Equivalence*, two-sided — TOST at α = 0.05 (the paired 90%
