@@ -239,7 +239,7 @@ class Postgres:
         import shutil
         import tempfile
 
-        bins = [Path(p).parent for p in [shutil.which("initdb")] if p]
+        bins = [Path(p).resolve().parent for p in [shutil.which("initdb")] if p]  # beside psql
         bins += [Path(p).parent for p in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)]
         try:
             import psycopg  # noqa: F401  (the driver of MLflow's postgresql+psycopg:// store)

@@ -2,8 +2,8 @@
 sweep launched twice, and a stress test: 4 concurrent drivers of one ablation on a SQLite file,
 on a real ``mlflow server`` on SQLite and on one on PostgreSQL (the store a cluster runs), drivers
 and Ray workers killed (SIGKILL, SIGTERM) on a seeded schedule, a short lease; then a final
-invocation. Every trial must end with exactly one FINISHED
-run, none RUNNING, and no store error in any driver's output."""
+invocation. Every trial must end with exactly one FINISHED run, none RUNNING, and no store error
+in any driver's output."""
 
 from __future__ import annotations
 
