@@ -193,3 +193,11 @@ def test_sbatch_script_runs_the_sweep_on_ray_across_the_allocation_and_resumes(
 
     # a bad override: the job exits with the sweep's status (2), not the script's
     assert slurm.sbatch([*args, "model=nope"], env, timeout_s=900) == 2
+
+
+@pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_missing_slurm_fails_under_ci_and_skips_elsewhere(monkeypatch, ci, outcome):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="apt-get install slurm-wlm munge"):
+        Slurm()
