@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -151,38 +152,198 @@ def trial_workers(driver_pid: int) -> list[int]:
     return [p for p in descendants(driver_pid) if cmdline(p).startswith("ray::execute")]
 
 
-@pytest.fixture()
-def mlflow_server_uri(tmp_path):
-    """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, proxied artifacts); yields its URI."""
+def missing(message: str) -> None:
+    """A test's external dependency (PostgreSQL, Slurm, a browser) is missing: under CI
+    (``CI=true``, set by ``.ci/run``, which installs them) the test fails, elsewhere it is skipped
+    with ``message``, which says how to get it."""
+    import os
+
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server(backend_store_uri: str, artifacts: Path):
+    """A real ``mlflow server`` on 127.0.0.1 and a free port (one worker, proxied artifacts in
+    ``artifacts``) on ``backend_store_uri``; yields its URI once ``/health`` answers, stops it
+    (this process's child, by its pid) afterwards."""
     import subprocess
     import sys
     import time
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = tmp_path / "server"
-    store.mkdir()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'server.db'}",
-         "--artifacts-destination", (store / "artifacts").as_uri()],
+         "--workers", "1", "--backend-store-uri", backend_store_uri,
+         "--artifacts-destination", artifacts.as_uri()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300
-    while True:
+    deadline = time.time() + 300  # a PostgreSQL store runs MLflow's migrations first
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline or proc.poll() is not None:
+                pytest.fail(f"mlflow server on {backend_store_uri.split('@')[-1]} did not start"
+                            f" (exit {proc.poll()})")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        proc.terminate()
         try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
             proc.kill()
-            pytest.fail("mlflow server did not start")
-        time.sleep(0.5)
-    yield uri
-    proc.terminate()
-    proc.wait(timeout=60)
+            proc.wait()
+
+
+@pytest.fixture()
+def mlflow_server_uri(tmp_path):
+    """A real ``mlflow server`` on 127.0.0.1 (SQLite backend, proxied artifacts); yields its URI."""
+    store = tmp_path / "server"
+    store.mkdir()
+    with mlflow_server(f"sqlite:///{store / 'server.db'}", store / "artifacts") as uri:
+        yield uri
+
+
+POSTGRES_HOW = ("PostgreSQL is not installed (no initdb on PATH or under /usr/lib/postgresql/*/bin):"
+                " `apt-get install postgresql` on Debian (.ci/run does it), and"
+                " `pip install -e '.[test]'` for its driver psycopg")
+
+
+class Postgres:
+    """A private PostgreSQL cluster for the tests: its own data and socket folder under /tmp, a
+    free port on 127.0.0.1 only, trust authentication for its superuser ``postgres``, fsync off.
+    Never the machine's own cluster (the machine is shared). ``initdb`` and ``postgres`` refuse
+    to run as root, so as root they run as the ``postgres`` user that Debian's package creates.
+    The server is this process's child and is stopped by its pid."""
+
+    def __init__(self) -> None:
+        import glob
+        import os
+        import shutil
+        import tempfile
+
+        bins = [Path(p).resolve().parent for p in [shutil.which("initdb")] if p]  # beside psql
+        bins += [Path(p).parent for p in sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)]
+        try:
+            import psycopg  # noqa: F401  (the driver of MLflow's postgresql+psycopg:// store)
+        except ImportError:
+            bins = []
+        if not bins:
+            missing(POSTGRES_HOW)
+        self.bin = bins[0]
+        self.user = "postgres" if os.geteuid() == 0 else None
+        self.dir = Path(tempfile.mkdtemp(prefix="pg-", dir="/tmp"))  # short: the socket's path
+        if self.user:
+            shutil.chown(self.dir, self.user, self.user)
+        self.port = free_port()
+        self.proc = None
+
+    def _run(self, *args: str, **kw):
+        import subprocess
+
+        return subprocess.Popen([str(self.bin / args[0]), *args[1:]], user=self.user,
+                                group=self.user, extra_groups=[] if self.user else None,
+                                cwd=self.dir, **kw)
+
+    def start(self) -> "Postgres":
+        import subprocess
+        import time
+
+        init = self._run("initdb", "-D", str(self.dir / "data"), "--auth=trust", "-U", "postgres",
+                         "-E", "UTF8", "--no-sync", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+        out, _ = init.communicate(timeout=300)
+        if init.returncode:
+            pytest.fail(f"initdb failed (exit {init.returncode}): {out[-2000:]}")
+        self.log = open(self.dir / "postgres.log", "w")  # written through the inherited fd
+        self.proc = self._run("postgres", "-D", str(self.dir / "data"), "-p", str(self.port),
+                              "-k", str(self.dir), "-c", "listen_addresses=127.0.0.1",
+                              "-c", "fsync=off", "-c", "full_page_writes=off",
+                              stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while True:
+            try:
+                self.connect("postgres").close()
+                return self
+            except Exception:  # psycopg.OperationalError until it accepts connections
+                if time.time() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    pytest.fail("postgres did not start: " + (self.dir / "postgres.log").read_text()[-2000:])
+                time.sleep(0.3)
+
+    def connect(self, database: str):
+        import psycopg
+
+        return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname=database,
+                               autocommit=True)  # CREATE DATABASE refuses a transaction
+
+    def create_database(self, name: str) -> str:
+        """A new, empty database; returns its SQLAlchemy URI. The driver is named
+        (``postgresql+psycopg``): a bare ``postgresql://`` means psycopg2 to SQLAlchemy 2.0 and
+        psycopg 3 to 2.1."""
+        with self.connect("postgres") as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        import shutil
+        import signal
+        import subprocess
+
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # PostgreSQL's fast shutdown
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL server for this test session (:class:`Postgres`); each test that
+    needs a store gets its own database from it (:func:`postgres_database`). Missing PostgreSQL:
+    skipped, saying how to get it; under CI a failure."""
+    server = Postgres().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def postgres_database(postgres, request):
+    """A fresh, empty database on the session's PostgreSQL; yields its ``postgresql://`` URI."""
+    import re
+    import uuid
+
+    name = re.sub(r"\W", "_", request.node.name)[:40].lower() + "_" + uuid.uuid4().hex[:8]
+    yield postgres.create_database(name)
+
+
+@pytest.fixture()
+def postgres_mlflow_server_uri(postgres_database, tmp_path):
+    """A real ``mlflow server`` backed by PostgreSQL (:func:`postgres_database`, proxied
+    artifacts), as a cluster runs it; yields its URI."""
+    artifacts = tmp_path / "pg-artifacts"
+    artifacts.mkdir()
+    with mlflow_server(postgres_database, artifacts) as uri:
+        yield uri

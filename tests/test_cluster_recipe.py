@@ -1,6 +1,8 @@
 """The README's cluster recipe, followed as written: its commands are read from the README's
 "On a Ray cluster" section and run with the placeholders filled in (HEAD_NODE, MLFLOW_HOST,
-TOKEN, the server's data folder): a real ``mlflow server``; a real Ray head (``ray start --head``
+TOKEN, DB_HOST, PASSWORD, the server's data folder): the role and database made on a private
+PostgreSQL (conftest's ``postgres``; missing, the test skips saying how to get it, and fails under
+CI); a real ``mlflow server`` backed by it; a real Ray head (``ray start --head``
 from the activated venv, with token authentication, plus this test's own temp dir and ports so
 that it never meets another Ray on the machine); ``ray job submit`` of the smoke ablation
 (shortened) with the README's runtime environment. Only processes this test started are
@@ -88,14 +90,14 @@ def _wait_http(url: str, proc: subprocess.Popen, what: str, timeout_s: float = 1
 
 
 @pytest.mark.slow
-def test_readme_cluster_recipe_on_a_local_head(tmp_path):
+def test_readme_cluster_recipe_on_a_local_head(tmp_path, postgres):
     from mlflow.tracking import MlflowClient
 
     commands = _recipe()
     activate = _one(commands, "source ")
     assert activate == "source .venv/bin/activate"
     activate = f"source {Path(sys.prefix) / 'bin' / 'activate'}"  # this checkout's venv
-    token = secrets.token_hex(32)
+    token, password = secrets.token_hex(32), secrets.token_hex(8)
     export = _one(commands, "export RAY_AUTH_MODE=").replace("TOKEN", token)
     mlflow_port, ray_port, dashboard_port, client_port, *agent_ports = _free_ports(8)
     env = {k: v for k, v in os.environ.items()
@@ -112,13 +114,23 @@ def test_readme_cluster_recipe_on_a_local_head(tmp_path):
 
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths
     try:
+        database = f"127.0.0.1:{postgres.port}"
+        for step in ("sudo -u postgres psql ", "sudo -u postgres createdb "):
+            # the role and database, made on this test's private PostgreSQL as its superuser
+            line = _one(commands, step).replace("sudo -u postgres ", f"{postgres.bin}/", 1)
+            line = line.replace("'PASSWORD'", f"'{password}'")
+            made = subprocess.run(f"{line} -h 127.0.0.1 -p {postgres.port} -U postgres",
+                                  shell=True, capture_output=True, text=True, timeout=120)
+            assert made.returncode == 0, made.stderr
         server = _one(commands, "mlflow server").replace("/data/mlflow", str(tmp_path / "store"))
+        assert "--backend-store-uri postgresql+psycopg://mlflow:PASSWORD@DB_HOST:5432/mlflow" in server
+        server = server.replace("mlflow:PASSWORD@DB_HOST:5432", f"mlflow:{password}@{database}")
         server = server.replace("--host 0.0.0.0", "--host 127.0.0.1").replace(
             "--port 5000", f"--port {mlflow_port}")
         (tmp_path / "store").mkdir()
         mlflow = shell(f"{activate} && exec {server}", stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
-        _wait_http(f"http://127.0.0.1:{mlflow_port}/health", mlflow, "mlflow server")
+        _wait_http(f"http://127.0.0.1:{mlflow_port}/health", mlflow, "mlflow server", 300)
 
         head = _one(commands, "ray start --head")
         head += (f" --dashboard-host=127.0.0.1 --port={ray_port} --dashboard-port={dashboard_port}"
@@ -156,6 +168,10 @@ def test_readme_cluster_recipe_on_a_local_head(tmp_path):
         for child in children[:3]:  # the curve came back through Ray's queue, each point once
             steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
             assert steps == [15, 30]
+        with postgres.connect("mlflow") as conn:  # the runs are in PostgreSQL, the role's own
+            (count,) = conn.execute("SELECT count(*) FROM runs").fetchone()
+            (owner,) = conn.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'runs'").fetchone()
+        assert count == len(runs) and owner == "mlflow"
     finally:
         for proc in reversed(started):
             _stop(proc)

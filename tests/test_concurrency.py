@@ -1,8 +1,9 @@
 """Many drivers on one store (issue 12): drivers started together on a fresh store, the same
-sweep launched twice, and a stress test: 4 concurrent drivers of one ablation on a SQLite file
-and on a real ``mlflow server``, drivers and Ray workers killed (SIGKILL, SIGTERM) on a seeded
-schedule, a short lease; then a final invocation. Every trial must end with exactly one FINISHED
-run, none RUNNING, and no store error in any driver's output."""
+sweep launched twice, and a stress test: 4 concurrent drivers of one ablation on a SQLite file,
+on a real ``mlflow server`` on SQLite and on one on PostgreSQL (the store a cluster runs), drivers
+and Ray workers killed (SIGKILL, SIGTERM) on a seeded schedule, a short lease; then a final
+invocation. Every trial must end with exactly one FINISHED run, none RUNNING, and no store error
+in any driver's output."""
 
 from __future__ import annotations
 
@@ -184,6 +185,19 @@ def test_stress_four_drivers_with_kills_on_an_mlflow_server(tmp_path, mlflow_ser
     work = tmp_path / "work"
     work.mkdir()
     figures = _stress(work, ["tracking=server", f"tracking.uri={mlflow_server_uri}"], mlflow_server_uri)
+    _check(figures)
+    assert not (work / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_stress_four_drivers_with_kills_on_a_postgresql_backed_mlflow_server(
+        tmp_path, postgres_mlflow_server_uri):
+    """The store a cluster runs (README): ``mlflow server`` on PostgreSQL, the same drivers and
+    kills as above. Without PostgreSQL skipped (saying how to get it); under CI it fails."""
+    work = tmp_path / "work"
+    work.mkdir()
+    figures = _stress(work, ["tracking=server", f"tracking.uri={postgres_mlflow_server_uri}"],
+                      postgres_mlflow_server_uri)
     _check(figures)
     assert not (work / "mlflow.db").exists()
 
