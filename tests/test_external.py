@@ -239,3 +239,32 @@ def test_false_declaration_exits_2_before_any_trial(tmp_path, run_cli):
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"model.target={FALSE!r} declares ['permutation']" in proc.stderr
     assert "Traceback" not in proc.stderr and not (folder / "mlflow.db").exists()
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """A two-node Ray cluster on localhost (one CPU per node), started by this test process,
+    whose environment lacks the examples' folder; yields its address."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster.address
+    cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_module_travels_to_a_cluster(tmp_path, two_node_cluster, run_cli, trial_runs):
+    """cluster=ray: the nodes' workers have neither the driver's PYTHONPATH nor its current
+    directory with the module; the runtime_env (py_modules) ships it."""
+    folder, elsewhere = _examples(tmp_path), tmp_path / "run"
+    elsewhere.mkdir()
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""), str(folder)) if p)
+    proc = run_cli(["harness", "+ablation=smoke", "model=external", f"model.target={LINEAR}", "seed=0,1",
+                    *SHORT, "cluster=ray", f"cluster.address={two_node_cluster}", "cluster.pack_size=1"],
+                   elsewhere, env={"PYTHONPATH": path})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 nodes" in proc.stderr
+    runs = trial_runs(f"sqlite:///{elsewhere / 'mlflow.db'}", "smoke")
+    assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
