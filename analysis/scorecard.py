@@ -7,8 +7,8 @@ generalisation). It runs the ablation ``scorecard`` with the grid's model axis a
 command line's model (``model=…``, ``model.*``) as one more arm, in this process as ``python -m
 harness`` runs a sweep: trials already in the store (the reference arms of an earlier scorecard,
 by trial id) are skipped, so a second mixer runs only its own trials. Then it writes
-``outputs/scorecard-<variant>/scorecard.md`` (``scorecard.out=…`` is not a key: the folder is fixed)
-with:
+``outputs/scorecard-<variant>/scorecard.md`` in the current directory (with ``scorecard.csv``
+and the figures beside it):
 
 * the measured symmetry table: the mixer's symmetries on re-drawn float64 weights
   (:func:`harness.models.external.measure_redrawn`, as the pre-flight measures them), and every
