@@ -17,7 +17,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from harness.models import MODELS
+from harness.models.external import ExternalConfig
 from tasks import TASKS
+from tasks.external import ExternalTaskConfig
 
 
 class Optimizer(Enum):
@@ -246,6 +248,13 @@ def register_configs() -> None:
         cs.store(group="model", name=f"{name}_schema", node=entry.schema)
     for name, entry in TASKS.items():
         cs.store(group="task", name=f"{name}_schema", node=entry.schema)
+    # code from outside the package, named by import path (harness/models/external.py)
+    external = OmegaConf.structured(ExternalConfig)
+    OmegaConf.set_struct(external.kwargs, False)  # model.kwargs.k=8 without '+': any constructor argument
+    cs.store(group="model", name="external_schema", node=external)
+    external_task = OmegaConf.structured(ExternalTaskConfig)
+    OmegaConf.set_struct(external_task.kwargs, False)
+    cs.store(group="task", name="external_schema", node=external_task)
 
 
 def to_plain(value: Any) -> Any:

@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from harness.config import Config, Optimizer
+from harness.models import external
 from harness.trial import (Checkpoints, Setup, TrialResult, conclude, is_eval_step, prepare,
                            resolve_device)
 from tasks import Batch, TaskBase
@@ -64,6 +65,8 @@ def cannot_pack(cfg: Config) -> str | None:
     its tensor shapes, change from step to step)."""
     if cfg.model.name in UNPACKABLE:
         return f"model {cfg.model.name}: {UNPACKABLE[cfg.model.name]}"
+    if cfg.model.name == "external" and external.vmap_reason(cfg):  # vmap tried on it once
+        return external.vmap_reason(cfg)
     lengths = set(getattr(cfg.task, "terms", None) or cfg.task.train_lengths or [0])
     if len(lengths) > 1:
         return "several training lengths (shapes change per step)"

@@ -24,6 +24,7 @@ import torch
 
 from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
+from harness.models.external import runtime_env
 from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
 from harness.sweep import Trial
 from harness.trial import TrialResult, run_trial
@@ -237,7 +238,7 @@ class RayScheduler:
                          log_to_driver=False, configure_logging=False)
         else:
             with signals.noting_ray_handlers():
-                ray.init(address=self.cfg.address or "auto", log_to_driver=False)
+                ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
             total = ray.cluster_resources()
             print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
                   f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "

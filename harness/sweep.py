@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf, ValidationError, ValueNode, open_di
 from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
+from harness.models.external import variant_name
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
@@ -169,6 +170,8 @@ def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] 
 
 
 def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
+    if choices["model"] == "external":  # a class by import path: its class name (harness/models/external.py)
+        return variant_name(overrides) or "external"
     extra = [o.split("=", 1) for o in overrides if o.lstrip("+~").startswith("model.")]
     suffix = ",".join(f"{key.split('.', 1)[1]}={value}" for key, value in extra)
     return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])

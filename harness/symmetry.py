@@ -1,4 +1,4 @@
-"""Equivariance measurements that work for any registered model (paper.md §4, §6, §8, §13
+"""Equivariance measurements that work for any model, registered or external (paper.md §4, §6, §8, §13
 claims C1, C3, C4, C7).
 
 Rows are tokens: ``x: (B, n, d)`` is the paper's ``Xᵀ``, so the paper's ``QX`` is ``x @ Qᵀ`` and
@@ -59,30 +59,32 @@ def measure(model: nn.Module, x: Tensor, generator: torch.Generator) -> dict[str
     With one Haar-random ``Q`` (reflections included) and one random permutation ``P`` from
     ``generator``:
 
-    * ``symmetry/rotation_knowledge_err``: ``‖f_{rotate(θ,Q)}(QX) − Q f_θ(X)‖ / ‖f_θ(X)‖`` (C3/C4);
+    * ``symmetry/rotation_knowledge_err``: ``‖f_{rotate(θ,Q)}(QX) − Q f_θ(X)‖ / ‖f_θ(X)‖`` (C3/C4),
+      only for a model with ``rotate_`` (every registered one; an external one may lack it);
     * ``symmetry/rotation_err``: ``‖f_θ(QX) − Q f_θ(X)‖ / ‖f_θ(X)‖``, parameters not rotated (C1);
     * ``symmetry/permutation_err``: ``‖f(XP) − f(X)P‖ / ‖f(X)‖`` (C7);
     * ``symmetry/span_residual``: the part of ``f(X)`` outside span(tokens, knowledge), only when
-      the model reports knowledge (``model.span_knowledge()`` is not ``None``) and ``n + k < d``.
+      the model reports knowledge (``model.span_knowledge()`` exists and is not ``None``) and
+      ``n + k < d``.
 
     Args:
-        model: a registered model (has ``rotate_`` and ``span_knowledge``), any float dtype.
+        model: any ``(B, n, d) → (B, n, d)`` module (a registered one has ``rotate_`` and
+            ``span_knowledge``; an external one may have neither), any float dtype.
         x: one batch ``(B, n, d)`` of the model's dtype and device.
         generator: a CPU generator for ``Q`` and ``P``.
 
     Returns:
-        ``{key: value}`` with the keys above (``KEYS``); the model is left unchanged.
+        ``{key: value}`` with the keys above (``KEYS``, those that apply); the model is left
+        unchanged.
     """
     q = haar_orthogonal(x.shape[-1], generator).to(dtype=x.dtype, device=x.device)
     perm = torch.randperm(x.shape[1], generator=generator).to(x.device)
     out = model(x)  # (B, n, d)
     qx, q_out = x @ q.T, out @ q.T  # the paper's QX and Q f(X)
-    result = {
-        KEYS[0]: _rel(rotate(model, q)(qx), q_out, out),
-        KEYS[1]: _rel(model(qx), q_out, out),
-        KEYS[2]: _rel(model(x[:, perm]), out[:, perm], out),
-    }
-    knowledge = model.span_knowledge()
+    result = {KEYS[0]: _rel(rotate(model, q)(qx), q_out, out)} if hasattr(model, "rotate_") else {}
+    result[KEYS[1]] = _rel(model(qx), q_out, out)
+    result[KEYS[2]] = _rel(model(x[:, perm]), out[:, perm], out)
+    knowledge = model.span_knowledge() if hasattr(model, "span_knowledge") else None
     if knowledge is not None and x.shape[1] + knowledge.shape[1] < x.shape[2]:
         result[KEYS[3]] = span_residual(x, out, knowledge)
     return result

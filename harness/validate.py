@@ -9,6 +9,7 @@ import torch
 
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models import build_model
+from harness.models.external import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
 from harness.sweep import SweepError, Trial
@@ -74,7 +75,8 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
                 tasks[task_key] = build_task(cfg.task, DTYPES[cfg.train.dtype])
             if model_key not in built:
                 task = tasks[task_key]
-                build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))
+                model = build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))
+                check_external(cfg.model, model, task.d, task.n_max)  # shape, declared symmetries
                 built.add(model_key)
         except (ValueError, KeyError, TypeError) as err:
             raise SweepError(f"trial {trial.variant} {list(trial.overrides)}: {err}") from err

@@ -141,7 +141,23 @@ class TaskBase(nn.Module):
         test_ns: the extra test lengths (T5).
 
     Subclasses implement :meth:`sample_split` (and usually :meth:`inputs`, :meth:`loss`,
-    :meth:`metric_sums`). Sets are lists of :class:`Batch`, one per length.
+    :meth:`metric_sums`). Sets are lists of :class:`Batch`, one per length. A regression task
+    starts from :class:`RegressionTask` (it then writes only ``__init__`` and ``sample``), a
+    token task from :class:`tasks.tokens.TokenTask`.
+
+    The metric contract (what the harness and the analysis read):
+
+    * :meth:`metric_sums` reports ``rel_mse`` (regression: ``Σ‖ŷ − y‖² / Σ‖y‖²``) or ``acc``
+      (token tasks: the fraction of sequences right); checkpoints and learning rates are selected
+      on it (``harness.trial.selection_error``: ``rel_mse``, else ``1 − acc``), and the analysis
+      reads ``test/rel_mse`` or ``test/acc`` as the trial's error (``analysis/stats.py``).
+    * :meth:`reference_sums` reports the trivial predictor the analysis compares with:
+      ``uniform_rel_mse`` (regression: every output the token mean) or ``majority_acc`` (token
+      tasks), logged as ``test/uniform_rel_mse`` / ``test/majority_acc``.
+    * :meth:`loss_dense` runs under ``torch.func.vmap`` (no boolean indexing), or packed trials
+      of the task fail and fall back to running alone.
+    * Every set is deterministic: training data from ``(seed, "train", …)``, validation and test
+      from the task's own streams (the same for every seed and ``n_train``).
     """
 
     d: int
@@ -250,6 +266,74 @@ class TaskBase(nn.Module):
 
     def _copy(self) -> "TaskBase":
         return copy.deepcopy(self)
+
+
+class RegressionTask(TaskBase):
+    """Base of a regression task: real inputs and targets ``x, y: (B, n, d)``, mean squared error
+    loss, the metrics ``rel_mse`` and ``mse``, the references ``uniform_rel_mse`` (token mean),
+    ``identity_rel_mse`` (``ŷ = x``) and ``zero_rel_mse`` (``ŷ = 0``), T2's rotated embedding,
+    and the streams: training data ``(seed, "train", n)``, validation/test ``(stream_seed,
+    split, n)`` (as :class:`tasks.teacher.TeacherTask` does).
+
+    A subclass sets ``self.d`` and calls :meth:`set_lengths` in ``__init__``, and implements
+    :meth:`sample`. Example (the target is each token's running mean)::
+
+        class RunningMean(RegressionTask):
+            def __init__(self, cfg, dtype=torch.float32, d=16, n=8):
+                super().__init__(cfg, dtype)
+                self.d = d
+                self.set_lengths([n])
+
+            def sample(self, g, size, n):
+                x = torch.randn(size, n, self.d, generator=g, dtype=self.dtype)
+                steps = torch.arange(1, n + 1, dtype=self.dtype).view(1, n, 1)
+                return Batch(x=x, y=x.cumsum(1) / steps)
+    """
+
+    stream_seed: int = 0  # seeds the validation and test streams (e.g. a teacher's seed)
+
+    def __init__(self, cfg, dtype: torch.dtype) -> None:
+        super().__init__(cfg, dtype)
+        self.Q: Optional[Tensor] = None  # T2: data seen in the rotated embedding x ↦ Q x
+
+    def sample(self, g: torch.Generator, size: int, n: int) -> Batch:
+        """``size`` fresh sequences of length ``n`` from stream ``g``: ``Batch(x=..., y=...)``."""
+        raise NotImplementedError
+
+    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
+        """Training data from ``(seed, "train", n)``; validation/test from ``(stream_seed, split, n)``."""
+        owner = seed if split == "train" else self.stream_seed
+        return self.sample(generator(owner, split, n), size, n)
+
+    def _target(self, batch: Batch) -> Tensor:
+        return batch.y if self.Q is None else batch.y @ self.Q.to(batch.y).T
+
+    def inputs(self, batch: Batch) -> Tensor:
+        """``x`` (or ``x Qᵀ`` in a rotated task): ``(B, n, d)``."""
+        return batch.x if self.Q is None else batch.x @ self.Q.to(batch.x).T
+
+    def loss(self, out: Tensor, batch: Batch) -> Tensor:
+        """Mean squared error (a scalar tensor)."""
+        return torch.mean((out - self._target(batch)) ** 2)
+
+    def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
+        """``rel_mse`` and ``mse`` of an output ``(B, n, d)``, as sums."""
+        y = self._target(batch)
+        err = ((out - y) ** 2).sum()
+        return {"rel_mse": (err, (y**2).sum()), "mse": (err, y.numel())}
+
+    def reference_sums(self, batch: Batch) -> Sums:
+        """``uniform_rel_mse`` (token mean), ``identity_rel_mse`` (``ŷ = x``), ``zero_rel_mse`` (1)."""
+        uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
+        norm = (batch.y**2).sum()
+        return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm),
+                "identity_rel_mse": (((batch.x - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
+
+    def rotated(self, Q: Tensor) -> "RegressionTask":
+        """A copy that feeds ``x Qᵀ`` and expects ``y Qᵀ`` (the data in the embedding ``Q E``)."""
+        task = self._copy()
+        task.Q = Q.detach().clone()
+        return task
 
 
 def config_fields(schema: type) -> set[str]:

@@ -14,6 +14,7 @@ import torch
 
 from tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from tasks.base import TaskBase
+from tasks.external import NAME as EXTERNAL, build_external_task
 from tasks.selection import SelectionConfig, SelectionTask
 from tasks.teacher import TeacherConfig, TeacherTask
 
@@ -36,10 +37,16 @@ TASKS: dict[str, TaskEntry] = {
 def build_task(cfg: Any, dtype: torch.dtype = torch.float32) -> TaskBase:
     """Build the task named by ``cfg.name`` (an ``nn.Module``; see :class:`tasks.base.TaskBase`).
 
+    ``cfg.name == "external"``: the class ``cfg.target`` (:mod:`tasks.external`), kept out of
+    ``TASKS``, whose entries are the paper's task families.
+
     Raises:
         KeyError: for an unregistered task, naming the registered ones.
-        ValueError: for bad sizes (raised by the family, naming the value and allowed range).
+        ValueError: for bad sizes (raised by the family, naming the value and allowed range);
+            for an external task, a target that does not import, build or keep the contract.
     """
+    if cfg.name == EXTERNAL:
+        return build_external_task(cfg, dtype)
     if cfg.name not in TASKS:
         raise KeyError(f"unknown task {cfg.name!r}; registered: {sorted(TASKS)}")
     return TASKS[cfg.name].cls(cfg, dtype)

@@ -14,9 +14,12 @@ from typing import Any
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
+EXTERNAL = "external"  # conf/model/external.yaml names code outside the package: no family preset
+
+
 def preset_names() -> list[str]:
-    """Every preset in ``conf/model/``, sorted."""
-    return sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
+    """Every preset of a registered family in ``conf/model/``, sorted (``external`` left out)."""
+    return sorted(p.stem for p in (CONF / "model").glob("*.yaml") if p.stem != EXTERNAL)
 
 
 def preset_header(name: str) -> tuple[str, str]:

@@ -22,6 +22,11 @@ gru            B5                     gru.py
 cnn            B6                     cnn.py
 coordwise      B7                     coordwise.py
 =============  =====================  =============================================
+
+One more name, ``external``, is not a family of the paper but the way in for code the package
+does not own: ``model=external model.target=package.module:ClassName`` (external.py). It is
+kept out of ``MODELS`` (whose entries are the paper's families, each with presets and the
+contract tests of tests/test_models.py) and built by :func:`build_model` alone.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from harness.models.attention import Attention, AttentionConfig
 from harness.models.cnn import CNN, CNNConfig
 from harness.models.coordwise import CoordWise, CoordWiseConfig
 from harness.models.deepsets import DeepSets, DeepSetsConfig
+from harness.models.external import NAME as EXTERNAL, build_external
 from harness.models.general import General, GeneralConfig
 from harness.models.gram import Gram, GramConfig
 from harness.models.gru import GRUConfig, GRUSeq2Seq
@@ -89,10 +95,15 @@ def build_model(cfg: Any, d: int, n_max: int, generator: torch.Generator) -> nn.
         n_max: the longest training sequence (used only by families with a maximum length).
         generator: the initialisation stream; no global RNG is used.
 
+    ``cfg.name == "external"``: the class ``cfg.target`` (:mod:`harness.models.external`).
+
     Raises:
         KeyError: for an unregistered family, naming the registered ones.
-        ValueError: for impossible sizes (raised by the family).
+        ValueError: for impossible sizes (raised by the family); for an external model, a
+            target that does not import or cannot be built (naming ``model.target``).
     """
+    if cfg.name == EXTERNAL:
+        return build_external(cfg, d, n_max, generator)
     if cfg.name not in MODELS:
         raise KeyError(f"unknown model family {cfg.name!r}; registered: {sorted(MODELS)}")
     return MODELS[cfg.name].build(cfg, d, n_max, generator)

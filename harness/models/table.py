@@ -13,6 +13,7 @@ from harness.models.presets import preset_config, preset_header, preset_names
 from harness.symmetry import measure, redraw_
 
 D, N_MAX, B, N = 16, 8, 3, 5
+ROUND_OFF = 1e-12  # float64 round-off of an exact symmetry is ~1e-16; its digits differ by processor
 
 PREAMBLE = f"""# Model variants
 
@@ -27,7 +28,9 @@ n_max={N_MAX}.
 Symmetry errors are measured by `harness.symmetry.measure` in float64 on weights re-drawn at
 O(1) scale (`redraw_`), one batch of B={B}, n={N}, one Haar-random Q and one random permutation,
 exactly as `tests/test_models.py::test_symmetry_claims` does; the tests require ≤ 1e-10 for a
-claimed symmetry (✓) and > 1e-3 for an absent one.
+claimed symmetry (✓) and > 1e-3 for an absent one. An error below {ROUND_OFF:.0e} (float64
+round-off, whose last digits differ between processors) is printed as `< {ROUND_OFF:.0e}`, so the
+file is the same on every machine.
 
 * rot+Z: ‖f_rotate(θ,Q)(QX) − Q f_θ(X)‖ / ‖f_θ(X)‖ (orthogonal equivariance with knowledge, C3/C4)
 * rot: the same with the parameters not rotated (Prop. 1, C1)
@@ -54,12 +57,20 @@ Re-draw scale: matrices N(0, 1/m) with m their last axis, vectors and scalars N(
   `ValueError` naming `n_max` beyond it.
 * Register it in `harness/models/registry.py` (`MODELS`), add a preset `conf/model/<name>.yaml`
   whose first line is `# <paper id>: <formula>`, add it to `EXPECTED` in `tests/test_models.py`
-  and to `conf/ablation/variants.yaml`, then regenerate this file.
+  and to `conf/ablation/variants.yaml`, then regenerate this file
+  ([extending.md](extending.md) walks through it; a mixer from outside the package needs none of
+  this: `model=external`).
 """
 
 
+def _err(err: float) -> str:
+    """An error as the table prints it: ``< 1e-12`` at round-off level (the same on every
+    processor, so regenerating the file changes only rows whose model changed), else one digit."""
+    return f"< {ROUND_OFF:.0e}" if err < ROUND_OFF else f"{err:.0e}"
+
+
 def _fmt(err: float, claimed: bool) -> str:
-    return f"{err:.0e}{' ✓' if claimed else ''}"
+    return f"{_err(err)}{' ✓' if claimed else ''}"
 
 
 def _order(name: str) -> tuple[int, int, str]:
@@ -95,7 +106,7 @@ def rows() -> list[str]:
             f"| {_fmt(r['symmetry/rotation_knowledge_err'], 'orthogonal_knowledge' in sym)} "
             f"| {_fmt(r['symmetry/rotation_err'], 'orthogonal' in sym)} "
             f"| {_fmt(r['symmetry/permutation_err'], 'permutation' in sym)} "
-            f"| {'–' if span is None else f'{span:.0e}'} |"
+            f"| {'–' if span is None else _err(span)} |"
         )
     return out
 

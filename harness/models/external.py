@@ -1,0 +1,284 @@
+"""A sequence mixer from outside the package, named by import path (``model=external``).
+
+Inside the package every family is an explicit registry entry (:mod:`harness.models.registry`);
+code the package does not own can only be named by where it lives, so the one entry
+``external`` imports ``model.target`` (``package.module:ClassName``) and builds it as
+``cls(d, n_max, generator, **model.kwargs)``. The contract of such a class:
+
+* ``__init__(self, d: int, n_max: int, generator: torch.Generator, **kwargs)``: draw every
+  parameter from ``generator`` (no global RNG); ``n_max`` is the longest training length.
+* ``forward(x: (B, n, d)) -> (B, n, d)``, rows are tokens (the paper's ``Xᵀ``, docs/theory.md §1).
+* optional ``symmetries``: the subset of ``orthogonal_knowledge``, ``orthogonal``,
+  ``permutation`` it claims; each claim is measured before any trial (:func:`check`) and a
+  refuted one stops the invocation (exit 2).
+* optional ``rotate_(Q)``: transform its embedding-space parameters in place so that
+  ``rotate(f, Q)(QX) = Q f(X)`` (paper.md §9, C4); without it ``orthogonal_knowledge`` is not
+  measured.
+* optional ``span_knowledge() -> (d, k) | None`` (the span residual, docs/variants.md).
+
+The validation (:func:`check`), the vmap probe for packing (:func:`vmap_reason`) and the Ray
+``runtime_env`` that ships the module to a cluster's workers (:func:`runtime_env`) live here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict
+
+import torch
+from torch import Tensor, nn
+
+from harness.models.common import SYMMETRIES
+
+NAME = "external"
+# Measured-symmetry tolerances (relative Frobenius error, harness.symmetry.measure): a claim
+# holds when its error is at most this. float64 round-off of an exact symmetry is ~1e-15 at the
+# probe's sizes; float32's ~1e-6 (a model that cannot run in float64 is measured in float32).
+TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-4}
+KEY_OF = {"orthogonal_knowledge": "symmetry/rotation_knowledge_err",
+          "orthogonal": "symmetry/rotation_err", "permutation": "symmetry/permutation_err"}
+PROBE_B, PROBE_N = 3, 5  # the probe batch: B sequences of n tokens (n ≤ n_max)
+
+
+@dataclass
+class ExternalConfig:
+    """Options of a model named by import path (registry name ``external``).
+
+    ``kwargs`` go to the class's constructor as keyword arguments and are part of the trial's
+    identity (its id and MLflow params ``model.kwargs.<key>``).
+    """
+
+    name: str = NAME
+    # "package.module:ClassName", importable from the driver's sys.path; empty = not given (an
+    # error when built: not MISSING, so that an ablation grid can set it like any value)
+    target: str = ""
+    kwargs: Dict[str, Any] = field(default_factory=dict)  # constructor keyword arguments
+    variant: str = ""  # the name MLflow and the plots show; default: the class name
+
+
+_REPORTED: set[str] = set()  # models whose measured symmetries were printed
+_LOADED: dict[str, str] = {}  # module name → file or package folder: what workers must import
+
+
+def load_target(target: str) -> type:
+    """The class named by ``target`` (``package.module:ClassName``), imported.
+
+    Raises:
+        ValueError: a malformed path, a module that does not import (with its error), a missing
+            attribute, or an attribute that is not an ``nn.Module`` class; the message names
+            ``model.target`` and what is wrong.
+    """
+    if not target:
+        raise ValueError("model=external needs model.target=package.module:ClassName")
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"model.target={target!r}: expected 'package.module:ClassName'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # any error of the user's module: report it, do not crash
+        raise ValueError(f"model.target={target!r}: cannot import {module_name!r} "
+                         f"({type(err).__name__}: {err}); is its folder on PYTHONPATH "
+                         "or the current directory?") from err
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ValueError(f"model.target={target!r}: module {module_name!r} has no {attr!r}")
+    if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
+        raise ValueError(f"model.target={target!r}: {attr!r} is not an nn.Module class")
+    remember(module_name)
+    return cls
+
+
+def remember(module_name: str) -> None:
+    """Note the top-level package (or single-file module) of ``module_name`` for
+    :func:`runtime_env`, unless it is installed (site-packages) or one of this project's packages."""
+    top = module_name.split(".")[0]
+    if top in ("harness", "tasks", "analysis"):  # workers import these already
+        return
+    spec = getattr(sys.modules.get(top), "__file__", None)
+    if spec is None:
+        return
+    path = Path(spec).resolve()
+    path = path.parent if path.name == "__init__.py" else path
+    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    if any(p in path.parents for p in installed):
+        return
+    _LOADED[top] = str(path)
+
+
+def runtime_env() -> dict | None:
+    """Ray's ``runtime_env`` that makes every external module loaded so far (by composition and
+    :func:`check`, before the scheduler starts) importable on a cluster's workers:
+    ``{"py_modules": [package folder or .py file, ...]}``; ``None`` when there is none.
+
+    A local instance (``cluster=local``) does not need it: its workers inherit the driver's
+    ``PYTHONPATH`` and Ray adds the driver's current directory to their ``sys.path``.
+    """
+    return {"py_modules": sorted(set(_LOADED.values()))} if _LOADED else None
+
+
+def variant_name(overrides: list[str] | tuple[str, ...]) -> str | None:
+    """The variant of a ``model=external`` trial from its overrides: ``model.variant`` if given,
+    else the class name of ``model.target``, with the other ``model.*`` overrides in brackets
+    (``LinearAttention[kwargs.k=8]``); ``None`` without a ``model.target`` override."""
+    given = dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o)
+    target = given.get("model.target")
+    if target is None:
+        return None
+    base = given.get("model.variant") or target.rpartition(":")[2]
+    rest = [f"{k.split('.', 1)[1]}={v}" for k, v in given.items()
+            if k.startswith("model.") and k not in ("model.target", "model.variant")]
+    return f"{base}[{','.join(rest)}]" if rest else base
+
+
+def build_external(cfg: ExternalConfig, d: int, n_max: int, generator: torch.Generator) -> nn.Module:
+    """``cls(d, n_max, generator, **cfg.kwargs)`` for the class ``cfg.target``.
+
+    Raises:
+        ValueError: as :func:`load_target`; a constructor that cannot take these arguments
+            (naming its signature); a constructor that raises (with its error).
+    """
+    cls = load_target(cfg.target)
+    kwargs = dict(cfg.kwargs)
+    try:
+        inspect.signature(cls).bind(d, n_max, generator, **kwargs)
+    except TypeError as err:
+        raise ValueError(f"model.target={cfg.target!r}: constructor {cls.__name__}"
+                         f"{inspect.signature(cls)} cannot take (d, n_max, generator, "
+                         f"**{kwargs}): {err}") from err
+    try:
+        return cls(d, n_max, generator, **kwargs)
+    except Exception as err:
+        raise ValueError(f"model.target={cfg.target!r}: {cls.__name__}(d={d}, n_max={n_max}, "
+                         f"generator, **{kwargs}) raised {type(err).__name__}: {err}") from err
+
+
+def declared(model: nn.Module, target: str) -> frozenset[str]:
+    """The symmetries ``model`` declares (``symmetries``; none if absent).
+
+    Raises:
+        ValueError: a name outside ``orthogonal_knowledge, orthogonal, permutation``.
+    """
+    names = frozenset(getattr(model, "symmetries", ()) or ())
+    if not names <= SYMMETRIES:
+        raise ValueError(f"model.target={target!r}: symmetries {sorted(names - SYMMETRIES)} "
+                         f"unknown; allowed: {sorted(SYMMETRIES)}")
+    return names
+
+
+def _in_float64(model: nn.Module, x: Tensor) -> tuple[nn.Module, Tensor]:
+    """``model`` and ``x`` in float64 where the model runs in it, else both in float32."""
+    try:
+        m64 = copy.deepcopy(model).double()
+        m64(x.double())
+        return m64, x.double()
+    except Exception:  # noqa: BLE001 - a model that cannot run in float64 is measured in float32
+        return copy.deepcopy(model).float(), x.float()
+
+
+def measure_redrawn(model: nn.Module, d: int, n_max: int) -> tuple[dict[str, float], torch.dtype]:
+    """:func:`harness.symmetry.measure` on a copy of ``model`` whose every parameter is
+    re-drawn at O(1) scale from a fixed generator (:func:`harness.symmetry.redraw_`: a
+    zero-initialised positional table would look equivariant at init), on one batch
+    ``(PROBE_B, min(PROBE_N, n_max), d)``, in float64 where the model allows (else float32).
+
+    Returns:
+        ``({symmetry/* key: relative error}, dtype)``.
+    """
+    from harness.symmetry import measure, redraw_  # symmetry imports harness.models: lazily
+
+    x = torch.randn(PROBE_B, min(PROBE_N, n_max), d, generator=torch.Generator().manual_seed(3),
+                    dtype=torch.float64)
+    probe, x = _in_float64(model, x)
+    redraw_(probe, torch.Generator().manual_seed(2))
+    return measure(probe, x, torch.Generator().manual_seed(4)), x.dtype
+
+
+def symmetry_table(errors: dict[str, float], dtype: torch.dtype, claims: frozenset[str]) -> dict[str, str]:
+    """``{symmetry: "holds"|"does not hold"|"not measured"}`` plus ``declared``/``found``:
+    a measured error at most ``TOLERANCE[dtype]`` holds."""
+    tol, out = TOLERANCE[dtype], {}
+    for name, key in KEY_OF.items():
+        err = errors.get(key)
+        state = "not measured" if err is None else ("holds" if err <= tol else "does not hold")
+        note = " (declared)" if name in claims else (" (found, not declared)" if state == "holds" else "")
+        out[name] = state + note
+    return out
+
+
+def check(cfg: Any, model: nn.Module, d: int, n_max: int) -> None:
+    """Pre-flight check of an external model (a no-op for a registered family): its output
+    shape on a probe batch, and every declared symmetry measured on re-drawn weights
+    (:func:`measure_redrawn`). Prints one line: each symmetry's error, dtype, tolerance, and
+    which hold without being declared ("found").
+
+    Raises:
+        ValueError: a forward that raises or returns another shape than ``(B, n, d)``, or a
+            declared symmetry whose measured error exceeds the tolerance; names ``model.target``.
+    """
+    if getattr(cfg, "name", None) != NAME:
+        return
+    n = min(PROBE_N, n_max)
+    x = torch.randn(PROBE_B, n, d, generator=torch.Generator().manual_seed(1))
+    try:
+        out = model.to(torch.float32)(x)
+    except Exception as err:
+        raise ValueError(f"model.target={cfg.target!r}: forward on (B, n, d)={tuple(x.shape)} raised "
+                         f"{type(err).__name__}: {err}") from err
+    if not isinstance(out, Tensor) or out.shape != x.shape:
+        got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        raise ValueError(f"model.target={cfg.target!r}: forward must map (B, n, d)={tuple(x.shape)} "
+                         f"to the same shape, got {got}")
+    claims = declared(model, cfg.target)
+    errors, dtype = measure_redrawn(model, d, n_max)
+    tol = TOLERANCE[dtype]
+    refuted = {s: errors[KEY_OF[s]] for s in claims if errors.get(KEY_OF[s], 0.0) > tol}
+    if refuted:
+        raise ValueError(f"model.target={cfg.target!r} declares {sorted(refuted)} but the measured "
+                         f"relative error on re-drawn {str(dtype)[6:]} weights is "
+                         f"{', '.join(f'{s} {e:.1e}' for s, e in refuted.items())} > tolerance {tol:g}")
+    table = symmetry_table(errors, dtype, claims)
+    key = repr((cfg, d, n_max))
+    if key in _REPORTED:  # one line per model, not per trial
+        return
+    _REPORTED.add(key)
+    print(f"model {cfg.target}: symmetries measured on re-drawn {str(dtype)[6:]} weights "
+          f"(tolerance {tol:g}): " + "; ".join(
+              f"{s} {errors[KEY_OF[s]]:.0e} {table[s]}" if KEY_OF[s] in errors else f"{s} {table[s]}"
+              for s in KEY_OF), file=sys.stderr)
+
+
+_VMAP: dict[str, str | None] = {}  # repr of (model config, d, n) → why vmap cannot run it
+
+
+def vmap_reason(cfg: Any) -> str | None:
+    """Why the external model of the trial ``cfg`` cannot be packed (``None``: it can):
+    ``torch.func.vmap`` over two stacked copies of its parameters, forward and backward, on a
+    probe batch, as :mod:`harness.pack` runs a pack. Measured once per model config and task."""
+    key = repr((cfg.model, cfg.task))
+    if key not in _VMAP:
+        _VMAP[key] = _probe_vmap(cfg)
+    return _VMAP[key]
+
+
+def _probe_vmap(cfg: Any) -> str | None:
+    from torch.func import functional_call, vmap
+
+    from tasks import build_task  # tasks sit beside harness: imported where used
+
+    task = build_task(cfg.task)
+    model = build_external(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))
+    params = {k: torch.stack([p.detach(), p.detach()]).requires_grad_() for k, p in model.named_parameters()}
+    x = torch.randn(2, 2, min(PROBE_N, task.n_max), task.d, generator=torch.Generator().manual_seed(1))
+    try:
+        out = vmap(lambda p, xs: functional_call(model, p, (xs,)))(params, x)
+        out.square().sum().backward()
+    except Exception as err:  # noqa: BLE001 - whatever vmap refuses is the reason
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return f"model external {cfg.model.target}: torch.func.vmap cannot run it ({type(err).__name__}: {first[:120]})"
+    return None

@@ -1,0 +1,56 @@
+"""analysis/scorecard.py: Holm's adjustment, and the scorecard page for both examples at
+scale=tiny from a folder outside the clone, the second reusing the reference arms by trial id."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.scorecard import holm
+
+ROOT = Path(__file__).resolve().parent.parent
+VERDICTS = {"better", "worse", "equivalent within δ", "inconclusive"}
+
+
+def test_holm_step_down():
+    # m = 4: sorted 0.01, 0.02, 0.03, 0.2 → ×4, ×3, ×2, ×1, running maximum, capped at 1
+    got = holm(np.array([0.03, 0.01, 0.2, 0.02, np.nan]))
+    np.testing.assert_allclose(got[:4], [0.06, 0.04, 0.2, 0.06])
+    assert np.isnan(got[4])
+    np.testing.assert_allclose(holm(np.array([0.01, 0.04])), [0.02, 0.04])
+    np.testing.assert_allclose(holm(np.array([0.5, 0.9])), [1.0, 1.0])  # 0.5·2 capped; monotone
+
+
+def _rows(page: str) -> list[list[str]]:
+    body = page.split("## Against the reference arms", 1)[1].split("## Figures", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in body.splitlines()
+            if line.startswith("| ") and not line.startswith("| task")]
+
+
+@pytest.mark.slow
+def test_scorecards_of_both_examples(tmp_path, run_cli):
+    folder = tmp_path / "mine"
+    shutil.copytree(ROOT / "examples", folder)
+    base = ["analysis.scorecard", "model=external", "scale=tiny", "cluster.num_cpus=2"]
+    first = run_cli([*base, "model.target=my_mixers.linear:LinearAttention"], folder)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "48 trials: 0 already finished" in first.stdout + first.stderr
+    page = (folder / "outputs" / "scorecard-LinearAttention" / "scorecard.md").read_text()
+    assert "| permutation | 1e-16 | holds (declared) |" in page or re.search(r"\| permutation \| \S+ \| holds \(declared\) \|", page)
+    rows = _rows(page)
+    assert len(rows) == 16 and {r[8].strip("*") for r in rows} <= VERDICTS
+    assert {r[0] for r in rows} == {"nearest", "teacher_general", "repeated", "teacher_length"}
+    assert (folder / "outputs" / "scorecard-LinearAttention" / "length_generalisation.png").exists()
+
+    second = run_cli([*base, "model.target=my_mixers.positional:PositionalAttention"], folder)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "48 trials: 40 already finished (skipped), 8 finished now" in second.stdout + second.stderr  # references reused
+    page = (folder / "outputs" / "scorecard-PositionalAttention" / "scorecard.md").read_text()
+    assert re.search(r"\| permutation \| \S+ \| does not hold \|", page)  # not equivariant, measured
+    trained = re.search(r"\| `PositionalAttention` \| (\S+) \| (\S+) \| (\S+) \|", page)
+    assert float(trained.group(3)) > 1e-3 and float(trained.group(1)) < 1e-4
+    assert len(_rows(page)) == 16
