@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import textwrap
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
@@ -34,6 +35,10 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from analysis import curves, lengths, stats  # noqa: E402
 from analysis.curves import BAND, SIZE  # noqa: E402
 from analysis.stats import add_error as with_error  # noqa: E402,F401  (older name, kept importable)
+
+# matplotlib.category logs at INFO for every categorical axis of numbers-as-strings (a one-point
+# panel's x); Hydra's job logging shows INFO, so every summary printed two such lines per figure
+logging.getLogger("matplotlib.category").setLevel(logging.WARNING)
 
 N_BOOT = 2000
 FORMATS = ("png", "pdf")  # the files each figure is written to, by suffix
