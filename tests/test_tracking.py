@@ -135,23 +135,6 @@ def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
     assert df.loc[run_id, "test/uniform_rel_mse"] == result.metrics["test/uniform_rel_mse"]
 
 
-def test_sweep_table_counts_diverged_runs_and_never_averages_them_in():
-    """The end-of-sweep table: runs with another learning rate are another row, and a diverged
-    run (or one with a non-finite metric) is counted in ``diverged``, not averaged."""
-    from harness.report import sweep_table
-
-    rows = [dict(run_id=str(i), status="FINISHED", task="teacher", variant="mlp", seed=s,
-                 **{"task.n_train": 64, "train.lr": lr}, error=err, diverged=div, nonfinite=nf)
-            for i, (s, lr, err, div, nf) in enumerate([
-                (0, 0.01, 0.2, False, False), (1, 0.01, 0.4, False, False),
-                (0, 1e6, 1e30, True, False), (1, 1e6, float("nan"), False, True)])]
-    table = sweep_table(pd.DataFrame(rows)).set_index("train.lr")
-    assert table.loc[0.01, "mean"] == pytest.approx(0.3) and table.loc[0.01, "count"] == 2
-    assert table.loc[0.01, "diverged"] == 0
-    assert table.loc[1e6, "count"] == 0 and table.loc[1e6, "diverged"] == 2
-    assert pd.isna(table.loc[1e6, "mean"])
-
-
 def _finishing_between_reads(monkeypatch, reader: Tracker, owner: Tracker, parent: str, run_id: str) -> None:
     """Make ``owner``'s driver close its trial run FINISHED and then its parent run (the order a
     driver closes them in) just before ``reader`` first reads that parent, i.e. after ``reader``
