@@ -125,12 +125,14 @@ def _hline(ax: plt.Axes, y: float, text: str, style: str = "--", color: str = "0
             fontsize=7, color=color)
 
 
-def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], **_) -> None:
-    """Seed means of ``y`` per label against ``x``: a line with a bootstrap band over several
-    x values (log x, ticks at the values used), points with bootstrap bars at a single x."""
+def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], errorbar=None,
+           **_) -> None:
+    """Seed means of ``y`` per label against ``x``: a line with a band over several x values
+    (log x, ticks at the values used), points with bars at a single x. The band is
+    ``errorbar`` (default: the bootstrap of :func:`_interval`; :func:`_band` chooses)."""
     ax, labels = plt.gca(), [lab for lab in palette if lab in set(data["label"])]
     values = sorted(data[x].unique())
-    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=_interval,
+    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=errorbar or _interval,
                   ax=ax, legend=False)
     if len(values) == 1:
         sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y,
@@ -142,6 +144,18 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
         ax.set_xscale("log")
         ax.set_xticks(values, [_fmt(v) for v in values])
         ax.minorticks_off()
+
+
+def _band(ok: pd.DataFrame, x: str) -> tuple[object, str]:
+    """``(errorbar, description)`` for the runs ``ok``: the bootstrap band (:data:`BAND`) where
+    every point has at least :data:`analysis.stats.MIN_SEEDS` seeds, else the range of the
+    seeds (a bootstrap of 2 values is their range, and would read as an interval)."""
+    sizes = ok.groupby(["facet", "label", x]).size()
+    low, high = (int(sizes.min()), int(sizes.max())) if len(sizes) else (0, 0)
+    n = f"n={low}" if low == high else f"n={low}–{high}"
+    if low >= stats.MIN_SEEDS:
+        return _interval, f"{BAND}, {n}"
+    return ("pi", 100), f"the range (min–max) of the seeds, {n}, fewer than {stats.MIN_SEEDS}: no interval"
 
 
 def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out: Path,
@@ -246,7 +260,8 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     ok = curves.usable(data)
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has test/rel_mse or test/acc; nothing to plot")
-    g, palette = _draw(ok, faxes, _curve, x=x, y="error")
+    errorbar, band = _band(ok, x)
+    g, palette = _draw(ok, faxes, _curve, x=x, y="error", errorbar=errorbar)
     for facet, ax in g.axes_dict.items():
         here = data[data["facet"] == facet]
         refs = [ok.loc[ok["facet"] == facet, "error"]]
@@ -261,7 +276,7 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     names = curves.ordered(data["error_name"])
     zero = "; dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
     caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
-               f"(several training-set sizes: a line; one: points); bands and bars: {BAND}. Dashed: "
+               f"(several training-set sizes: a line; one: points); bands and bars: {band}. Dashed: "
                f"the task's trivial reference predictor{zero}. Panel titles count the runs used "
                "and those left out (failed, killed, diverged).")
     return _finish(g, data, "test error against training-set size", caption, out, ablation, scale,

@@ -200,3 +200,18 @@ def test_write_all_writes_the_formats_asked_for(tmp_path):
     figures = [p for p in paths if p.suffix in (".png", ".pdf")]
     assert figures and {p.suffix for p in figures} == {".png"}
     assert list(tmp_path.glob("*.pdf")) == [] and all(p.exists() for p in figures)
+
+
+def test_two_seeds_show_their_range_labelled_as_such(tmp_path, grids):
+    """With 2 seeds the "95% bootstrap" band was the min–max; now it is drawn and named as the
+    range, with n; 3 seeds get the bootstrap band, with n."""
+    df = S.knowledge_size(seeds=range(2), ks=(2, 8), noise=0.5)
+    plots.sample_efficiency(df, tmp_path / "se")
+    caption = " ".join(t.get_text() for t in grids[0].figure.texts)
+    assert "range (min–max) of the seeds, n=2" in caption and "bootstrap" not in caption
+    ok = curves.usable(df[(df["arm"] == "softmax_free[k=2]") & (df["task.n_train"] == 8)])
+    band = grids[0].axes.flat[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(ok["error"].max()) or band.min() == pytest.approx(ok["error"].min())
+    plots.sample_efficiency(S.knowledge_size(seeds=range(3), ks=(2,)), tmp_path / "se3")
+    caption = " ".join(t.get_text() for t in grids[1].figure.texts)
+    assert "bootstrap" in caption and "n=3" in caption
