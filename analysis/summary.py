@@ -103,8 +103,12 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tra
 
 def ui_link(store: Store, experiment_id: str) -> str:
     """Where the MLflow UI shows an experiment's training runs (MLflow 3 opens its GenAI pages
-    unless the URL asks for ``workflowType=machine_learning``)."""
-    page = f"#/experiments/{experiment_id}?workflowType=machine_learning"
+    unless the URL asks for ``workflowType=machine_learning``), in the saved view whose columns
+    are the headline metrics and key params (:func:`harness.naming.view_state_tag`)."""
+    from harness.naming import VIEW_KEY
+
+    # the shared view is read on the runs page itself (from #/experiments/ID it is dropped)
+    page = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
     if store.artifact_root is None:  # a tracking server serves the UI itself
         return f"{store.uri}/{page}"
     return f"mlflow ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"
