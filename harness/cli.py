@@ -39,10 +39,13 @@ nothing recorded), 130 interrupted.
 """
 
 ANALYSIS_USAGE = """\
-usage: python -m analysis +ablation=NAME [tracking=...]
+usage: python -m analysis +ablation=NAME [KEY=VALUE ...] [tracking=...]
 
 Redraws an ablation's figures and tables from its MLflow runs (nothing is trained) into
-outputs/NAME/<time>/. Exit status 2 if the experiment is missing.
+outputs/NAME/<time>/ and prints the end-of-sweep table: the runs of exactly the trials that
+python -m harness runs with the same overrides (sweeps such as seed=0,1 included, with or
+without -m; --config-dir and hydra.searchpath too). Exit status 2 if the command does not
+compose, or the experiment or its runs are missing.
 """
 
 REPORT_USAGE = """\
