@@ -123,7 +123,9 @@ def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
     old = tracker.log_trial(experiment, parent, "unit", outcome)
     client = MlflowClient(tracker.store.uri)
     later = result.end_ms + 1000  # an older harness stored inf, which MLflow made 1.797e308
-    client.log_batch(old, metrics=[Metric("test/rel_mse", float("inf"), later, 1)])
+    # after the last step too: the final metrics are logged at the curve's last step, and MLflow's
+    # latest value is the one of the largest step
+    client.log_batch(old, metrics=[Metric("test/rel_mse", float("inf"), later, int(result.curve[-1]["step"]) + 1)])
     stored = client.get_run(run_id)
     assert "test/rel_mse" not in stored.data.metrics and "val/best_loss" not in stored.data.metrics
     assert set(stored.data.tags["nonfinite"].split(",")) == {"test/rel_mse=inf", "val/best_loss=nan",
