@@ -142,16 +142,15 @@ def per_seed(df: pd.DataFrame, x: str = SIZE, by: Sequence[str] = ("task", "arm"
     return pd.DataFrame(rows, columns=[*by, "seed", "n_sizes", "auc", "slope"])
 
 
-def t_summary(df: pd.DataFrame, value: str, by: Sequence[str]) -> pd.DataFrame:
-    """Per ``by`` group: ``<value>``, ``<value>_lo``, ``<value>_hi`` (mean and
-    :data:`T_INTERVAL`, :func:`analysis.stats.t_interval`; NaN bounds with one seed) and
-    ``<value>_n`` (how many finite values entered)."""
+def t_summary(df: pd.DataFrame, value: str, by: Sequence[str], log: bool = False) -> pd.DataFrame:
+    """Per ``by`` group: ``<value>``, ``<value>_lo``, ``<value>_hi`` (:func:`analysis.stats.seed_interval`:
+    the mean and :data:`T_INTERVAL`, or with ``log`` the geometric mean and
+    :data:`analysis.stats.LOG_T_INTERVAL`; NaN bounds with fewer than
+    :data:`analysis.stats.MIN_SEEDS` seeds) and ``<value>_n`` (how many finite values entered)."""
     rows = []
     for key, grp in df.groupby(list(by), sort=False):
-        v = pd.to_numeric(grp[value], errors="coerce").to_numpy(float)
-        v = v[np.isfinite(v)]
-        mean, lo, hi = stats.t_interval(v)
+        mean, lo, hi, n = stats.seed_interval(pd.to_numeric(grp[value], errors="coerce"), log=log)
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key)), value: mean, f"{value}_lo": lo, f"{value}_hi": hi,
-                     f"{value}_n": len(v)})
+                     f"{value}_n": n})
     return pd.DataFrame(rows, columns=[*by, value, f"{value}_lo", f"{value}_hi", f"{value}_n"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import textwrap
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
@@ -34,6 +35,10 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from analysis import curves, lengths, stats  # noqa: E402
 from analysis.curves import BAND, SIZE  # noqa: E402
 from analysis.stats import add_error as with_error  # noqa: E402,F401  (older name, kept importable)
+
+# matplotlib.category logs at INFO for every categorical axis of numbers-as-strings (a one-point
+# panel's x); Hydra's job logging shows INFO, so every summary printed two such lines per figure
+logging.getLogger("matplotlib.category").setLevel(logging.WARNING)
 
 N_BOOT = 2000
 FORMATS = ("png", "pdf")  # the files each figure is written to, by suffix
@@ -113,25 +118,34 @@ def _yscale(ax: plt.Axes, values: pd.Series) -> None:
         ax.set_yscale("symlog", linthresh=float(positive.min()) if len(positive) else 1e-3)
 
 
-def _hline(ax: plt.Axes, y: float, text: str, style: str = "--", color: str = "0.45") -> None:
-    """A labelled horizontal reference line."""
+def _hline(ax: plt.Axes, y: float, text: str | None, style: str = "--", color: str = "0.45") -> Line2D:
+    """A horizontal reference line, labelled in the panel with ``text``, or (``None``) unlabelled
+    there: its legend entry (:func:`_refs_legend`) names it, so two close lines' labels never
+    overlap. Returns the legend handle."""
     ax.axhline(y, ls=style, color=color, lw=1.2, zorder=1)
-    ax.text(0.02, y, f" {text}", transform=ax.get_yaxis_transform(), va="bottom", ha="left",
-            fontsize=7, color=color)
+    if text:
+        ax.text(0.02, y, f" {text}", transform=ax.get_yaxis_transform(), va="bottom", ha="left",
+                fontsize=7, color=color)
+    return Line2D([], [], ls=style, color=color, lw=1.2)
 
 
-def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], **_) -> None:
-    """Seed means of ``y`` per label against ``x``: a line with a bootstrap band over several
-    x values (log x, ticks at the values used), points with bootstrap bars at a single x."""
+def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], errorbar=None,
+           **_) -> None:
+    """Seed means of ``y`` per label against ``x``: a line with a band over several x values
+    (log x, ticks at the values used), points with bars at a single x. The band is
+    ``errorbar`` (default: the bootstrap of :func:`_interval`; :func:`_band` chooses)."""
     ax, labels = plt.gca(), [lab for lab in palette if lab in set(data["label"])]
-    values = sorted(data[x].unique())
-    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=_interval,
+    categorical = not pd.api.types.is_numeric_dtype(data[x])  # e.g. σ names
+    values = curves.ordered(data[x]) if categorical else sorted(data[x].unique())
+    common = dict(hue="label", hue_order=labels, palette=palette, errorbar=errorbar or _interval,
                   ax=ax, legend=False)
-    if len(values) == 1:
-        sns.pointplot(data=data.assign(**{x: data[x].map(_fmt)}), x=x, y=y,
+    if len(values) == 1 or categorical:
+        shown = data[x].astype(str) if categorical else data[x].map(_fmt)
+        sns.pointplot(data=data.assign(**{x: shown}), x=x, y=y, order=[str(v) if categorical else _fmt(v) for v in values],
                       dodge=0.45 if len(labels) > 1 else False,
                       linestyle="none", marker="o", capsize=0.08, err_kws={"linewidth": 1.2}, **common)
-        ax.set_xlim(-0.6, 0.6)
+        if len(values) == 1:
+            ax.set_xlim(-0.6, 0.6)
     else:
         sns.lineplot(data=data, x=x, y=y, marker="o", markersize=5, err_style="band", **common)
         ax.set_xscale("log")
@@ -139,13 +153,38 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
         ax.minorticks_off()
 
 
+def _band(ok: pd.DataFrame, x: str) -> tuple[object, str]:
+    """``(errorbar, description)`` for the runs ``ok``: the bootstrap band (:data:`BAND`) where
+    every point has at least :data:`analysis.stats.MIN_SEEDS` seeds, else the range of the
+    seeds (a bootstrap of 2 values is their range, and would read as an interval)."""
+    sizes = ok.groupby(["facet", "label", x]).size()
+    low, high = (int(sizes.min()), int(sizes.max())) if len(sizes) else (0, 0)
+    n = f"n={low}" if low == high else f"n={low}–{high}"
+    if low >= stats.MIN_SEEDS:
+        return _interval, f"{BAND}, {n}"
+    return ("pi", 100), f"the range (min–max) of the seeds, {n}, fewer than {stats.MIN_SEEDS}: no interval"
+
+
+def _metric_labels(g: sns.FacetGrid, data: pd.DataFrame) -> dict[str, str]:
+    """Per panel, the y label naming its one metric (``error_name`` of its runs): a figure of a
+    regression and a token task said "test error (1 − accuracy) or test relative MSE"."""
+    return {facet: " / ".join(curves.ordered(data.loc[data["facet"] == facet, "error_name"]))
+            for facet in g.axes_dict}
+
+
 def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out: Path,
             ablation: str | None, scale: str | None, legend: Mapping[str, Line2D] | None,
             value: str = "error", legend_title: str = "arm", labels: tuple[str, str] = ("", ""),
-            formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Axis labels (outer panels), panel titles with run counts, the figure legend, title and
-    caption; saves one file per suffix in ``formats`` (PNG and PDF)."""
+            formats: Sequence[str] = FORMATS, ylabels: Mapping[str, str] | None = None) -> list[Path]:
+    """Axis labels (outer panels; ``ylabels``: per panel, where panels show other metrics),
+    panel titles with run counts, the figure legend, title and caption; saves one file per
+    suffix in ``formats`` (PNG and PDF)."""
     g.set_axis_labels(*labels)
+    if ylabels:
+        one = len(set(ylabels.values())) == 1
+        for facet, ax in g.axes_dict.items():
+            if not one or ax in g._left_axes:
+                ax.set_ylabel(ylabels.get(facet, ""))
     g.figure.subplots_adjust(hspace=0.45, wspace=0.25)
     for facet, ax in g.axes_dict.items():
         ax.set_title(f"{facet}\n{curves.describe_excluded(data[data['facet'] == facet], value)}",
@@ -214,6 +253,29 @@ def _tolerance(df: pd.DataFrame) -> tuple[float, str]:
 
 # ---------------------------------------------------------------- figures -----------------------
 
+def _model_factor(data: pd.DataFrame) -> tuple[str, pd.Series, pd.Series] | None:
+    """``(name, value, base)`` where every arm is one preset with one numeric ``model.*``
+    override (``softmax_free[k=4]``): the factor an ablation such as ``knowledge_size`` sweeps,
+    its value per row and the preset; ``None`` otherwise."""
+    parts = data["arm"].str.extract(r"^([\w-]+)\[(\w+)=([^\],]+)\]$")
+    if parts.isna().any().any() or parts[0].nunique() != 1 or parts[1].nunique() != 1:
+        return None
+    numeric = pd.to_numeric(parts[2], errors="coerce")  # k=4; a σ name stays a category
+    return str(parts[1].iloc[0]), numeric if numeric.notna().all() else parts[2], parts[0]
+
+
+def _same_runs(data: pd.DataFrame) -> dict[str, str]:
+    """``{facet: earlier facet}`` for each panel whose runs are all another panel's (the same
+    arm, seed and error): e.g. ``sigma_vs_softmax``'s ``nearest_length`` at its training length
+    is ``nearest``; one panel shows them."""
+    cols = [c for c in ("arm", "seed", "error") if c in data]
+    keys = {f: set(map(tuple, grp[cols].round({"error": 12}).astype(str).to_numpy()))
+            for f, grp in data.groupby("facet", sort=False)}
+    order = curves.ordered(data["facet"])
+    return {b: a for i, b in enumerate(order) for a in order[:i]
+            if keys.get(b) and keys[b] <= keys.get(a, set())}
+
+
 def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str | None = None,
                       scale: str | None = None, axes: Sequence[str] | None = None,
                       formats: Sequence[str] = FORMATS) -> list[Path]:
@@ -241,27 +303,44 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     ok = curves.usable(data)
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has test/rel_mse or test/acc; nothing to plot")
-    g, palette = _draw(ok, faxes, _curve, x=x, y="error")
+    factor = _model_factor(data) if data[x].nunique() == 1 else None
+    size = x
+    if factor:  # one training-set size and arms that differ in one model value: that value on x
+        name, value, base = factor
+        label = base + f" (n_train = {_fmt(data[x].iloc[0])})"
+        data = data.assign(**{name: value, "label": label})
+        ok, x = curves.usable(data), name
+    same = _same_runs(ok)
+    data, ok = data[~data["facet"].isin(same)], ok[~ok["facet"].isin(same)]
+    errorbar, band = _band(ok, x)
+    g, palette = _draw(ok, faxes, _curve, x=x, y="error", errorbar=errorbar)
+    lines: dict[str, Line2D] = {}  # reference lines, named in the legend (labels in panels overlapped)
     for facet, ax in g.axes_dict.items():
         here = data[data["facet"] == facet]
         refs = [ok.loc[ok["facet"] == facet, "error"]]
         ref = here["reference_error"].dropna()
         if len(ref):
-            _hline(ax, ref.mean(), f"{here['reference_name'].iloc[0]} predictor")
+            lines[f"{here['reference_name'].iloc[0]} predictor"] = _hline(ax, ref.mean(), None)
             refs.append(ref)
         if (here["error_name"] == "test relative MSE").any():
-            _hline(ax, 1.0, "zero predictor (rel. MSE = 1)", ":", "black")
+            lines["zero predictor (rel. MSE = 1)"] = _hline(ax, 1.0, None, ":", "black")
             refs.append(pd.Series([1.0]))
         _yscale(ax, pd.concat(refs))
     names = curves.ordered(data["error_name"])
     zero = "; dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
     caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
-               f"(several training-set sizes: a line; one: points); bands and bars: {BAND}. Dashed: "
+               + (f"(against {x} at one training-set size)" if factor else
+                  "(several training-set sizes: a line; one: points)")
+               + f"; bands and bars: {band}. Dashed: "
                f"the task's trivial reference predictor{zero}. Panel titles count the runs used "
-               "and those left out (failed, killed, diverged).")
-    return _finish(g, data, "test error against training-set size", caption, out, ablation, scale,
-                   _legend(palette), labels=(f"{x} (training examples)", " or ".join(names)),
-                   formats=formats)
+               "and those left out (failed, killed, diverged)."
+               + "".join(f" {b}: the same runs as {a}, shown once." for b, a in same.items()))
+    title, xlabel = "test error against training-set size", f"{x} (training examples)"
+    if factor:
+        title, xlabel = f"test error against {x}", f"{x} (model.{x}; {size} = {_fmt(data[size].iloc[0])})"
+    return _finish(g, data, title, caption, out, ablation, scale,
+                   {**_legend(palette), **lines}, labels=(xlabel, ""),
+                   formats=formats, ylabels=_metric_labels(g, data))
 
 
 def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = None,
@@ -291,9 +370,10 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
     for facet, ax in g.axes_dict.items():
         here = long[long["facet"] == facet]
         task = here["task"].iloc[0]
-        for label, grp in here[~here["supported"]].groupby("label"):
+        # one row per arm: coincident markers of several arms at one length hid each other
+        for row, (label, grp) in enumerate(here[~here["supported"]].groupby("label")):
             ns = sorted(grp["n"].unique())
-            ax.plot(ns, [0.97] * len(ns), "x", ms=8, mew=2, color=palette.get(label, "black"),
+            ax.plot(ns, [0.97 - 0.05 * row] * len(ns), "x", ms=7, mew=2, color=palette.get(label, "black"),
                     transform=ax.get_xaxis_transform(), clip_on=False)
             refused.append(f"{curves.strip_arm(label, ())} at n = {', '.join(map(str, ns))}")
         ref = here.groupby("n")["reference_error"].mean().dropna()
@@ -308,10 +388,11 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
         _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, "error"], ref]))
     caption = (f"Mean test error over seeds per arm against the test sequence length; bands: {BAND}. "
                "Dotted vertical lines: training lengths; dashed gray: the trivial reference predictor. "
-               + (f"x at the top: length not supported ({'; '.join(refused)})." if refused else ""))
+               + (f"x at the top (one row per arm): length not supported ({'; '.join(refused)})."
+                  if refused else ""))
     return _finish(g, data, "length generalisation", caption, out, ablation, scale,
-                   _legend(palette), labels=("test sequence length n", "test error (rel. MSE or 1 − acc)"),
-                   formats=formats)
+                   _legend(palette), labels=("test sequence length n", ""), formats=formats,
+                   ylabels=_metric_labels(g, data))
 
 
 def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hue: str = "label",

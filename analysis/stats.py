@@ -21,6 +21,34 @@ from scipy import stats as sps
 
 B = 2000  # bootstrap resamples
 LEVEL = 0.95
+# Fewer seeds give no interval: a Student-t interval from 2 seeds has 1 degree of freedom
+# (±12.7 standard errors) and a bootstrap of 2 values is their range
+MIN_SEEDS = 3
+FLOOR = 1e-12  # an error of exactly 0 counts as this on the log scale
+LOG_T_INTERVAL = "geometric mean over seeds with a 95% Student-t interval of log error (n − 1 df)"
+
+
+def seed_interval(values: Sequence[float] | np.ndarray, log: bool = False,
+                  level: float = LEVEL) -> tuple[float, float, float, int]:
+    """``(estimate, lo, hi, n)`` of per-seed ``values`` (non-finite ones dropped) for tables.
+
+    ``log=False``: the mean and its Student-t interval (:func:`t_interval`). ``log=True``, for a
+    non-negative error: the geometric mean and the Student-t interval of the mean log error,
+    exponentiated (:data:`LOG_T_INTERVAL`), so the bounds stay positive and a spread over
+    decades is not summarised by a symmetric interval reaching below 0; errors below
+    :data:`FLOOR` count as :data:`FLOOR`. With fewer than :data:`MIN_SEEDS` values the bounds
+    are NaN: no interval, the estimate and ``n`` say what there is.
+    """
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if log:
+        x = np.log(np.maximum(x, FLOOR))
+    mean, lo, hi = t_interval(x, level)
+    if x.size < MIN_SEEDS:
+        lo = hi = np.nan
+    if log and x.size:
+        mean, lo, hi = np.exp(mean), np.exp(lo), np.exp(hi)
+    return float(mean), float(lo), float(hi), int(x.size)
 
 
 def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:

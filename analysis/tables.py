@@ -2,9 +2,9 @@
 
 Tables keep numbers as numbers (``X``, ``X_lo``, ``X_hi`` columns for an estimate and its 95%
 interval); :func:`write_table` writes them to CSV as they are and to Markdown with each such
-triple shown as ``X [lo, hi]`` under a caption that names the interval's method. Intervals are
-Student-t over seeds (paper.md §13: a percentile bootstrap under-covers with 5 seeds) except
-where a column's name says ``boot``. Rows sort naturally by their keys (``k=2 < k=16``).
+triple shown as ``X [lo, hi] n=N`` under a caption that names the interval's method. Intervals are
+Student-t over seeds (paper.md §13: a percentile bootstrap under-covers with 5 seeds), on the log
+scale for test errors, except where a column's name says ``boot``; fewer than 3 seeds give none. Rows sort naturally by their keys (``k=2 < k=16``).
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from analysis.curves import SIZE
 
 SAMPLE_EFFICIENCY_CAPTION = (
     "Per task and arm, at the learning rate chosen on validation (`lr`: the one at the largest "
-    "n_train). `error_n<N>`: mean test error over seeds at n_train = N. `auc_log_error`: per seed, "
+    f"n_train). `error_n<N>`: test error at n_train = N, {stats.LOG_T_INTERVAL}. `auc_log_error`: per seed, "
     "the trapezoid area under log(error) against log(n_train), divided by the log-width of the "
     "n_train range (the mean log error over the range; errors floored at 1e-6; lower is better); "
-    "`slope`: per seed, the OLS slope of log(error) on log(n_train). [lo, hi] is a "
-    f"{curves.T_INTERVAL} interval, except `n_to_target_boot`: the smallest n_train at which the "
+    "`slope`: per seed, the OLS slope of log(error) on log(n_train); for these two [lo, hi] is a "
+    f"{curves.T_INTERVAL} interval. `n_to_target_boot`: the smallest n_train at which the "
     "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached; the smallest n_train = "
     "already reached there, an upper bound), with a 95% "
     "percentile bootstrap interval over seeds. Only FINISHED, non-diverged runs are used (`used`); "
-    "the others are counted. \"n=1, no interval\": a single run.")
+    "the others are counted. n=N: the seeds an estimate has; with fewer than "
+    f"{stats.MIN_SEEDS} there is no interval (\"n=2, no interval\").")
 
 
 def symmetry_table(df: pd.DataFrame, by: Sequence[str] = ("variant",)) -> pd.DataFrame:
@@ -59,24 +60,26 @@ def _name(size: float) -> str:
 
 
 def _wide_errors(ok: pd.DataFrame, x: str) -> pd.DataFrame:
-    """``error_n<N>`` with ``_lo``/``_hi`` (t-interval over seeds) per task × arm, N ascending."""
-    per_size = curves.t_summary(ok, "error", ["task", "arm", x])
+    """``error_n<N>`` with ``_lo``/``_hi`` and ``_n`` (geometric mean and t-interval of log error
+    over seeds, :data:`analysis.stats.LOG_T_INTERVAL`) per task × arm, N ascending."""
+    per_size = curves.t_summary(ok, "error", ["task", "arm", x], log=True)
     parts = []
     for size in sorted(per_size[x].unique()):
         grp = per_size[per_size[x] == size].set_index(["task", "arm"])
         name = _name(size)
-        parts.append(grp[["error", "error_lo", "error_hi"]].rename(
-            columns={"error": name, "error_lo": f"{name}_lo", "error_hi": f"{name}_hi"}))
+        parts.append(grp[["error", "error_lo", "error_hi", "error_n"]].rename(
+            columns={"error": name, "error_lo": f"{name}_lo", "error_hi": f"{name}_hi",
+                     "error_n": f"{name}_n"}))
     return pd.concat(parts, axis=1) if parts else pd.DataFrame()
 
 
 def _reach(ok: pd.DataFrame, goals: float | Mapping[str, float], x: str, seed: int) -> pd.DataFrame:
     """``target`` and ``n_to_target_boot`` (+ ``_lo``/``_hi``, :func:`analysis.stats.samples_to_target`);
-    no interval where some size has a single run."""
+    no interval where some size has fewer than :data:`analysis.stats.MIN_SEEDS` runs."""
     key = ["task", "arm"]
     reach = stats.samples_to_target(ok, goals, x=x, by=key, seed=seed).set_index(key)
     reach.columns = [c.replace("n_to_target", "n_to_target_boot") for c in reach.columns]
-    single = ok.groupby([*key, x]).size().groupby(key).min() < 2
+    single = ok.groupby([*key, x]).size().groupby(key).min() < stats.MIN_SEEDS
     reach.loc[single[single].index.intersection(reach.index),
               ["n_to_target_boot_lo", "n_to_target_boot_hi"]] = np.nan
     return reach
@@ -89,9 +92,10 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     :data:`SAMPLE_EFFICIENCY_CAPTION`):
 
     ``task``, ``arm``, ``variant``, ``n_params`` (median), ``lr`` (chosen on validation at the
-    largest ``x``), ``error_n<N>`` with ``_lo``/``_hi`` (mean test error over seeds and its 95%
-    Student-t interval, one triple per size ascending), ``auc_log_error`` and ``slope`` with
-    ``_lo``/``_hi`` (:func:`analysis.curves.per_seed`, mean and t-interval over seeds),
+    largest ``x``), ``error_n<N>`` with ``_lo``/``_hi``/``_n`` (geometric mean test error over
+    seeds and its 95% Student-t interval on the log scale, one per size ascending),
+    ``auc_log_error`` and ``slope`` with ``_lo``/``_hi``/``_n`` (:func:`analysis.curves.per_seed`,
+    mean and t-interval over seeds; none of these intervals with fewer than 3 seeds),
     ``target``, ``n_to_target_boot`` with ``_lo``/``_hi`` (bootstrap; ``inf`` = not reached),
     ``reference_error`` (the trivial predictor's), and the counts ``used``, ``failed``,
     ``killed``, ``running``, ``diverged`` of the trials at the chosen lr.
@@ -116,8 +120,7 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     if "lr_chosen" in ok:
         base.insert(2, "lr", ok.sort_values(x).groupby(key)["lr_chosen"].last())
     seeds = curves.per_seed(ok, x=x, by=key)
-    summary = [curves.t_summary(seeds, v, key).set_index(key).drop(columns=f"{v}_n")
-               for v in ("auc", "slope")]
+    summary = [curves.t_summary(seeds, v, key).set_index(key) for v in ("auc", "slope")]
     summary[0].columns = [c.replace("auc", "auc_log_error") for c in summary[0].columns]
     goals = (stats.default_targets(ok.assign(variant=ok["arm"]), target_fraction)
              if target is None else target)
@@ -141,24 +144,29 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
-def _triple(m: object, lo: object, hi: object) -> str:
+def _triple(m: object, lo: object, hi: object, n: object = None) -> str:
     if pd.isna(m):
         return "–"
+    if n is None or pd.isna(n):  # a bootstrap column: its n is the seed count of the error columns
+        return f"{_fmt(m)} (no interval)" if pd.isna(lo) and pd.isna(hi) else f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
     if pd.isna(lo) and pd.isna(hi):
-        return f"{_fmt(m)} (n=1, no interval)"
-    return f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
+        return f"{_fmt(m)} (n={int(n)}, no interval)"
+    return f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}] n={int(n)}"
 
 
 def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
-    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` triple as one column ``X [lo, hi]``
-    (``X (n=1, no interval)`` when both bounds are NaN: one run), numbers to 3 significant
-    digits, integers as integers, NaN as ``–`` and inf as ``∞``."""
+    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` (and ``X_n``) as one column
+    ``X [lo, hi] n=N`` (``X (n=2, no interval)`` when both bounds are NaN: fewer than
+    :data:`analysis.stats.MIN_SEEDS` seeds), numbers to 3 significant digits, integers as
+    integers, NaN as ``–`` and inf as ``∞``."""
     out = pd.DataFrame(index=df.index)
     for col in df.columns:
-        if re.search(r"_(lo|hi)$", col) and col[:-3] in df:
+        if re.search(r"_(lo|hi)$", col) and col[:-3] in df or (
+                col.endswith("_n") and f"{col[:-2]}_lo" in df):
             continue
         if f"{col}_lo" in df and f"{col}_hi" in df:
-            out[col] = [_triple(m, lo, hi) for m, lo, hi in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"])]
+            n = df[f"{col}_n"] if f"{col}_n" in df else [None] * len(df)
+            out[col] = [_triple(*t) for t in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"], n)]
         else:
             out[col] = df[col].map(_fmt)
     return out

@@ -34,7 +34,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from harness.cli import HARNESS_USAGE, precheck  # noqa: E402
+from harness.cli import HARNESS_USAGE, precheck, take_sweeps  # noqa: E402
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
 _SWEEPS: list[str] = []  # command-line sweeps, taken out of argv before Hydra sees them (cli())
@@ -90,15 +90,15 @@ def main(cfg: DictConfig) -> None:
         _dry_run(ablations, store, cluster)
         return
     from harness.driver import run_suite
-    from harness.report import summarise
+    from analysis.summary import summarise
     from harness.tracking import Tracker
     from harness.writer import TrackingError
 
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
-        summarise(name, store, Tracker(store), summary.parent_id,
-                  out_dir / name if len(ablations) > 1 else out_dir)
+        summarise(name, dict(ablations)[name], store, Tracker(store), summary.parent_id,
+                  out_dir / name if len(ablations) > 1 else out_dir, cfg.scale.name)
 
     # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
     # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is
@@ -117,20 +117,10 @@ def main(cfg: DictConfig) -> None:
 
 
 def _take_sweeps(argv: list[str]) -> list[str]:
-    """Take Hydra's ``-m``/``--multirun`` and the command line's sweeps out of ``argv`` (into
-    :data:`_SWEEPS`): this harness runs them as axes of its own sweep, in one invocation with one
-    store, instead of one Hydra job per value. Returns the new argv."""
-    from hydra._internal.utils import get_args_parser
-
-    from harness.sweep import SweepError, split_sweeps
-
-    try:
-        args = get_args_parser().parse_args(argv[1:])
-        sweeps = split_sweeps(args.overrides)[1]
-    except (SystemExit, SweepError):  # --help, or an override Hydra will reject with its own text
-        return argv
-    _SWEEPS[:] = sweeps
-    return [argv[0], *(a for a in argv[1:] if a not in sweeps and a not in ("-m", "--multirun"))]
+    """Take ``-m`` and the command line's sweeps out of ``argv`` into :data:`_SWEEPS`
+    (:func:`harness.cli.take_sweeps`). Returns the new argv."""
+    argv, _SWEEPS[:] = take_sweeps(argv)
+    return argv
 
 
 def _is_dry_run(args: list[str]) -> bool:

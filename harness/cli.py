@@ -1,6 +1,7 @@
 """What the command lines do before anything heavy is imported: ``--help``, and a check of every
-config-group choice (``model=…``, ``task=…``, ``+ablation=…``) against the files in ``conf/``,
-with "did you mean" for a misspelling. Imports only the standard library and Hydra's override
+config-group choice (``model=…``, ``task=…``, ``+ablation=…``) against the files in ``conf/`` and
+of every key of a schema-backed node (``train.max_steps``, ``seed``, with or without ``+``)
+against its dataclass, with "did you mean" for a misspelling. Imports only the standard library and Hydra's override
 parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow.
 
 The dataclass schemas that Hydra's ConfigStore keeps in the same groups (``attention_schema``) are
@@ -9,7 +10,9 @@ bases of the presets, not choices, and are never listed.
 
 from __future__ import annotations
 
+import ast
 import difflib
+import functools
 import sys
 import textwrap
 from pathlib import Path
@@ -36,10 +39,13 @@ nothing recorded), 130 interrupted.
 """
 
 ANALYSIS_USAGE = """\
-usage: python -m analysis +ablation=NAME [tracking=...]
+usage: python -m analysis +ablation=NAME [KEY=VALUE ...] [tracking=...]
 
 Redraws an ablation's figures and tables from its MLflow runs (nothing is trained) into
-outputs/NAME/<time>/. Exit status 2 if the experiment is missing.
+outputs/NAME/<time>/ and prints the end-of-sweep table: the runs of exactly the trials that
+python -m harness runs with the same overrides (sweeps such as seed=0,1 included, with or
+without -m; --config-dir and hydra.searchpath too). Exit status 2 if the command does not
+compose, or the experiment or its runs are missing.
 """
 
 REPORT_USAGE = """\
@@ -86,20 +92,41 @@ def suggest(value: str, allowed: Sequence[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def check_choices(args: Sequence[str], conf: Path = CONF) -> str | None:
-    """The first config-group choice among the command-line ``args`` that ``conf/`` lacks, as an
-    error message naming it, the closest option and the allowed ones; ``None`` if all exist.
+def config_dirs(args: Sequence[str]) -> list[Path] | None:
+    """``conf/`` and the config folders the command line adds (``--config-dir DIR``, ``-cd DIR``,
+    ``hydra.searchpath=[file:///DIR, ...]``), in which Hydra finds group options too; ``None``
+    if one of them is not a local folder (``pkg://``): only Hydra can list its options."""
+    dirs = [CONF]
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            dirs.append(Path(args[i + 1]))
+        elif arg.startswith("--config-dir="):
+            dirs.append(Path(arg.split("=", 1)[1]))
+        elif arg.startswith("hydra.searchpath="):
+            for entry in arg.split("=", 1)[1].strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if not entry.startswith("file://"):
+                    return None
+                dirs.append(Path(entry[len("file://"):]))
+    return dirs
+
+
+def check_choices(args: Sequence[str], conf: Path | Sequence[Path] = CONF) -> str | None:
+    """The first config-group choice among the command-line ``args`` that the config folders
+    ``conf`` lack, as an error message naming it, the closest option and the allowed ones;
+    ``None`` if all exist.
 
     Arguments that are not overrides (``--cfg``), or that do not parse, are left to Hydra.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    lines = [a for a in args if not a.startswith("-") and "=" in a]
+    confs = [conf] if isinstance(conf, Path) else list(conf)
+    lines = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra.")]
     try:
         parsed = OverridesParser.create().parse_overrides(lines)
     except Exception:  # noqa: BLE001 - Hydra reports its own grammar errors with their position
         return None
-    known = set(groups(conf))
+    known = {g for c in confs if c.is_dir() for g in groups(c)}
     for override in parsed:
         group = override.key_or_group
         if group not in known or override.is_delete() or override.is_sweep_override():
@@ -107,11 +134,80 @@ def check_choices(args: Sequence[str], conf: Path = CONF) -> str | None:
         value = override.value()
         if not isinstance(value, str):
             continue
-        allowed = options(group, conf)
+        allowed = sorted({o for c in confs for o in options(group, c)})
         if value not in allowed:
             return (f"{override.input_line}: no {group} {value!r}{suggest(value, allowed)} "
                     f"(allowed: {', '.join(allowed)})")
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def schema_fields(source: Path = Path(__file__).with_name("config.py")) -> dict[str, dict[str, str | None]]:
+    """The dataclass schemas of :mod:`harness.config`, read from its source (importing it would
+    import every model, i.e. torch): class name → {field name: the field's class if it is one of
+    these schemas (a nested node whose keys are checked too), else ``None`` (a leaf, or a node
+    of free keys such as ``task``, ``model`` or ``ablation.grid``)}."""
+    tree = ast.parse(source.read_text())
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)
+               and any(getattr(d, "id", None) == "dataclass" for d in n.decorator_list)]
+    names = {c.name for c in classes}
+    return {c.name: {f.target.id: (f.annotation.id if isinstance(f.annotation, ast.Name)
+                                   and f.annotation.id in names else None)
+                     for f in c.body if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)}
+            for c in classes}
+
+
+def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | None:
+    """The first override among ``args`` whose key is not a field of its schema-backed node
+    (``train.max_step``, also as ``+train.max_step``; ``seed``, ``train``, ``cluster``, …), as
+    an error naming the key, the closest field and the allowed ones; ``None`` if all exist.
+    Keys under ``task`` and ``model`` (typed by each family's own schema), config groups,
+    ``hydra.*`` and deletions (``~key``) are left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lines = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra.")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception:  # noqa: BLE001 - Hydra reports its own grammar errors with their position
+        return None
+    schemas = schema_fields()
+    known_groups = {g for c in conf if c.is_dir() for g in groups(c)}
+    for override in parsed:
+        key = override.key_or_group
+        if override.is_delete() or override.package or key in known_groups:
+            continue
+        node = "Config"
+        for i, part in enumerate(key.split(".")):
+            fields = schemas[node]
+            if part not in fields:
+                where = ".".join(key.split(".")[:i]) or "the top level"
+                hint = suggest(part, list(fields))
+                return (f"{override.input_line}: no key {part!r} in {where}{hint} "
+                        f"(allowed: {', '.join(fields)})")
+            node = fields[part]
+            if node is None:
+                break
+    return None
+
+
+def take_sweeps(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(argv, sweeps)``: Hydra's ``-m``/``--multirun`` and the command line's sweeps
+    (``seed=0,1,2``, :func:`harness.sweep.split_sweeps`) taken out of ``argv`` (``argv[0]`` is
+    the program). ``python -m harness`` runs the sweeps as axes of its own sweep and
+    ``python -m analysis`` analyses that sweep as one, instead of one Hydra job per value.
+    ``argv`` comes back unchanged with no sweeps for ``--help`` or an override that does not
+    parse (Hydra rejects it with its own text)."""
+    from hydra._internal.utils import get_args_parser
+
+    from harness.sweep import SweepError, split_sweeps
+
+    try:
+        args = get_args_parser().parse_args(list(argv[1:]))
+        sweeps = split_sweeps(args.overrides)[1]
+    except (SystemExit, SweepError):
+        return list(argv), []
+    rest = [a for a in argv[1:] if a not in sweeps and a not in ("-m", "--multirun")]
+    return [argv[0], *rest], sweeps
 
 
 def help_text(usage: str, conf: Path = CONF) -> str:
@@ -139,8 +235,8 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
     if "--help" in args or "-h" in args:
         print(help_text(usage), end="")
         sys.exit(0)
-    # options from another config folder (hydra.searchpath) are Hydra's to find and check
-    error = None if any(a.startswith("hydra.searchpath=") for a in args) else check_choices(args)
+    dirs = config_dirs(args)
+    error = None if dirs is None else check_choices(args, dirs) or check_keys(args, dirs)
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

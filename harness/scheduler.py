@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import socket
 import sys
@@ -227,6 +228,8 @@ class RayScheduler:
     def __enter__(self) -> "RayScheduler":
         import ray
 
+        # Ray's "token authentication is enabled/disabled" warning, printed on every ray.init
+        logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
         if self.cfg.scheduler is SchedulerKind.local:
             if os.environ.get("RAY_ADDRESS"):
                 print(f"cluster=local starts its own Ray instance; RAY_ADDRESS="

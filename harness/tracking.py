@@ -46,6 +46,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
 from harness.cli import ablation_question
+from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
 from harness.scheduler import Outcome
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
@@ -141,12 +142,6 @@ def describe(ablation: str) -> str:
     return f"**{ablation}**: trials run without an ablation (`python -m harness KEY=VALUE ...`)"
 
 
-def run_name(trial: Trial) -> str:
-    """A child run's name: variant, task, training-set size and seed (``softmax teacher
-    n_train=64 seed=0``); unique within a parent unless the grid varies another key."""
-    return f"{trial.variant} {trial.task} n_train={trial.config.task.n_train} seed={trial.config.seed}"
-
-
 def git_commit() -> str:
     """The harness checkout's commit (with ``+dirty`` if it has local changes), or ``unknown``."""
     repo = Path(__file__).resolve().parent.parent
@@ -238,6 +233,7 @@ class Tracker:
         self.client = open_client(store)
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
+        self.cli: list[str] = []  # the command line's overrides (start_parent)
 
     def experiment(self, name: str) -> str:
         """The id of experiment ``name``, created (with artifacts beside the store) if missing.
@@ -250,7 +246,8 @@ class Tracker:
             location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
             try:
                 return self.client.create_experiment(name, artifact_location=location, tags={
-                    EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name)})
+                    EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name),
+                    **dict([view_state_tag()])})
             except MlflowException:  # another driver created it first
                 found = self.client.get_experiment_by_name(name)
                 if found is None:
@@ -325,11 +322,12 @@ class Tracker:
     def start_parent(self, experiment_id: str, ablation: str, n_trials: int, n_skipped: int,
                      overrides: list[str]) -> str:
         """Open the invocation's parent run, named after the ablation and its start time
-        (``smoke 2025-06-01 14:03:07``), described by the ablation's question and holding this
+        (``06-01 14:03:07 smoke``, :func:`harness.naming.parent_name`), described by the ablation's question and holding this
         driver's lease; returns its id."""
         started = datetime.now().astimezone()
+        self.cli = overrides  # the children's names show the overrides off the grid
         run = self.client.create_run(
-            experiment_id, run_name=f"{ablation} {started:%Y-%m-%d %H:%M:%S}",
+            experiment_id, run_name=parent_name(ablation, started),
             start_time=int(started.timestamp() * 1000),
             tags={"ablation": ablation, "git_commit": self.commit, "role": "sweep",
                   MLFLOW_RUN_NOTE: describe(ablation),
@@ -370,7 +368,7 @@ class Tracker:
 
         ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
         """
-        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
+        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial, self.cli),
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
@@ -434,7 +432,7 @@ class Tracker:
     def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
         """Open a RUNNING child run for ``trial`` with its tags, params and ``config.yaml``
         unconditionally (no claim); returns its run id."""
-        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial),
+        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial, self.cli),
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:
@@ -470,8 +468,9 @@ class Tracker:
     def _log_result(self, run_id: str, result) -> None:
         ts = result.end_ms
         finite, nonfinite = split_finite(result.metrics)
-        metrics = [Metric(k, v, ts, 0) for k, v in finite.items()]
-        metrics.append(Metric("n_params", float(result.n_params), ts, 0))
+        last = int(result.curve[-1]["step"]) if result.curve else 0  # summaries at the last step,
+        metrics = [Metric(k, v, ts, last) for k, v in finite.items()]  # not a step-0 point on a curve
+        metrics.append(Metric("n_params", float(result.n_params), ts, last))
         live = self._live.pop(run_id, set())
         for point in result.curve:  # each point carries the time it was measured
             step, when = int(point["step"]), int(point.get("time_ms", ts))

@@ -130,7 +130,7 @@ def test_counts_show_failed_killed_and_diverged():
 def test_tables_sort_numerically_and_write(tmp_path):
     df = _runs(sizes=[1024, 64, 256, 8], c={"softmax": 1.0, "mlp": 2.0})
     table = tables.sample_efficiency_table(df)
-    errs = [c for c in table.columns if c.startswith("error_n") and not c.endswith(("_lo", "_hi"))]
+    errs = [c for c in table.columns if c.startswith("error_n") and not c.endswith(("_lo", "_hi", "_n"))]
     assert errs == ["error_n8", "error_n64", "error_n256", "error_n1024"]
     assert table.loc[table["variant"] == "softmax", "slope"].iloc[0] == pytest.approx(-0.5, abs=0.02)
     csv, md = tables.write_table(table, tmp_path / "se")

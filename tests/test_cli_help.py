@@ -66,3 +66,25 @@ def test_cuda_is_checked_where_trials_run(hydra_conf):
             SerialScheduler(ClusterConfig(scheduler=SchedulerKind.serial, device="cuda")).__enter__()
     with pytest.raises(ValueError, match="gpus_per_trial > 0"):
         RayScheduler(ClusterConfig(num_cpus=1, device="cuda")).__enter__()
+
+
+@pytest.mark.parametrize("arg", ["train.max_step=50", "+train.max_step=50"])
+def test_unknown_key_is_refused_before_heavy_imports_with_or_without_plus(tmp_path, arg):
+    """Hydra answered ``train.max_step=50`` after the imports with "use +train.max_step=50", and
+    the hinted ``+train.max_step=50`` ran with max_steps unchanged; both are refused up front."""
+    from harness.cli import check_keys
+
+    error = check_keys([arg])
+    assert error is not None and "did you mean max_steps?" in error
+    assert check_keys(["train.max_steps=50", "+ablation=smoke", "model.sigma=relu", "task.n_train=8",
+                       "seed=1", "ablation.grid.seed=range(2)", "cluster.num_cpus=2", "~seed"]) is None
+    assert "did you mean seed?" in check_keys(["sed=1"])
+    proc = _run(["harness", arg], tmp_path)
+    assert proc.returncode == 2 and "did you mean max_steps?" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    probe = ("import sys; from harness.cli import precheck, HARNESS_USAGE\n"
+             f"try:\n    precheck(HARNESS_USAGE, [{arg!r}])\nexcept SystemExit as e:\n    print(e.code)\n"
+             "print(sorted(m for m in ('torch', 'ray', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["2", "[]"], out.stdout + out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -66,14 +66,18 @@ def test_runs_are_named_and_described(smoke_store):
     assert question in experiment.tags["mlflow.note.content"]
     runs = client.search_runs([experiment.experiment_id], max_results=100)
     parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
-    assert re.fullmatch(r"smoke \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", parent.info.run_name)
+    assert re.fullmatch(r"\d\d-\d\d \d\d:\d\d:\d\d smoke", parent.info.run_name)  # the time first
     assert question in parent.data.tags["mlflow.note.content"]
     names = {r.info.run_name for r in runs if r is not parent}
-    assert names == {f"{v} teacher n_train={n} seed={s}" for v in ("softmax", "relu_attention", "mlp")
+    off_grid = "max_steps=30 eval_every=15 n_val=32 n_test=64"  # FAST: the overrides off the grid
+    assert names == {f"{v} n_train={n} seed={s} {off_grid}" for v in ("softmax", "relu_attention", "mlp")
                      for n in (64, 256, 1024) for s in (0, 1)}
     child = next(r for r in runs if r is not parent)
     steps = [m.step for m in client.get_metric_history(child.info.run_id, "val/loss")]
     assert steps == [15, 30]  # each point logged once, live or at the end
+    # the final summaries at the last step: no step-0 point that starts a chart with a drop
+    for key in ("val/best_error", "test/rel_mse", "n_params"):
+        assert {m.step for m in client.get_metric_history(child.info.run_id, key)} <= {15, 30}, key
 
 
 def _free_port() -> int:
@@ -225,8 +229,14 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
     children = {r.info.run_name for r in runs if r is not parent}
     assert len(children) == 18
 
-    # the link the README and the sweep's last line give
-    chromium.open(f"{mlflow_ui}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
+    # the link the README and the sweep's last line give (analysis.summary.ui_link)
+    from analysis.summary import ui_link
+    from harness.store import Store
+
+    link = ui_link(Store(f"sqlite:///{smoke_store / 'mlflow.db'}", "x"), experiment.experiment_id)
+    page = link.split("5000/", 1)[1]
+    assert page.startswith(f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning")
+    chromium.open(f"{mlflow_ui}/{page}")
     loaded = chromium.wait_for("document.body.innerText.includes('19 matching runs') && "
                                f"document.body.innerText.includes({json.dumps(parent.info.run_name)})")
     if not loaded:
@@ -236,6 +246,8 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
     text = chromium.js("document.body.innerText")
     assert parent.info.run_name in text
     assert "does attention learn an attention teacher" in text  # the ablation's question
+    # the saved view's columns: the headline metric and the key params (harness.naming.COLUMNS)
+    assert all(col in text for col in ("test/rel_mse", "task.n_train", "seed", "train.lr")), text[:2000]
     expanded = chromium.js(f"""(() => {{
         const name = Array.from(document.querySelectorAll('a'))
             .find(a => a.innerText === {json.dumps(parent.info.run_name)});
@@ -245,7 +257,7 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
     assert expanded, "no expander on the parent run's row"
     shown = chromium.wait_for("""(() => {
         const names = Array.from(document.querySelectorAll('a')).map(a => a.innerText)
-            .filter(t => / n_train=\\d+ seed=\\d+$/.test(t));
+            .filter(t => / n_train=\\d+ seed=\\d+ /.test(t));
         return names.length >= 18 ? names : null; })()""", timeout_s=60)
     chromium.screenshot(tmp_path / "mlflow_training_runs.png")
     assert shown is not None and set(shown) == children

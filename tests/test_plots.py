@@ -42,7 +42,7 @@ def test_natural_order_of_arms_sizes_and_legend(tmp_path, grids):
     assert curves.ordered(df["arm"]) == K_ORDER  # text order would be k=16, k=2, k=32, ...
     plots.sample_efficiency(df, tmp_path / "se", ablation="knowledge_size", scale="smoke")
     g = grids[0]
-    assert [t.split(" (")[0] for t in _legend(g)] == K_ORDER
+    assert [t.split(" (")[0] for t in _legend(g)] == [*K_ORDER, "uniform mixing predictor", "zero predictor"]
     ax = g.axes.flat[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "64", "128"]
     assert list(ax.get_xticks()) == [8, 16, 64, 128]
@@ -56,14 +56,19 @@ def test_reference_lines_and_counts(tmp_path, grids):
     ax = grids[0].axes.flat[0]
     levels = {round(line.get_ydata()[0], 6) for line in ax.lines if len(set(line.get_ydata())) == 1}
     assert {0.7, 1.0} <= levels  # uniform mixing and zero predictor
-    texts = [t.get_text() for t in ax.texts]
-    assert any("uniform mixing" in t for t in texts) and any("zero predictor" in t for t in texts)
+    # named in the legend, not by texts in the panel (two close lines' labels overlapped)
+    assert not ax.texts
+    names = _legend(grids[0])
+    assert "uniform mixing predictor" in names and "zero predictor (rel. MSE = 1)" in names
+    assert ax.get_ylabel() == "test relative MSE"
     assert "1 failed" in ax.get_title() and "1 diverged" in ax.get_title()
     assert ax.get_yscale() == "log"
 
 
 def test_single_size_is_points_on_a_categorical_axis(tmp_path, grids):
     df = S.knowledge_size(sizes=(256,), ks=(2, 8), seeds=range(3))
+    other = df["arm"] == "softmax_free[k=8]"  # two presets: no one model factor to put on x
+    df.loc[other, ["arm", "variant"]] = "mlp"
     plots.sample_efficiency(df, tmp_path / "se")
     ax = grids[0].axes.flat[0]
     assert ax.get_xscale() == "linear"
@@ -200,3 +205,44 @@ def test_write_all_writes_the_formats_asked_for(tmp_path):
     figures = [p for p in paths if p.suffix in (".png", ".pdf")]
     assert figures and {p.suffix for p in figures} == {".png"}
     assert list(tmp_path.glob("*.pdf")) == [] and all(p.exists() for p in figures)
+
+
+def test_two_seeds_show_their_range_labelled_as_such(tmp_path, grids):
+    """With 2 seeds the "95% bootstrap" band was the min–max; now it is drawn and named as the
+    range, with n; 3 seeds get the bootstrap band, with n."""
+    df = S.knowledge_size(seeds=range(2), ks=(2, 8), noise=0.5)
+    plots.sample_efficiency(df, tmp_path / "se")
+    caption = " ".join(t.get_text() for t in grids[0].figure.texts)
+    assert "range (min–max) of the seeds, n=2" in caption and "bootstrap" not in caption
+    ok = curves.usable(df[(df["arm"] == "softmax_free[k=2]") & (df["task.n_train"] == 8)])
+    band = grids[0].axes.flat[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(ok["error"].max()) or band.min() == pytest.approx(ok["error"].min())
+    plots.sample_efficiency(S.knowledge_size(seeds=range(3), ks=(2,)), tmp_path / "se3")
+    caption = " ".join(t.get_text() for t in grids[1].figure.texts)
+    assert "bootstrap" in caption and "n=3" in caption
+
+
+def test_a_swept_model_value_at_one_size_goes_on_the_x_axis(tmp_path, grids):
+    """knowledge_size plotted error against its one n_train (one tick) with k as colours; the
+    question is error against k."""
+    df = S.knowledge_size(sizes=(256,), seeds=range(3))
+    plots.sample_efficiency(df, tmp_path / "se", ablation="knowledge_size")
+    g = grids[0]
+    ax = g.axes.flat[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4", "8", "16", "32"]
+    assert ax.get_xlabel().startswith("k ") and "against k" in g.figure._suptitle.get_text()
+    assert _legend(g)[0] == "softmax_free (n_train = 256)"
+
+
+def test_a_panel_of_the_same_runs_as_another_is_drawn_once(tmp_path, grids):
+    """sigma_vs_softmax's nearest and nearest_length panels showed the same runs; and a swept
+    σ (categorical) goes on the x axis."""
+    df = S.knowledge_size(sizes=(256,), ks=(2, 8), seeds=range(3))
+    df["arm"] = df["arm"].str.replace("k=2", "sigma=relu").str.replace("k=8", "sigma=softmax")
+    twin = df.assign(task="teacher_twin", run_id=df["run_id"] + "-twin")
+    plots.sample_efficiency(pd.concat([df, twin], ignore_index=True), tmp_path / "se")
+    g = grids[0]
+    assert list(g.axes_dict) == ["teacher"]
+    assert "teacher_twin: the same runs as teacher" in " ".join(t.get_text() for t in g.figure.texts).replace("\n", " ")
+    ax = g.axes.flat[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["relu", "softmax"]

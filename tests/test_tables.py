@@ -4,6 +4,8 @@ counts of runs left out, and the written CSV/Markdown."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,17 +19,36 @@ K_ORDER = [f"softmax_free[k={k}]" for k in (2, 4, 8, 16, 32)]
 def test_rows_and_size_columns_in_numeric_order():
     table = tables.sample_efficiency_table(S.knowledge_size(seeds=range(3)))
     assert table["arm"].tolist() == K_ORDER
-    errs = [c for c in table.columns if c.startswith("error_n") and not c.endswith(("_lo", "_hi"))]
+    errs = [c for c in table.columns if c.startswith("error_n") and not c.endswith(("_lo", "_hi", "_n"))]
     assert errs == ["error_n8", "error_n16", "error_n64", "error_n128"]
 
 
-def test_error_intervals_are_student_t_over_seeds():
+def test_error_intervals_are_student_t_of_log_error_over_seeds():
+    """An error is non-negative and spreads over decades: its interval is a t-interval of log
+    error (geometric mean), so it never reaches below 0 (the plain t-interval of 2 seeds read
+    ``0.00158 [-0.00314, 0.00631]``)."""
     df = S.knowledge_size(seeds=range(5), noise=0.2)
     table = tables.sample_efficiency_table(df).set_index("arm")
     values = df[(df["arm"] == "softmax_free[k=4]") & (df["task.n_train"] == 16)]["error"]
-    mean, lo, hi = stats.t_interval(values)
+    mean, lo, hi = np.exp(stats.t_interval(np.log(values)))
     row = table.loc["softmax_free[k=4]"]
-    assert row[["error_n16", "error_n16_lo", "error_n16_hi"]].tolist() == pytest.approx([mean, lo, hi])
+    assert row[["error_n16", "error_n16_lo", "error_n16_hi", "error_n16_n"]].tolist() == pytest.approx(
+        [mean, lo, hi, 5])
+    assert (table.filter(regex=r"^error_n\d+_lo$") > 0).all().all()
+
+
+def test_two_seeds_give_no_interval_and_say_n_2(tmp_path):
+    df = S.knowledge_size(seeds=range(2), ks=(2, 4), noise=0.5)
+    table = tables.sample_efficiency_table(df)
+    bounds = table.filter(regex=r"_(lo|hi)$")
+    assert bounds.isna().all().all()  # error, auc, slope and samples-to-target: none from 2 seeds
+    assert (table["error_n8_n"] == 2).all() and table["error_n8"].notna().all()
+    md = tables.write_table(table, tmp_path / "se", caption=tables.SAMPLE_EFFICIENCY_CAPTION)[1]
+    text = md.read_text()
+    assert text.count("(n=2, no interval)") >= 2 * 4 and not re.search(r"\[[-\d.e]+, ", text)
+    assert "geometric mean" in text and "fewer than 3" in text
+    three = tables.for_markdown(tables.sample_efficiency_table(S.knowledge_size(seeds=range(3))))
+    assert three["error_n8"].str.endswith("n=3").all() and three["error_n8"].str.contains(r"\[").all()
 
 
 def test_area_and_slope_of_a_known_curve():

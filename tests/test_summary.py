@@ -1,0 +1,118 @@
+"""The end-of-sweep summary is the analysis's own (:mod:`analysis.summary`): the same table as
+``python -m analysis`` with the same overrides, on the same runs; ``python -m analysis`` takes the
+sweeps and the search path ``python -m harness`` takes."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+# the README's example in small: a longer run, then the same sweep at another step budget in the
+# same store; 3 steps with eval_every=5 is one evaluation, so val/best_error_at_80/90 are NaN
+SWEEP = ["+ablation=smoke", "model=softmax,mlp", "task.n_train=64", "seed=0", "train.eval_every=5",
+         "cluster=serial"]
+TABLE_HEAD = re.compile(r"^ *task +arm +metric .*$", re.MULTILINE)
+
+
+def _table(stdout: str) -> str:
+    """The printed summary table: its header line and the rows below it up to the next line
+    that is not a row (a path, ``plot:``)."""
+    head = TABLE_HEAD.search(stdout)
+    assert head, stdout[-3000:]
+    lines = [head.group(0)]
+    for line in stdout[head.end() + 1:].splitlines():
+        if line.startswith(("plot:", "records:", "/", "browse:")) or not line.strip():
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def test_undefined_budget_summary_is_no_divergence():
+    """A run whose only non-finite values are undefined budget summaries (``nonfinite`` tag, one
+    evaluation) is used, not counted as diverged (the old table read every ``nonfinite`` as
+    divergence: ``mean NaN, count 0, diverged 1``)."""
+    from analysis.summary import summary_table
+
+    rows = [dict(run_id=str(s), trial_id=str(s), status="FINISHED", task="teacher", variant="mlp",
+                 seed=s, **{"task.n_train": 64, "train.lr": 0.01, "test/rel_mse": 0.2 + s,
+                            "val/best_error": 0.3, "val/best_error_at_80": float("nan")},
+                 diverged="false", nonfinite=True) for s in (0, 1)]
+    table = summary_table(pd.DataFrame(rows)).iloc[0]
+    assert table["used"] == 2 and table["diverged"] == 0
+    assert table["error_n64"] == pytest.approx((0.2 * 1.2) ** 0.5)  # geometric mean over seeds
+    assert table["error_n64_n"] == 2 and pd.isna(table["error_n64_lo"])  # 2 seeds: no interval
+    assert table["metric"] == "test relative MSE"
+
+
+def test_summary_counts_diverged_runs_and_never_averages_them_in():
+    """Moved from the old ``harness.report.sweep_table`` test: a run with another learning rate
+    is never pooled in silently (the lr is chosen on validation), a diverged run is counted, not
+    averaged."""
+    from analysis.summary import summary_table
+
+    rows = [dict(run_id=str(i), trial_id=str(i), status="FINISHED", task="teacher", variant="mlp",
+                 seed=s, **{"task.n_train": 64, "train.lr": lr, "test/rel_mse": err,
+                            "val/best_error": val}, diverged=div)
+            for i, (s, lr, err, val, div) in enumerate([
+                (0, 0.01, 0.2, 0.2, "false"), (1, 0.01, 0.4, 0.4, "false"),
+                (0, 1e6, 1e30, 1e30, "true"), (1, 1e6, 0.1, 5.0, "false")])]
+    table = summary_table(pd.DataFrame(rows)).iloc[0]
+    assert table["lr"] == 0.01 and table["error_n64"] == pytest.approx((0.2 * 0.4) ** 0.5)
+    assert table["used"] == 2 and table["diverged"] == 0  # counted at the chosen lr
+
+
+@pytest.mark.slow
+def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, run_cli):
+    longer = run_cli(["harness", *SWEEP, "train.max_steps=20"], tmp_path)
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    short = run_cli(["harness", *SWEEP, "train.max_steps=3"], tmp_path)
+    assert short.returncode == 0, short.stderr[-3000:]
+    assert "2 finished now, 0 failed, 0 diverged" in short.stdout
+    summary = _table(short.stdout)
+    rows = summary.splitlines()[1:]
+    assert len(rows) == 2 and all(re.search(r"\s0$", row) for row in rows), summary  # diverged 0
+    assert "test relative MSE" in summary and "max_steps" not in summary  # the 20-step runs are not in
+    analysis = run_cli(["analysis", *SWEEP, "train.max_steps=3"], tmp_path)
+    assert analysis.returncode == 0, analysis.stderr[-3000:]
+    assert "2 trial runs" in analysis.stdout
+    assert _table(analysis.stdout) == summary
+    assert "matplotlib.category" not in short.stdout + short.stderr + analysis.stderr
+
+    # the two budgets as one sweep (with and without -m): one analysis, split by max_steps
+    for multirun in ([], ["-m"]):
+        both = run_cli(["analysis", *multirun, *SWEEP, "train.max_steps=3,20"], tmp_path)
+        assert both.returncode == 0, both.stderr[-3000:]
+        assert "4 trial runs" in both.stdout and both.stdout.count("sample_efficiency.png") == 1
+        table = _table(both.stdout)
+        assert len(table.splitlines()) == 5 and "max_steps=3" in table and "max_steps=20" in table
+
+
+@pytest.mark.slow
+def test_analysis_finds_ablations_on_the_search_path_and_refuses_what_does_not_compose(tmp_path, run_cli):
+    from harness.tracking import Store, open_client
+
+    open_client(Store(f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlartifacts")))  # an empty store
+    conf = tmp_path / "myconf"
+    (conf / "ablation").mkdir(parents=True)
+    (conf / "ablation" / "mine.yaml").write_text(
+        "# @package _global_\nablation:\n  name: mine\n  grid:\n    seed: range(2)\n")
+    for where in (["--config-dir", str(conf)], [f"hydra.searchpath=[file://{conf}]"]):
+        proc = run_cli(["analysis", *where, "+ablation=mine"], tmp_path)
+        # composed: the ablation was found, and has no runs yet
+        assert proc.returncode == 2 and "no MLflow experiment 'mine'" in proc.stderr, proc.stderr[-2000:]
+    bad = run_cli(["analysis", "+ablation=smoke", "task.n_train=many"], tmp_path)
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_an_ordinary_run_prints_no_ray_token_line_and_no_matplotlib_info(tmp_path, run_cli):
+    """One trial on an embedded Ray instance: Ray's token-authentication warning and
+    matplotlib.category's INFO lines (a one-point panel's categorical x) were printed on every run."""
+    proc = run_cli(["harness", "task.n_train=16", "train.max_steps=3", "cluster.num_cpus=1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "Token authentication" not in out and "token-auth" not in out, out[-3000:]
+    assert "matplotlib" not in out and "plot: " in proc.stdout
