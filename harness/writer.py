@@ -19,6 +19,7 @@ Live learning-curve points are buffered and written together every ``progress_ev
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from concurrent.futures import Future
 import sys
@@ -28,12 +29,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from harness.scheduler import Outcome
-from harness.sweep import Trial
-
-
-class TrackingError(RuntimeError):
-    """Writes to the tracking store failed (raised by :meth:`TrackingWriter.close`)."""
+from harness.records import Outcome, TrackingError, Trial
 
 
 @dataclass
@@ -67,6 +63,7 @@ class TrackingWriter:
         self.tracker = tracker
         self.errors: list[str] = []
         self.writes = 0
+        self.lost: Optional[str] = None  # set once the tracker refused a record: the lease is lost
         self.progress_every_s = progress_every_s
         self._points: dict[Any, tuple[Any, list[dict]]] = {}  # run key → (run, buffered points)
         self._points_since = time.monotonic()
@@ -134,7 +131,9 @@ class TrackingWriter:
     def finish_trial(self, handle: RunHandle | str, outcome: Outcome, supersede: list[str] = ()) -> Future:
         """Queue recording ``outcome`` in its run (a handle, or a claimed run id) and closing it
         (FINISHED or FAILED). Returns a future of the tracker's answer (False: the run was closed
-        as stale by another invocation and nothing was recorded; None if the write failed)."""
+        as stale by another invocation and nothing was recorded, and :attr:`lost` is set; None
+        if the write failed, and then the run is closed FAILED where the store still allows it,
+        so that the next invocation reruns the trial)."""
         answer: Future = Future()
         if getattr(outcome, "result", None) is not None:  # its curve has every point: logged there
             self._points.pop(_key(handle), None)
@@ -142,14 +141,20 @@ class TrackingWriter:
             self._write_points([_key(handle)])
 
         def finish() -> None:
+            run_id = handle.run_id if isinstance(handle, RunHandle) else handle
             try:
-                run_id = handle.run_id if isinstance(handle, RunHandle) else handle
                 if run_id is None:
                     raise TrackingError("its run was never opened (an earlier write failed)")
-                answer.set_result(self.tracker.finish_trial(run_id, outcome, supersede))
+                recorded = self.tracker.finish_trial(run_id, outcome, supersede)
             except BaseException:
                 answer.set_result(None)
+                if run_id is not None:  # not recorded: FAILED where the store still allows it
+                    with contextlib.suppress(Exception):
+                        self.tracker.end_run(run_id, "FAILED")
                 raise
+            if recorded is False and self.lost is None:
+                self.lost = f"the run of trial {getattr(handle, 'trial_id', run_id)} was closed by another invocation"
+            answer.set_result(recorded)
 
         self._put(f"record trial {getattr(handle, 'trial_id', handle)}", finish)
         return answer

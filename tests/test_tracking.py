@@ -12,7 +12,8 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_runs
 from analysis.plots import sample_efficiency
 from harness.config import TrackingConfig, TrackingKind
-from harness.scheduler import Outcome, SerialScheduler
+from harness.records import Outcome
+from harness.scheduler import SerialScheduler
 from harness.sweep import compose_trial
 from harness.store import resolve_store
 from harness.tracking import Tracker
@@ -120,7 +121,9 @@ def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", 2, 0, [])
     run_id = tracker.log_trial(experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
-    old = tracker.log_trial(experiment, parent, "unit", outcome)
+    # another trial id: the loader keeps one FINISHED run per trial (harness/leases.py)
+    other = dataclasses.replace(outcome, trial=dataclasses.replace(trial, trial_id="0" * 16))
+    old = tracker.log_trial(experiment, parent, "unit", other)
     client = MlflowClient(tracker.store.uri)
     later = result.end_ms + 1000  # an older harness stored inf, which MLflow made 1.797e308
     client.log_batch(old, metrics=[Metric("test/rel_mse", float("inf"), later, 1)])
