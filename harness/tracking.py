@@ -326,13 +326,6 @@ class Tracker:
         config = yaml.safe_dump(to_plain(trial.config), sort_keys=False, allow_unicode=True)
         self.client.log_text(run_id, config, "config.yaml")
 
-    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
-        """Open a RUNNING child run for ``trial`` with its tags, params and ``config.yaml``
-        unconditionally (no claim); returns its run id."""
-        run_id = self.client.create_run(experiment_id, tags=self._trial_tags(parent_id, ablation, trial)).info.run_id
-        self._log_config(run_id, trial)
-        return run_id
-
     def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> bool:
         """Record an outcome in its run and close it FINISHED or FAILED; returns False (and
         records nothing) if this driver lost its lease: the run was meanwhile closed as stale by
@@ -387,12 +380,6 @@ class Tracker:
             path = Path(tmp) / "model_state.pt"
             torch.save(result.state_dict, path)
             self.client.log_artifact(run_id, str(path))
-
-    def log_trial(self, experiment_id: str, parent_id: str, ablation: str, outcome: Outcome) -> str:
-        """Open and close a child run for an outcome in one go; returns its run id."""
-        run_id = self.start_trial(experiment_id, parent_id, ablation, outcome.trial)
-        self.finish_trial(run_id, outcome)
-        return run_id
 
     def log_artifact(self, run_id: str, path: Path) -> None:
         """Attach a file (a plot, a table) to a run."""

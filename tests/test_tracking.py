@@ -17,6 +17,7 @@ from harness.scheduler import SerialScheduler
 from harness.sweep import compose_trial
 from harness.store import resolve_store
 from harness.tracking import Tracker
+from tests.recording import log_trial
 
 FAST = ["train.max_steps=30", "train.eval_every=10", "task.n_train=32", "task.n_val=32",
         "task.n_test=64", "cluster=serial"]
@@ -41,7 +42,7 @@ def test_trial_recorded_in_mlflow_and_read_back_typed(hydra_conf, tmp_path):
     assert all(o.error is None for o in outcomes)
     failed = Outcome(trials[0], None, "Traceback ...\nRuntimeError: boom", "here")
     for outcome in [*outcomes, failed]:
-        tracker.log_trial(experiment, parent, "unit", outcome)
+        log_trial(tracker, experiment, parent, "unit", outcome)
     tracker.end_run(parent)
 
     df = load_runs("unit", store.uri)
@@ -120,10 +121,10 @@ def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
     tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", 2, 0, [])
-    run_id = tracker.log_trial(experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
+    run_id = log_trial(tracker, experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
     # another trial id: the loader keeps one FINISHED run per trial (harness/leases.py)
     other = dataclasses.replace(outcome, trial=dataclasses.replace(trial, trial_id="0" * 16))
-    old = tracker.log_trial(experiment, parent, "unit", other)
+    old = log_trial(tracker, experiment, parent, "unit", other)
     client = MlflowClient(tracker.store.uri)
     later = result.end_ms + 1000  # an older harness stored inf, which MLflow made 1.797e308
     client.log_batch(old, metrics=[Metric("test/rel_mse", float("inf"), later, 1)])
