@@ -79,6 +79,8 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
+        if not summary.parent_id:  # nothing ran (a no-op resume): no run written, no new figure
+            return
         summarise(name, store, Tracker(store), summary.parent_id,
                   out_dir / name if len(ablations) > 1 else out_dir)
 

@@ -74,8 +74,27 @@ class Sweep:
             check_store(self.store)
             check_experiments(self.store, [name for name, _ in self.ablations])
 
-    def _scheduler(self, stack: contextlib.ExitStack) -> Scheduler:
-        """The entered scheduler: Ray starts once, its own SIGTERM handlers noting the signal."""
+    def _all_finished(self, tracker: Tracker) -> bool:
+        """Whether every trial already has a FINISHED run (and no ``force``): a no-op resume,
+        which starts no scheduler (no Ray) and writes no run."""
+        if self.force:
+            return False
+        for name, trials in self.ablations:
+            found = tracker.client.get_experiment_by_name(name)
+            if found is None:
+                if trials:
+                    return False
+                continue
+            done = tracker.finished_trials(found.experiment_id)
+            if any(t.trial_id not in done for t in trials):
+                return False
+        return True
+
+    def _scheduler(self, stack: contextlib.ExitStack, tracker: Tracker) -> Scheduler:
+        """The entered scheduler: Ray starts once, its own SIGTERM handlers noting the signal;
+        none for a no-op resume (:meth:`_all_finished`)."""
+        if self._all_finished(tracker):
+            return _NoTrials()
         scheduler = make_scheduler(self.cluster, should_stop=self.should_stop)
         noting = (contextlib.nullcontext() if self.cluster.scheduler is SchedulerKind.serial
                   else signals.noting_ray_handlers(self.stop))
@@ -98,10 +117,11 @@ class Sweep:
         previous = signals.install(self.stop)  # SIGINT and SIGTERM (Slurm, Kubernetes)
         try:
             with contextlib.ExitStack() as stack:
-                scheduler = self._scheduler(stack)
+                tracker = Tracker(self.store, self.lease_s)
+                scheduler = self._scheduler(stack, tracker)
                 signals.install(self.stop)  # again: ray.init installed its own SIGTERM handler
                 self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
-                summaries = run_sweeps(self.ablations, scheduler, Tracker(self.store, self.lease_s),
+                summaries = run_sweeps(self.ablations, scheduler, tracker,
                                        self.cli, force=self.force, on_done=self._done(after),
                                        should_stop=self.should_stop)
             sys.stdout.flush()
@@ -161,6 +181,14 @@ class Sweep:
         except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
             return _error(err, 2)
         return 1 if any_failed else 0
+
+
+class _NoTrials:
+    """The scheduler of a sweep with nothing to run."""
+
+    def run(self, trials, on_start=None, on_progress=None):
+        assert not trials, "a no-op sweep was given trials to run"
+        return iter(())
 
 
 def _error(err: Exception, status: int) -> int:

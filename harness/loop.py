@@ -123,8 +123,12 @@ class Queue:
                 self.queue.append(trial)
 
     def open(self) -> None:
-        """Open each ablation's parent run and start its heartbeat (the lease)."""
+        """Open the parent run of each ablation with trials to run and start its heartbeat (the
+        lease); an ablation whose trials all finished before writes no run (its summary's
+        ``parent_id`` stays empty)."""
         for sweep in self.ablations:
+            if not sweep.todo:
+                continue
             summary = sweep.summary
             summary.parent_id = self.tracker.start_parent(summary.experiment_id, summary.ablation,
                                                           len(sweep.todo), summary.n_skipped, self.cli)
@@ -178,11 +182,12 @@ class Queue:
         failed; left as it is if another invocation closed it) and report it (``on_done``)."""
         self.writer.flush()  # its trials' records are written: their answers are known
         _tally(sweep)
-        status = "FAILED" if sweep.summary.n_unrecorded else "FINISHED"
-        self.writer.end_run(sweep.summary.parent_id, status)
-        self.writer.flush()  # while the heartbeat still holds the lease
-        sweep.heartbeat.__exit__(None, None, None)
-        self.open_parents.remove(sweep)
+        if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
+            status = "FAILED" if sweep.summary.n_unrecorded else "FINISHED"
+            self.writer.end_run(sweep.summary.parent_id, status)
+            self.writer.flush()  # while the heartbeat still holds the lease
+            sweep.heartbeat.__exit__(None, None, None)
+            self.open_parents.remove(sweep)
         if self.on_done is not None:
             with tqdm.external_write_mode():  # the progress bar is still open: print below it
                 self.on_done(sweep.summary.ablation, sweep.summary)
