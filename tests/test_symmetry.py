@@ -3,8 +3,6 @@ and the C6 enumeration of finite-information monomials (paper.md §7, §13)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -23,16 +21,12 @@ def gen(seed: int = 0) -> torch.Generator:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("preset", PRESETS)
 def test_measure_any_model_is_cheap(preset, dtype):
-    """The trial-end call: a batch of 64 at d=16, n=8, well under a second, model unchanged."""
+    """The trial-end call on a batch of 64 at d=16, n=8 leaves the model unchanged; what it costs
+    (well under a second) is measured by ``python -m benchmarks.symmetry_cost``, not here."""
     model = build_model(preset_config(preset), 16, 8, gen(0)).to(dtype)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     x = torch.randn(64, 8, 16, generator=gen(1)).to(dtype)
-    seconds = []
-    for _ in range(3):  # best of three: a shared CI machine has noisy single timings
-        start = time.perf_counter()
-        errs = measure(model, x, gen(2))
-        seconds.append(time.perf_counter() - start)
-    assert min(seconds) < 1.0
+    errs = measure(model, x, gen(2))
     assert set(errs) <= set(KEYS) and set(KEYS[:3]) <= set(errs)
     assert all(isinstance(v, float) and v == v for v in errs.values())
     tol = 1e-4 if dtype is torch.float32 else 1e-10
