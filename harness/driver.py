@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 from harness import signals
 from harness.config import ClusterConfig, SchedulerKind

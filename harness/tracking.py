@@ -18,7 +18,6 @@ import hashlib
 import math
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime
