@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -47,6 +48,34 @@ def _nonfinite_as_nan(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return df
 
 
+def _one_finished_per_trial(raw: pd.DataFrame, parent_of: dict, client, ablation: str) -> pd.DataFrame:
+    """``raw`` (MLflow's ``search_runs`` frame) with one FINISHED run per trial id: where a trial
+    has several (a driver that lost its lease recorded it anyway: the lease check is
+    check-then-act, harness/leases.py), the run whose parent was not closed by another
+    invocation is kept, else the earliest to end (then the smallest run id); each run left out is
+    named on stderr, so a duplicate is never pooled as another seed."""
+    finished = raw[raw["status"] == "FINISHED"]
+    counts = finished["tags.trial_id"].value_counts()
+    doubled = counts[counts > 1].index
+    if len(doubled) == 0:
+        return raw
+    closed: dict[str, bool] = {}  # parent run id → closed by another invocation (lease expired)
+    for parent in {parent_of.get(r) for r in finished["run_id"]} - {None}:
+        if isinstance(parent, str):
+            closed[parent] = "closed_by" in client.get_run(parent).data.tags
+    drop = []
+    for trial in doubled:
+        runs = finished[finished["tags.trial_id"] == trial]
+        order = sorted(runs.itertuples(), key=lambda r: (closed.get(parent_of.get(r.run_id), False),
+                                                         r.end_time, r.run_id))
+        kept, left_out = order[0].run_id, [r.run_id for r in order[1:]]
+        drop += left_out
+        print(f"warning: {ablation}: trial {trial} has {len(order)} FINISHED runs; kept run {kept}, "
+              f"left out {', '.join(left_out)} (a driver recorded it after losing its lease)",
+              file=sys.stderr)
+    return raw[~raw["run_id"].isin(drop)]
+
+
 def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> pd.DataFrame:
     """Every trial (child) run of experiment ``ablation`` as one row.
 
@@ -54,7 +83,9 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     ``node``, ``diverged``, every config param by its dotted name (``task.n_train``, ``seed``,
     ``model.sigma``; numbers typed as numbers) and every metric by its name (``test/rel_mse``).
     A metric that was inf or NaN (named in the run's ``nonfinite`` tag, or stored as ±1.797e308
-    by an older harness) is NaN here, and the boolean column ``nonfinite`` marks its run.
+    by an older harness) is NaN here, and the boolean column ``nonfinite`` marks its run. A trial
+    id never has two FINISHED rows: a duplicate is left out and named on stderr
+    (:func:`_one_finished_per_trial`).
 
     Args:
         ablation: the experiment name (= ``ablation.name``).
@@ -88,6 +119,8 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
                 renamed[col] = col[len(prefix):]
     if "tags.error" in renamed:  # a failed run's message; ``error`` is the test error metric
         renamed["tags.error"] = "error_message"
+    parent_of = dict(zip(raw["run_id"], raw.get("tags.mlflow.parentRunId", pd.Series(index=raw.index))))
+    raw = _one_finished_per_trial(raw, parent_of, client, ablation)
     df = raw[["run_id", "status", "start_time", "end_time", *renamed]].rename(columns=renamed)
     df = df.loc[:, ~df.columns.duplicated()]
     keep = [c for c in df.columns if not c.startswith("mlflow.")]

@@ -62,10 +62,12 @@ def store_name(uri: str) -> str:
 
 
 # ----------------------------------------------------------------------------- running
-def _compose_suite(suite: str, cli: list[str]) -> list[tuple[str, DictConfig]]:
+def _compose_suite(suite: str, cli: list[str]) -> tuple[DictConfig, dict[str, DictConfig]]:
+    """The suite's composed config and each of its ablations' (name → config; the report reads
+    their questions and parts). Their trials are :func:`harness.sweep.expand_suite`'s."""
     cfg = compose(config_name="config", overrides=[f"+ablation={suite}", *cli])
     names = list(cfg.ablation.suite) or [cfg.ablation.name]
-    return [(n, compose(config_name="config", overrides=[f"+ablation={n}", *cli])) for n in names]
+    return cfg, {n: compose(config_name="config", overrides=[f"+ablation={n}", *cli]) for n in names}
 
 
 def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: list[str]) -> list:
@@ -91,28 +93,16 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
 def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
     """Run the suite's trials (``ablations``: name → its expanded trials; or a round of reruns)
     in this process as ``python -m harness +ablation=<report.suite>`` runs them
-    (:func:`harness.driver.run_suite`: one queue on one Ray instance, finished trials skipped),
+    (:meth:`harness.driver.Sweep.main`: checks, one queue on one Ray instance, finished trials
+    skipped, the exit status),
     without its end-of-sweep figures. Bad input exits 2 before any trial starts and an interrupt
     exits 130; failed or unrecorded trials are named on stderr and the report goes on (it
     counts them)."""
-    from harness.driver import run_suite as run_composed
-    from harness.store import check_store
-    from harness.tracking import check_experiments
-    from harness.validate import check_cluster, preflight
-    from harness.writer import TrackingError
+    from harness.driver import Sweep
 
-    cluster = OmegaConf.to_object(cfg.cluster)
-    try:
-        preflight([t for trials in ablations.values() for t in trials], cluster.device, cluster.pack_size)
-        check_cluster(cluster)
-        check_store(store)
-        check_experiments(store, list(ablations))
-        run_composed(list(ablations.items()), cluster, store, [f"+ablation={cfg.report.suite}", *cli],
-                     cfg.tracking.lease_s)
-    except TrackingError as err:  # the sweep ran, but some of it is not recorded
-        print(f"error: {err}", file=sys.stderr)
-    except ValueError as err:  # SweepError, StoreError: bad input, nothing run or recorded
-        print(f"error: {err}", file=sys.stderr)
+    sweep = Sweep(list(ablations.items()), OmegaConf.to_object(cfg.cluster), store,
+                  [f"+ablation={cfg.report.suite}", *cli], cfg.tracking.lease_s)
+    if sweep.main() == 2:  # bad input, nothing run or recorded (1: named on stderr, counted)
         sys.exit(2)
 
 
@@ -415,19 +405,19 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
     """Run, export and write as :mod:`analysis.report` describes; prints each claim's verdict."""
     out = _out_path(cfg)
     bundle_path = out.with_suffix("") / "runs.csv.gz"
-    configs = dict(_compose_suite(cfg.report.suite, cli))
+    suite_cfg, configs = _compose_suite(cfg.report.suite, cli)
     if cfg.report.runs:
         source_path = Path(cfg.report.runs)
         source_path = source_path if source_path.is_absolute() else Path.cwd() / source_path
         bundle = read_bundle(source_path)
         source = f"the results bundle `{source_path.name}`"
     else:
-        from harness.sweep import SweepError, expand
+        from harness.sweep import SweepError, expand_suite
         from harness.store import resolve_store
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         try:
-            ablations = {name: expand(conf, [f"+ablation={name}", *cli]) for name, conf in configs.items()}
+            ablations = dict(expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli]))
         except SweepError as err:  # bad input: exit 2 before any trial starts
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)

@@ -12,23 +12,12 @@ MLflow is imported; those are imported here only once the command needs them.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from pathlib import Path
 
+from harness import signals
 
-def _interrupted_early(signum, frame) -> None:
-    """SIGINT/SIGTERM before the sweep starts: nothing has been run or recorded, so the process
-    ends at once (``os._exit``, exit status 130). An exception raised here would land in whatever
-    import or config composition is under way and come out as another error (a RuntimeError from
-    a class body, an OmegaConf error reported as bad input with exit status 2)."""
-    os.write(2, b"interrupted before any trial started: nothing was run or recorded\n")
-    os._exit(130)
-
-
-signal.signal(signal.SIGTERM, _interrupted_early)  # before the imports below
-signal.signal(signal.SIGINT, _interrupted_early)
+signals.end_at_once_until_the_sweep()  # before the imports below: nothing is recorded yet
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
@@ -62,9 +51,9 @@ def _dry_run(ablations, store, cluster) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
+    from harness.driver import Sweep
     from harness.sweep import SweepError, expand_suite
-    from harness.store import StoreError, check_store, resolve_store
-    from harness.validate import check_cluster, preflight
+    from harness.store import StoreError, resolve_store
 
     global _ENTERED
     _ENTERED = True
@@ -73,47 +62,29 @@ def main(cfg: DictConfig) -> None:
     cli = [*hydra_cfg.overrides.task, *_SWEEPS]
     try:
         ablations = expand_suite(cfg, [*cli, *searchpath])
-        preflight([t for _, trials in ablations for t in trials], cfg.cluster.device, cfg.cluster.pack_size)
         cluster = OmegaConf.to_object(cfg.cluster)
-        check_cluster(cluster)
         # the store stays where the command started, also with hydra.job.chdir=True
         tracking = OmegaConf.to_object(cfg.tracking)
         store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
-        if not cfg.dry_run:
-            from harness.tracking import check_experiments
-
-            check_store(store)
-            check_experiments(store, [name for name, _ in ablations])
-    except (SweepError, StoreError) as err:
+        sweep = Sweep(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force)
+        sweep.check(store=not cfg.dry_run)  # a dry run reads the store, and only if it exists
+    except (SweepError, StoreError) as err:  # bad input: nothing run or recorded
         _bad_input(err)
     if cfg.dry_run:
         _dry_run(ablations, store, cluster)
         return
-    from harness.driver import run_suite
     from analysis.summary import summarise
     from harness.tracking import Tracker
-    from harness.writer import TrackingError
 
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
+        if not summary.parent_id:  # nothing ran (a no-op resume): no run written, no new figure
+            return
         summarise(name, dict(ablations)[name], store, Tracker(store), summary.parent_id,
                   out_dir / name if len(ablations) > 1 else out_dir, cfg.scale.name)
 
-    # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
-    # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is
-    # recorded, and _interrupted_early's "nothing was recorded" would be false)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    try:
-        any_failed = run_suite(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force,
-                               after=after if cfg.summary else None)
-    except TrackingError as err:  # the sweep ran, but some of it is not recorded
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(1)
-    except (ValueError, StoreError) as err:  # the cluster cannot run a trial; nothing was recorded
-        _bad_input(err)
-    sys.exit(1 if any_failed else 0)
+    sys.exit(sweep.main(after=after if cfg.summary else None, store_checked=True))
 
 
 def _take_sweeps(argv: list[str]) -> list[str]:

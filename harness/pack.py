@@ -191,6 +191,132 @@ def _copy_into(stacked: dict[str, Tensor], i: int, module: nn.Module) -> None:
             p.copy_(stacked[name][i])
 
 
+def _check_packable(cfgs: Sequence[Config], progress) -> None:
+    """Raise ``ValueError`` unless ``cfgs`` can train as one pack (one :func:`pack_key`, a
+    packable family) with one progress callback per config."""
+    if progress is not None and len(progress) != len(cfgs):
+        raise ValueError(f"progress: one callback per config, got {len(progress)} for {len(cfgs)}")
+    if len({pack_key(c) for c in cfgs}) != 1:
+        raise ValueError("a pack's trials must differ only in seed, train.lr and task.n_train")
+    reason = cannot_pack(cfgs[0])
+    if reason:
+        raise ValueError(f"cannot pack: {reason}")
+
+
+@dataclasses.dataclass
+class _Pack:
+    """A pack ready to train: ``P`` trials' setups, their pooled training sets, the stacked
+    parameters ``{name: (P, *shape)}``, the optimiser and the vmapped loss, plus per-trial state
+    (checkpoints, which trials still train, their running losses since the last evaluation)."""
+
+    cfgs: Sequence[Config]
+    setups: list[Setup]
+    pool: dict[str, Tensor]  # {field: (Σ n_train, …)}
+    offset: Tensor  # (P, 1, 1): each trial's first row in the pool
+    losses_of: list[_Loss]
+    stacked: dict[str, Tensor]
+    trainable: list[Tensor]
+    opt: StackedOptimizer
+    step_losses: Callable
+    kept: list[Checkpoints]
+    active: list[bool]
+    diverged: list[bool]
+    running: list[list[float]]
+    mask: Tensor  # (P,) bool: the trials whose loss still counts
+
+
+def _build(cfgs: Sequence[Config], dev: torch.device) -> _Pack:
+    """Each trial built as :func:`harness.trial.prepare` builds it alone, then stacked.
+
+    Raises:
+        ValueError: several training lengths, or trials whose buffers differ.
+    """
+    first = prepare(cfgs[0], dev)
+    setups = [first, *[prepare(c, dev, shared=first) for c in cfgs[1:]]]  # one validation/test set
+    if any(len(s.train) != 1 for s in setups):
+        raise ValueError("cannot pack: several training lengths")
+    P = len(cfgs)
+    for s in setups[1:]:  # buffers (fixed embeddings, tables) are shared, not stacked
+        for mine, ref in ((s.model, setups[0].model), (s.task, setups[0].task)):
+            theirs = dict(ref.named_buffers())
+            if any(not torch.equal(b, theirs[n]) for n, b in mine.named_buffers()):
+                raise ValueError("cannot pack: the trials' buffers differ")
+    pool, offsets = _stack_pool(setups)
+    losses_of = [_Loss(s.model, s.task, list(pool)) for s in setups]
+    names = [n for n, _ in losses_of[0].named_parameters()]
+    per_trial = [dict(m.named_parameters()) for m in losses_of]
+    stacked = {n: torch.stack([t[n].detach() for t in per_trial]).requires_grad_(per_trial[0][n].requires_grad)
+               for n in names}
+    trainable = [stacked[n] for n in names if stacked[n].requires_grad]
+    template = losses_of[0]
+    step_losses = vmap(lambda params, *data: functional_call(template, params, data),
+                       in_dims=(0, *[0] * len(pool)))
+    return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
+                 stacked, trainable, StackedOptimizer(trainable, [c.train.lr for c in cfgs],
+                                                      cfgs[0].train.optimizer),
+                 step_losses, [Checkpoints(s.model, s.task) for s in setups], [True] * P,
+                 [False] * P, [[] for _ in range(P)], torch.ones(P, dtype=torch.bool, device=dev))
+
+
+def _step(pack: _Pack, rows: Tensor) -> bool:
+    """One vectorised training step on the minibatch ``rows`` (``(P·B,)`` rows of the pool);
+    a trial whose loss is not finite stops. Returns whether any trial still trains."""
+    P, batch_size = len(pack.setups), pack.setups[0].batch_size
+    losses = pack.step_losses(pack.stacked, *[t.index_select(0, rows).view(P, batch_size, *t.shape[1:])
+                                              for t in pack.pool.values()])  # (P,)
+    values = losses.detach().tolist()
+    for i in range(P):
+        if pack.active[i] and not math.isfinite(values[i]):
+            pack.active[i], pack.diverged[i] = False, True
+            pack.mask[i] = False
+    if not any(pack.active):
+        return False
+    total = torch.where(pack.mask, losses, torch.zeros_like(losses)).sum()
+    pack.opt.step(list(torch.autograd.grad(total, pack.trainable)))
+    for i in range(P):
+        if pack.active[i]:
+            pack.running[i].append(values[i])
+    return True
+
+
+def _evaluate(pack: _Pack, step: int, progress) -> None:
+    """Validation and checkpoint selection of each training trial, with the lone code, after
+    its slice of the stacked parameters is copied into its own modules."""
+    for i, s in enumerate(pack.setups):
+        if pack.active[i]:
+            _copy_into(pack.stacked, i, pack.losses_of[i])
+            pack.kept[i].record(step, pack.running[i], s.model, s.task, s.val)
+            pack.running[i] = []
+            if progress is not None and progress[i] is not None:
+                progress[i](pack.kept[i].curve[-1])
+
+
+def _train(pack: _Pack, dev: torch.device, clock: dict[str, float], progress) -> None:
+    """Every training step of the pack, evaluating on the lone schedule; ``clock`` adds up the
+    seconds of steps and evaluations."""
+    cfg0, setups = pack.cfgs[0], pack.setups
+    batch_size, max_steps = setups[0].batch_size, cfg0.train.max_steps
+    mark = time.perf_counter()
+    for first in range(1, max_steps + 1, INDEX_CHUNK):
+        k = min(INDEX_CHUNK, max_steps + 1 - first)
+        idx = torch.stack([torch.randint(s.total, (k, batch_size), generator=s.order) for s in setups])
+        idx = idx.to(dev) + pack.offset  # (P, k, B): rows of the pooled training sets
+        for j in range(k):
+            step = first + j
+            rows = idx[:, j].reshape(-1)  # (P·B,): t[rows] as index_select, about 5× faster on a CPU
+            if not _step(pack, rows):
+                break
+            if is_eval_step(step, cfg0):
+                now = time.perf_counter()
+                clock["steps"], mark = clock["steps"] + now - mark, now
+                _evaluate(pack, step, progress)
+                now = time.perf_counter()
+                clock["eval"], mark = clock["eval"] + now - mark, now
+        if not any(pack.active):
+            break
+    clock["steps"] += time.perf_counter() - mark
+
+
 def run_pack(cfgs: Sequence[Config], device: str = "cpu",
              timings: dict[str, float] | None = None,
              progress: Sequence[Callable[[dict[str, float]], None] | None] | None = None,
@@ -218,84 +344,15 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
     start = time.time()
     if not cfgs:
         return []
-    if progress is not None and len(progress) != len(cfgs):
-        raise ValueError(f"progress: one callback per config, got {len(progress)} for {len(cfgs)}")
-    if len({pack_key(c) for c in cfgs}) != 1:
-        raise ValueError("a pack's trials must differ only in seed, train.lr and task.n_train")
-    reason = cannot_pack(cfgs[0])
-    if reason:
-        raise ValueError(f"cannot pack: {reason}")
+    _check_packable(cfgs, progress)
     dev = resolve_device(device)
     clock = {"setup": 0.0, "steps": 0.0, "eval": 0.0, "conclude": 0.0}
     mark = time.perf_counter()
-    first = prepare(cfgs[0], dev)
-    setups = [first, *[prepare(c, dev, shared=first) for c in cfgs[1:]]]  # one validation/test set
-    if any(len(s.train) != 1 for s in setups):
-        raise ValueError("cannot pack: several training lengths")
-    cfg0, P = cfgs[0], len(cfgs)
-    for s in setups[1:]:  # buffers (fixed embeddings, tables) are shared, not stacked
-        for mine, ref in ((s.model, setups[0].model), (s.task, setups[0].task)):
-            theirs = dict(ref.named_buffers())
-            if any(not torch.equal(b, theirs[n]) for n, b in mine.named_buffers()):
-                raise ValueError("cannot pack: the trials' buffers differ")
-    pool, offsets = _stack_pool(setups)
-    losses_of = [_Loss(s.model, s.task, list(pool)) for s in setups]
-    names = [n for n, _ in losses_of[0].named_parameters()]
-    per_trial = [dict(m.named_parameters()) for m in losses_of]
-    stacked = {n: torch.stack([t[n].detach() for t in per_trial]).requires_grad_(per_trial[0][n].requires_grad)
-               for n in names}
-    trainable = [stacked[n] for n in names if stacked[n].requires_grad]
-    opt = StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfg0.train.optimizer)
-    template = losses_of[0]
-    step_losses = vmap(lambda params, *data: functional_call(template, params, data),
-                       in_dims=(0, *[0] * len(pool)))
-    kept = [Checkpoints(s.model, s.task) for s in setups]
-    active = [True] * P
-    diverged = [False] * P
-    running: list[list[float]] = [[] for _ in range(P)]
-    offset = torch.tensor(offsets, device=dev).view(P, 1, 1)
-    batch_size, max_steps = setups[0].batch_size, cfg0.train.max_steps
-    mask = torch.ones(P, dtype=torch.bool, device=dev)
-    now = time.perf_counter()
-    clock["setup"], mark = now - mark, now
-    for first in range(1, max_steps + 1, INDEX_CHUNK):
-        k = min(INDEX_CHUNK, max_steps + 1 - first)
-        idx = torch.stack([torch.randint(s.total, (k, batch_size), generator=s.order) for s in setups])
-        idx = idx.to(dev) + offset  # (P, k, B): rows of the pooled training sets
-        for j in range(k):
-            step = first + j
-            rows = idx[:, j].reshape(-1)  # (P·B,): t[rows] as index_select, about 5× faster on a CPU
-            losses = step_losses(stacked, *[t.index_select(0, rows).view(P, batch_size, *t.shape[1:])
-                                            for t in pool.values()])  # (P,)
-            values = losses.detach().tolist()
-            for i in range(P):
-                if active[i] and not math.isfinite(values[i]):
-                    active[i], diverged[i] = False, True
-                    mask[i] = False
-            if not any(active):
-                break
-            total = torch.where(mask, losses, torch.zeros_like(losses)).sum()
-            opt.step(list(torch.autograd.grad(total, trainable)))
-            for i in range(P):
-                if active[i]:
-                    running[i].append(values[i])
-            if is_eval_step(step, cfg0):
-                now = time.perf_counter()
-                clock["steps"], mark = clock["steps"] + now - mark, now
-                for i, s in enumerate(setups):
-                    if active[i]:
-                        _copy_into(stacked, i, losses_of[i])
-                        kept[i].record(step, running[i], s.model, s.task, s.val)
-                        running[i] = []
-                        if progress is not None and progress[i] is not None:
-                            progress[i](kept[i].curve[-1])
-                now = time.perf_counter()
-                clock["eval"], mark = clock["eval"] + now - mark, now
-        if not any(active):
-            break
-    now = time.perf_counter()
-    clock["steps"], mark = clock["steps"] + now - mark, now
-    results = [conclude(s, kept[i], diverged[i], start) for i, s in enumerate(setups)]
+    pack = _build(cfgs, dev)
+    clock["setup"] = time.perf_counter() - mark
+    _train(pack, dev, clock, progress)
+    mark = time.perf_counter()
+    results = [conclude(s, pack.kept[i], pack.diverged[i], start) for i, s in enumerate(pack.setups)]
     clock["conclude"] = time.perf_counter() - mark
     if timings is not None:
         timings.update(clock)

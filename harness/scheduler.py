@@ -18,30 +18,18 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
-from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models.external import runtime_env
 from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
-from harness.sweep import Trial
-from harness.trial import TrialResult, run_trial
+from harness.records import Outcome, Trial
+from harness.trial import run_trial
 from tasks.base import split_evenly
 
 PROGRESS_SEND_S = 2.0  # a unit sends its buffered learning-curve points at most this often
-
-
-@dataclass
-class Outcome:
-    """A finished trial: its result, or the error text if it failed; the node it ran on."""
-
-    trial: Trial
-    result: Optional[TrialResult]
-    error: Optional[str]
-    node: str
 
 
 class Progress:
@@ -221,8 +209,8 @@ class RayScheduler:
     finish, so nodes that join a cluster are used.
     """
 
-    def __init__(self, cfg: ClusterConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]] = None) -> None:
+        self.cfg, self.should_stop = cfg, should_stop
         self._pending: list = []
 
     def __enter__(self) -> "RayScheduler":
@@ -236,12 +224,10 @@ class RayScheduler:
                       f"{os.environ['RAY_ADDRESS']} is not used (cluster=ray joins a cluster)",
                       file=sys.stderr)
             # "local": always a new instance, never one that `ray start` left on this machine
-            with signals.noting_ray_handlers():
-                ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
+            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)
         else:
-            with signals.noting_ray_handlers():
-                ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
+            ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
             total = ray.cluster_resources()
             print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
                   f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "
@@ -314,7 +300,8 @@ class RayScheduler:
             if not self._pending:  # every remaining trial was skipped
                 continue
             done, self._pending = ray.wait(self._pending, num_returns=1, timeout=1.0)
-            signals.check()  # an interrupt stops the sweep within a second (harness.signals)
+            if self.should_stop is not None and self.should_stop():  # within a second of a signal
+                raise KeyboardInterrupt("interrupt requested")
             if points is not None:
                 for batch in points.get_nowait_batch(points.qsize()):
                     for i, point in batch:
@@ -332,13 +319,13 @@ class RayScheduler:
                     yield Outcome(trial, None, f"{type(err).__name__}: {err}", "unknown")
             del by_ref[ref]
 
-    def running(self) -> int:
-        """How many submitted trials have not come back."""
-        return len(self._pending)
 
-
-def make_scheduler(cfg: ClusterConfig) -> SerialScheduler | RayScheduler:
-    """The scheduler that ``cfg.scheduler`` names (a context manager with ``run(trials)``)."""
+def make_scheduler(cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]] = None,
+                   ) -> SerialScheduler | RayScheduler:
+    """The scheduler that ``cfg.scheduler`` names (a context manager with ``run(trials)``).
+    ``should_stop``: asked each second of a wait for Ray; True stops the run with
+    ``KeyboardInterrupt`` (the sweep's interrupt, :class:`harness.driver.Sweep`). The serial
+    scheduler's safe points are its caller's (each trial's start and learning-curve point)."""
     if cfg.scheduler is SchedulerKind.serial:
         return SerialScheduler(cfg)
-    return RayScheduler(cfg)
+    return RayScheduler(cfg, should_stop)

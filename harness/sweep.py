@@ -14,7 +14,7 @@ import itertools
 import json
 import re
 from enum import Enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from hydra import compose
@@ -25,44 +25,16 @@ from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
 from harness.models.external import variant_name
+from harness.records import NOT_IDENTITY, Trial  # the shared types (importers of harness.sweep.Trial too)
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
 RESULTS_VERSION = 4  # 3: checkpoints selected on the validation error metric; 4: the quartic teacher mixes
 # with softmax, a causal elementwise σ divides row i by i + 1, teachers log identity_rel_mse
 
-# Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force", "summary")
-
 
 class SweepError(ValueError):
     """Bad input found while expanding or composing an ablation (before any trial starts)."""
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One point of an ablation.
-
-    Attributes:
-        trial_id: 16 hex digits hashing the trial's identity (:func:`trial_id`).
-        variant: the model preset, plus any ``model.*`` override of this trial, e.g.
-            ``softmax`` or ``softmax[d1=4]``; what MLflow and the plots show.
-        overrides: this trial's grid point, as Hydra override strings.
-        config: the resolved config (plain dataclasses; pickles to Ray).
-        task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
-        extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
-            grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
-        identity: :func:`identity_dict` of the config, computed once when composed (the id's
-            payload and the run's params); empty for a trial built by hand.
-    """
-
-    trial_id: str
-    variant: str
-    overrides: tuple[str, ...]
-    config: Config
-    task: str = ""
-    extends: str = ""
-    identity: dict = field(default_factory=dict, compare=False, repr=False)  # identity_dict, once
 
 
 def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:

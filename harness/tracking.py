@@ -5,21 +5,9 @@ experiment and parent run are created once, by the driver, before any trial star
 A child run is opened (RUNNING) when its trial starts and closed when its outcome arrives:
 FINISHED (tag ``diverged``), FAILED (tag and artifact ``error``), or KILLED on an interrupt.
 
-Many drivers may share one store (several researchers, or one sweep launched twice):
-
-* **Leases.** Each driver keeps a heartbeat on its parent run (tags ``heartbeat_ms`` and
-  ``lease_s``, renewed every ``lease_s / 4``). A RUNNING run is *stale* only when the heartbeat of
-  its driver is older than that driver's lease, or its parent run is closed, and it is still
-  RUNNING when read again after its parent (a driver closes its runs before its parent); stale
-  runs are closed as KILLED by whichever invocation finds them. A parent that cannot be read for
-  any reason but its absence (a busy store) counts as alive. Clocks of the drivers' machines
-  must agree to well within the lease.
-* **Claims.** MLflow has no atomic test-and-set, so a trial is claimed with Lamport's bakery
-  algorithm over runs: the driver creates the trial's run without a ticket ("choosing"), reads
-  the trial's live runs, tags its own with ``ticket`` = 1 + the largest ticket seen, reads them
-  again (waiting while any live rival is still choosing) and wins only if no rival is FINISHED
-  and none holds a smaller ``(ticket, run id)``. A loser closes and deletes its run and skips the
-  trial. So at most one live run of a trial runs at a time and no trial gets two FINISHED runs.
+Many drivers may share one store (several researchers, or one sweep launched twice): leases,
+stale runs, a lost lease and the bakery claim are :mod:`harness.leases`'s; this module opens and
+closes the runs they decide about.
 """
 
 from __future__ import annotations
@@ -30,9 +18,7 @@ import hashlib
 import math
 import os
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -48,9 +34,9 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFL
 from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
-from harness.scheduler import Outcome
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
-from harness.sweep import Trial, identity_dict
+from harness.leases import LEASE_S, Leases, now_ms, search_all
+from harness.records import Outcome, Trial, config_identity
 
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
 # MLflow 3 opens an experiment on its GenAI pages unless the experiment says it holds training
@@ -59,7 +45,6 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # MLflow prints a "View run … at" link per closed run on a server store: noise in sweep logs.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 MAX_PARAM = 6000  # MLflow's longest param value (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)
-LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s)
 
 
 def _unquoting_parent_dirs() -> None:
@@ -190,47 +175,19 @@ def split_finite(metrics: dict[str, float]) -> tuple[dict[str, float], dict[str,
     return finite, {k: float(v) for k, v in metrics.items() if k not in finite}
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class Heartbeat:
-    """A daemon thread that renews a driver's lease: tag ``heartbeat_ms`` on its parent run every
-    ``lease_s / 4`` seconds (a context manager; own client, so the driver's calls never wait)."""
-
-    def __init__(self, store: Store, run_id: str, lease_s: float) -> None:
-        self.client = MlflowClient(tracking_uri=store.uri)
-        self.run_id, self.every = run_id, lease_s / 4
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="harness-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                self.client.set_tag(self.run_id, "heartbeat_ms", str(_now_ms()))
-            except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
-                print(f"warning: heartbeat not written ({type(err).__name__}); retrying",
-                      file=sys.stderr)
-
-    def __enter__(self) -> "Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-
 class Tracker:
     """Records an invocation and its trials in MLflow through one ``MlflowClient``.
 
     ``lease_s``: how long this driver's runs count as alive after its last heartbeat.
+    :attr:`leases` (:class:`harness.leases.Leases`, on the same client) holds this driver's
+    lease on its parent runs, finds stale runs and claims trials.
     """
 
     def __init__(self, store: Store, lease_s: float = LEASE_S) -> None:
         self.store = store
         self.lease_s = lease_s
         self.client = open_client(store)
+        self.leases = Leases(self.client, lease_s)
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
         self.cli: list[str] = []  # the command line's overrides (start_parent)
@@ -256,68 +213,18 @@ class Tracker:
             raise StoreError(deleted_experiment_error(name, found.experiment_id, self.store.uri))
         return found.experiment_id
 
-    def _search(self, experiment_id: str, filter_string: str) -> list:
-        runs, token = [], None
-        while True:
-            page = self.client.search_runs([experiment_id], filter_string, max_results=1000,
-                                           page_token=token)
-            runs.extend(page)
-            token = page.token
-            if not token:
-                return runs
-
     def finished_trials(self, experiment_id: str) -> dict[str, list[str]]:
         """``trial_id → run ids`` of the experiment's FINISHED trial runs."""
         found: dict[str, list[str]] = {}
-        for run in self._search(experiment_id, "attributes.status = 'FINISHED'"):
+        for run in search_all(self.client, experiment_id, "attributes.status = 'FINISHED'"):
             if "trial_id" in run.data.tags:
                 found.setdefault(run.data.tags["trial_id"], []).append(run.info.run_id)
         return found
 
-    def _alive(self, run, parents: dict, now_ms: int) -> bool:
-        """Whether a RUNNING run's driver still holds its lease (see the module docstring).
-        ``parents`` caches parent runs by id for one pass."""
-        parent_id = run.data.tags.get(MLFLOW_PARENT_RUN_ID)
-        holder = run
-        if parent_id is not None:
-            if parent_id not in parents:
-                try:
-                    parents[parent_id] = self.client.get_run(parent_id)
-                except MlflowException as err:
-                    if err.error_code != "RESOURCE_DOES_NOT_EXIST":
-                        return True  # a busy store (database locked, timeout): not known dead
-                    parents[parent_id] = None
-            holder = parents[parent_id]
-            if holder is None or holder.info.status != "RUNNING" or holder.info.lifecycle_stage != "active":
-                return False
-        lease_ms = float(holder.data.tags.get("lease_s", LEASE_S)) * 1000
-        beat = holder.data.tags.get("heartbeat_ms")
-        last = int(beat) if beat is not None else holder.info.start_time
-        return now_ms - last < lease_ms
-
-    def _orphaned(self, run, parents: dict, now_ms: int):
-        """None if the driver of ``run`` (read as RUNNING by a search) holds its lease; else the
-        run read again, after its parent: a driver closes its runs before its parent, so a run
-        that its driver finished before closing the parent between the two reads reads FINISHED
-        here (the search had it RUNNING), and only a run still RUNNING is stale."""
-        if self._alive(run, parents, now_ms):
-            return None
-        return self.client.get_run(run.info.run_id)
-
     def close_stale(self, experiment_id: str) -> int:
-        """Close the experiment's RUNNING runs whose driver's lease has expired (it died, or its
-        parent run is closed) as KILLED; runs of live drivers are left alone. Returns how many."""
-        parents: dict = {}
-        now = _now_ms()
-        stale = []
-        for run in self._search(experiment_id, "attributes.status = 'RUNNING'"):
-            now_run = self._orphaned(run, parents, now)
-            if now_run is not None and now_run.info.status == "RUNNING":
-                stale.append(run)
-        for run in stale:
-            self.client.set_tag(run.info.run_id, "closed_by", "another invocation (lease expired)")
-            self.client.set_terminated(run.info.run_id, "KILLED")
-        return len(stale)
+        """:meth:`harness.leases.Leases.close_stale`: close the RUNNING runs whose driver's lease
+        expired as KILLED; returns how many."""
+        return self.leases.close_stale(experiment_id)
 
     def start_parent(self, experiment_id: str, ablation: str, n_trials: int, n_skipped: int,
                      overrides: list[str]) -> str:
@@ -331,74 +238,61 @@ class Tracker:
             start_time=int(started.timestamp() * 1000),
             tags={"ablation": ablation, "git_commit": self.commit, "role": "sweep",
                   MLFLOW_RUN_NOTE: describe(ablation),
-                  "lease_s": str(self.lease_s), "heartbeat_ms": str(_now_ms())})
+                  "lease_s": str(self.lease_s), "heartbeat_ms": str(now_ms())})
         self.client.log_batch(run.info.run_id, params=[
             Param("n_trials", str(n_trials)), Param("n_skipped_finished", str(n_skipped)),
             Param("overrides", param_value(" ".join(overrides)))])
+        self.leases.hold(run.info.run_id)
         return run.info.run_id
 
     def heartbeat(self, parent_id: str) -> Heartbeat:
-        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager)."""
-        return Heartbeat(self.store, parent_id, self.lease_s)
+        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager); it notes a
+        lost lease in :attr:`leases`."""
+        return self.leases.heartbeat(self.store.uri, parent_id)
 
     def end_run(self, run_id: str, status: str = "FINISHED", patience_s: float = 60.0) -> None:
-        """Close a run with ``status`` (FINISHED, FAILED or KILLED). On a busy SQLite store
-        ("database is locked": other drivers, a reader) it tries again for ``patience_s``
-        seconds, so an interrupted sweep still closes its runs."""
+        """Close a still RUNNING run with ``status`` (FINISHED, FAILED or KILLED); a run already
+        closed (by this driver, or by another invocation that found this one's lease expired)
+        is left as it is: never reopened or re-closed. On a busy SQLite store ("database is
+        locked": other drivers, a reader) it tries again for ``patience_s`` seconds, so an
+        interrupted sweep still closes its runs."""
         deadline = time.monotonic() + patience_s
         while True:
             try:
-                self.client.set_terminated(run_id, status)
+                if self.client.get_run(run_id).info.status == "RUNNING":
+                    self.client.set_terminated(run_id, status)
                 return
             except Exception as err:  # noqa: BLE001 - sqlalchemy's OperationalError, MLflow's wrapper
                 if "locked" not in str(err) or time.monotonic() > deadline:
                     raise
                 time.sleep(1.0)
 
-    def _rivals(self, experiment_id: str, trial_id: str, own: str, ignore: set[str]) -> list:
-        runs = self._search(experiment_id, f"tags.trial_id = '{trial_id}'")
-        return [r for r in runs if r.info.status in ("RUNNING", "FINISHED")
-                and r.info.run_id != own and r.info.run_id not in ignore]
-
-    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
-              ignore: set[str] = frozenset(), poll_s: float = 0.25) -> str | None:
-        """Open a RUNNING child run for ``trial`` if no other live driver runs it and none has
-        finished it (the bakery claim of the module docstring); returns the run id, or None when
-        the trial is another driver's (the claim run is then closed and deleted).
-
-        ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
-        """
+    def _trial_tags(self, parent_id: str, ablation: str, trial: Trial) -> dict[str, str]:
         tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial, self.cli),
                 "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
             tags["extends"] = trial.extends
+        return tags
+
+    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
+              ignore: set[str] = frozenset(), poll_s: float = 0.25) -> str | None:
+        """Open a RUNNING child run for ``trial`` if no other live driver runs it and none has
+        finished it (:meth:`harness.leases.Leases.bakery`); returns the run id, or None when the
+        trial is another driver's (the claim run is then closed and deleted).
+
+        ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
+
+        Raises:
+            harness.leases.LeaseLost: ``parent_id`` is no longer this driver's RUNNING parent
+                (another invocation closed it): nothing is claimed.
+        """
+        self.leases.confirm(parent_id)
+        tags = self._trial_tags(parent_id, ablation, trial)
         run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
         try:
-            rivals = self._rivals(experiment_id, trial.trial_id, run_id, ignore)
-            ticket = 1 + max((int(r.data.tags.get("ticket", 0)) for r in rivals), default=0)
-            self.client.set_tag(run_id, "ticket", str(ticket))
-            mine = (ticket, run_id)
-            while True:
-                parents: dict = {}
-                now = _now_ms()
-                rivals = self._rivals(experiment_id, trial.trial_id, run_id, ignore)
-                live = []
-                for r in rivals:
-                    now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
-                    if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
-                        live.append(r if now_r is None else now_r)
-                lost = any(r.info.status == "FINISHED" or
-                           ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
-                           for r in live)
-                if lost:
-                    self.client.set_tag(run_id, "claim", "lost: another invocation has this trial")
-                    self.client.set_terminated(run_id, "KILLED")
-                    self.client.delete_run(run_id)
-                    return None
-                if all("ticket" in r.data.tags for r in live):
-                    break
-                time.sleep(poll_s)  # a live rival is still choosing its ticket
+            if not self.leases.bakery(experiment_id, trial.trial_id, run_id, ignore, poll_s):
+                return None
             self._log_config(run_id, trial)
         except BaseException:  # an interrupt mid-claim: close the claim run (retrying while locked)
             with contextlib.suppress(Exception):
@@ -422,35 +316,30 @@ class Tracker:
         self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
     def _log_config(self, run_id: str, trial: Trial) -> None:
-        identity = trial.identity or identity_dict(trial.config)  # composed once (Trial.identity)
+        identity = trial.identity or config_identity(trial.config)  # composed once (Trial.identity)
         params = [Param(k, param_value(v)) for k, v in flatten(identity).items()]
         for chunk in _chunks(params, _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
         config = yaml.safe_dump(to_plain(trial.config), sort_keys=False, allow_unicode=True)
         self.client.log_text(run_id, config, "config.yaml")
 
-    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> str:
-        """Open a RUNNING child run for ``trial`` with its tags, params and ``config.yaml``
-        unconditionally (no claim); returns its run id."""
-        tags = {MLFLOW_PARENT_RUN_ID: parent_id, MLFLOW_RUN_NAME: run_name(trial, self.cli),
-                "trial_id": trial.trial_id, "ablation": ablation, "variant": trial.variant,
-                "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
-        if trial.extends:
-            tags["extends"] = trial.extends
-        run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
-        self._log_config(run_id, trial)
-        return run_id
-
     def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> bool:
         """Record an outcome in its run and close it FINISHED or FAILED; returns False (and
-        records nothing) if the run was meanwhile closed as stale by another invocation (this
-        driver lost its lease), so that its trial never gets two FINISHED runs.
+        records nothing) if this driver lost its lease: the run was meanwhile closed as stale by
+        another invocation, or its parent is no longer this driver's RUNNING parent
+        (:meth:`harness.leases.Leases.holds`), so that its trial never gets two FINISHED runs.
 
         ``supersede``: older FINISHED runs of the same trial (a forced rerun); they are deleted
         (MLflow's soft delete, recoverable) once this one is FINISHED, so that no trial ever has
         two FINISHED runs.
         """
-        if self.client.get_run(run_id).info.status != "RUNNING":
+        run = self.client.get_run(run_id)
+        parent_id = run.data.tags.get(MLFLOW_PARENT_RUN_ID)
+        if run.info.status != "RUNNING":  # closed as stale: another invocation found the lease expired
+            self.leases.lose(f"trial run {run_id} is {run.info.status}, closed by "
+                             f"{run.data.tags.get('closed_by', 'another invocation')}")
+            return False
+        if parent_id is not None and not self.leases.holds(parent_id):
             return False
         self.client.set_tag(run_id, "node", outcome.node)
         result = outcome.result
@@ -489,12 +378,6 @@ class Tracker:
             path = Path(tmp) / "model_state.pt"
             torch.save(result.state_dict, path)
             self.client.log_artifact(run_id, str(path))
-
-    def log_trial(self, experiment_id: str, parent_id: str, ablation: str, outcome: Outcome) -> str:
-        """Open and close a child run for an outcome in one go; returns its run id."""
-        run_id = self.start_trial(experiment_id, parent_id, ablation, outcome.trial)
-        self.finish_trial(run_id, outcome)
-        return run_id
 
     def log_artifact(self, run_id: str, path: Path) -> None:
         """Attach a file (a plot, a table) to a run."""

@@ -8,8 +8,7 @@ The driver calls :meth:`TrackingWriter.log_progress`, :meth:`~TrackingWriter.fin
 when the run was closed as stale meanwhile). :meth:`~TrackingWriter.claim` is *not* queued: its
 answer decides whether the trial runs, so it runs on the caller's thread at once (MLflow's client
 and store are thread-safe; the claimed run is a new one that no queued write touches).
-:meth:`~TrackingWriter.start_trial` (an unconditional open, no claim) is queued and returns a
-:class:`RunHandle` that the writer fills with the run id. :meth:`~TrackingWriter.flush` waits
+:meth:`~TrackingWriter.flush` waits
 until every queued write is done; :meth:`~TrackingWriter.close` flushes, stops the thread and
 raises :class:`TrackingError` if any write failed, so a sweep never ends looking recorded when it
 is not. Other attributes (``heartbeat``, ``experiment``, ...) pass through to the tracker.
@@ -19,31 +18,21 @@ Live learning-curve points are buffered and written together every ``progress_ev
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from concurrent.futures import Future
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from harness.scheduler import Outcome
-from harness.sweep import Trial
+from harness.records import Outcome, TrackingError, Trial
 
 
-class TrackingError(RuntimeError):
-    """Writes to the tracking store failed (raised by :meth:`TrackingWriter.close`)."""
-
-
-@dataclass
-class RunHandle:
-    """A trial run opened by the writer thread: ``run_id`` once its ``create_run`` is done
-    (``None`` until then, and for ever if it failed)."""
-
-    trial_id: str
-    run_id: Optional[str] = None
-
+# A run: its id, or a handle whose ``run_id`` a queued write fills in (an object with ``run_id``
+# and ``trial_id``, as the tests' writer makes them).
+Run = Any
 
 # How long live learning-curve points wait to be written together (seconds): MLflow's SQLite store
 # spends about 13 ms of CPU on a one-point log_batch and 5 ms per point in a batch of 30 (measured
@@ -67,6 +56,7 @@ class TrackingWriter:
         self.tracker = tracker
         self.errors: list[str] = []
         self.writes = 0
+        self.lost: Optional[str] = None  # set once the tracker refused a record: the lease is lost
         self.progress_every_s = progress_every_s
         self._points: dict[Any, tuple[Any, list[dict]]] = {}  # run key → (run, buffered points)
         self._points_since = time.monotonic()
@@ -92,16 +82,6 @@ class TrackingWriter:
         self.writes += 1
         self._queue.put((what, call))
 
-    def start_trial(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial) -> RunHandle:
-        """Queue opening the trial's RUNNING child run; returns its handle at once."""
-        handle = RunHandle(trial.trial_id)
-
-        def start() -> None:
-            handle.run_id = self.tracker.start_trial(experiment_id, parent_id, ablation, trial)
-
-        self._put(f"start trial {trial.trial_id}", start)
-        return handle
-
     def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
               ignore: set[str] = frozenset()) -> Optional[str]:
         """The tracker's :meth:`~harness.tracking.Tracker.claim`, at once on the caller's thread
@@ -109,7 +89,7 @@ class TrackingWriter:
         driver's."""
         return self.tracker.claim(experiment_id, parent_id, ablation, trial, ignore)
 
-    def log_progress(self, run: RunHandle | str, point: dict[str, float]) -> None:
+    def log_progress(self, run: Run, point: dict[str, float]) -> None:
         """Buffer one learning-curve point of a trial's run (before its finish); the buffered
         points of every run are queued for writing once ``progress_every_s`` has passed."""
         self._points.setdefault(_key(run), (run, []))[1].append(point)
@@ -125,16 +105,18 @@ class TrackingWriter:
             run, points = self._points.pop(key)
 
             def log(run=run, points=points) -> None:
-                run_id = run.run_id if isinstance(run, RunHandle) else run
+                run_id = _run_id(run)
                 if run_id is not None:
                     self.tracker.log_points(run_id, points)
 
             self._put(f"log progress of {getattr(run, 'trial_id', run)}", log)
 
-    def finish_trial(self, handle: RunHandle | str, outcome: Outcome, supersede: list[str] = ()) -> Future:
+    def finish_trial(self, handle: Run, outcome: Outcome, supersede: list[str] = ()) -> Future:
         """Queue recording ``outcome`` in its run (a handle, or a claimed run id) and closing it
         (FINISHED or FAILED). Returns a future of the tracker's answer (False: the run was closed
-        as stale by another invocation and nothing was recorded; None if the write failed)."""
+        as stale by another invocation and nothing was recorded, and :attr:`lost` is set; None
+        if the write failed, and then the run is closed FAILED where the store still allows it,
+        so that the next invocation reruns the trial)."""
         answer: Future = Future()
         if getattr(outcome, "result", None) is not None:  # its curve has every point: logged there
             self._points.pop(_key(handle), None)
@@ -142,25 +124,31 @@ class TrackingWriter:
             self._write_points([_key(handle)])
 
         def finish() -> None:
+            run_id = _run_id(handle)
             try:
-                run_id = handle.run_id if isinstance(handle, RunHandle) else handle
                 if run_id is None:
                     raise TrackingError("its run was never opened (an earlier write failed)")
-                answer.set_result(self.tracker.finish_trial(run_id, outcome, supersede))
+                recorded = self.tracker.finish_trial(run_id, outcome, supersede)
             except BaseException:
                 answer.set_result(None)
+                if run_id is not None:  # not recorded: FAILED where the store still allows it
+                    with contextlib.suppress(Exception):
+                        self.tracker.end_run(run_id, "FAILED")
                 raise
+            if recorded is False and self.lost is None:
+                self.lost = f"the run of trial {getattr(handle, 'trial_id', run_id)} was closed by another invocation"
+            answer.set_result(recorded)
 
         self._put(f"record trial {getattr(handle, 'trial_id', handle)}", finish)
         return answer
 
-    def end_run(self, run: RunHandle | str, status: str = "FINISHED") -> None:
+    def end_run(self, run: Run, status: str = "FINISHED") -> None:
         """Queue closing a run (a handle, or a run id such as the parent's) with ``status``,
         after writing its buffered learning-curve points (an interrupted trial keeps them)."""
         self._write_points([_key(run)])
 
         def end() -> None:
-            run_id = run.run_id if isinstance(run, RunHandle) else run
+            run_id = _run_id(run)
             if run_id is not None:
                 self.tracker.end_run(run_id, status)
 
@@ -194,6 +182,11 @@ class TrackingWriter:
         print(f"error: {message}", file=sys.stderr)
 
 
-def _key(run: RunHandle | str) -> Any:
-    """A run's key in the point buffer: the handle itself (its id may not be known yet) or the id."""
-    return id(run) if isinstance(run, RunHandle) else run
+def _run_id(run: Run) -> Optional[str]:
+    """A run's id: the run id itself, or a handle's ``run_id`` (None while not yet known)."""
+    return run if isinstance(run, str) else run.run_id
+
+
+def _key(run: Run) -> Any:
+    """A run's key in the point buffer: the id, or the handle itself (its id may not be known yet)."""
+    return run if isinstance(run, str) else id(run)

@@ -63,3 +63,23 @@ def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_pat
         calls.clear()
         again = run_sweeps(groups, scheduler, Tracker(store), [])
         assert calls == [0] and [(s.n_skipped, s.finished) for s in again] == [(2, 0), (2, 0)]
+
+
+def test_a_resume_with_everything_finished_writes_no_run(tmp_path, hydra_conf):
+    """Run a sweep, then the same again: the second finds every trial FINISHED, starts no
+    scheduler and writes no parent run (it wrote one more, empty, parent run per resume)."""
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.driver import run_suite
+    from harness.sweep import compose_trial
+    from harness.tracking import Store
+
+    trials = [compose_trial(["train.max_steps=4", "train.eval_every=2", "task.n_val=16",
+                             "task.n_test=16"], [f"seed={s}"]) for s in range(2)]
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", (tmp_path / "mlartifacts").as_uri())
+    cluster = ClusterConfig(scheduler=SchedulerKind.serial)
+    for _ in range(2):
+        assert run_suite([("unit", trials)], cluster, store, [], 60.0) is False
+    client = MlflowClient(tracking_uri=store.uri)
+    runs = client.search_runs([client.get_experiment_by_name("unit").experiment_id])
+    assert sum("trial_id" in r.data.tags for r in runs) == 2
+    assert len([r for r in runs if r.data.tags.get("role") == "sweep"]) == 1

@@ -134,6 +134,7 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
     from harness.store import resolve_store
     from harness.sweep import compose_trial
     from harness.tracking import Tracker
+    from tests.recording import log_trial
 
     fast = ["train.max_steps=12", "train.eval_every=1", "task.n_train=32", "task.n_val=32",
             "task.n_test=64", "cluster=serial", "seed=0"]
@@ -146,7 +147,7 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
     tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
     experiment = tracker.experiment("curves")
     parent = tracker.start_parent(experiment, "curves", 3, 0, [])
-    run_ids = [tracker.log_trial(experiment, parent, "curves", o) for o in outcomes]
+    run_ids = [log_trial(tracker, experiment, parent, "curves", o) for o in outcomes]
 
     monkeypatch.setattr(plots.plt, "close", lambda fig=None: None)  # keep the figure to inspect
     try:

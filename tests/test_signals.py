@@ -148,3 +148,22 @@ def test_an_interrupt_during_store_calls_leaves_no_sqlite_lock(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["leaked"] == [] and found["interrupts"] == 60, found
+
+
+def test_a_signal_sets_the_flag_of_the_sweep_that_installed_the_handlers(clean_signals, tmp_path):
+    """The stop flag belongs to a sweep, not the process: a signal while one sweep's handlers
+    are installed sets that sweep's flag only (another sweep, and the module default, stay
+    clear), and the sweep's should_stop() is what the scheduler and the queue read."""
+    from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
+    from harness.driver import Sweep
+    from harness.store import resolve_store
+
+    store = resolve_store(TrackingConfig(), tmp_path)
+    first, second = (Sweep([], ClusterConfig(scheduler=SchedulerKind.serial), store, [], 60.0)
+                     for _ in range(2))
+    previous = signals.install(first.stop)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert first.should_stop() and not second.should_stop() and not signals.STOP.is_set()
+    finally:
+        signals.restore(previous)

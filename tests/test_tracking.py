@@ -12,10 +12,12 @@ from mlflow.tracking import MlflowClient
 from analysis.load import load_runs
 from analysis.plots import sample_efficiency
 from harness.config import TrackingConfig, TrackingKind
-from harness.scheduler import Outcome, SerialScheduler
+from harness.records import Outcome
+from harness.scheduler import SerialScheduler
 from harness.sweep import compose_trial
 from harness.store import resolve_store
 from harness.tracking import Tracker
+from tests.recording import log_trial
 
 FAST = ["train.max_steps=30", "train.eval_every=10", "task.n_train=32", "task.n_val=32",
         "task.n_test=64", "cluster=serial"]
@@ -40,7 +42,7 @@ def test_trial_recorded_in_mlflow_and_read_back_typed(hydra_conf, tmp_path):
     assert all(o.error is None for o in outcomes)
     failed = Outcome(trials[0], None, "Traceback ...\nRuntimeError: boom", "here")
     for outcome in [*outcomes, failed]:
-        tracker.log_trial(experiment, parent, "unit", outcome)
+        log_trial(tracker, experiment, parent, "unit", outcome)
     tracker.end_run(parent)
 
     df = load_runs("unit", store.uri)
@@ -119,8 +121,10 @@ def test_inf_and_nan_are_never_stored_as_numbers(hydra_conf, tmp_path):
     tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", 2, 0, [])
-    run_id = tracker.log_trial(experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
-    old = tracker.log_trial(experiment, parent, "unit", outcome)
+    run_id = log_trial(tracker, experiment, parent, "unit", dataclasses.replace(outcome, result=bad))
+    # another trial id: the loader keeps one FINISHED run per trial (harness/leases.py)
+    other = dataclasses.replace(outcome, trial=dataclasses.replace(trial, trial_id="0" * 16))
+    old = log_trial(tracker, experiment, parent, "unit", other)
     client = MlflowClient(tracker.store.uri)
     later = result.end_ms + 1000  # an older harness stored inf, which MLflow made 1.797e308
     # after the last step too: the final metrics are logged at the curve's last step, and MLflow's

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from harness.writer import RunHandle, TrackingError, TrackingWriter
+from harness.writer import TrackingError, TrackingWriter
+from tests.recording import QueuedStarts, RunHandle
 
 
 class SlowStore:
@@ -37,7 +38,7 @@ class _Trial:
 
 def test_writes_do_not_wait_for_the_store_and_are_flushed_in_order_on_close():
     store = SlowStore()
-    writer = TrackingWriter(store)
+    writer = QueuedStarts(store)
     handles = [writer.start_trial("e", "p", "a", _Trial(f"t{i}")) for i in range(3)]
     # the store has answered nothing yet, and every call above has returned
     assert store.log == [] and all(isinstance(h, RunHandle) and h.run_id is None for h in handles)
@@ -54,7 +55,7 @@ def test_writes_do_not_wait_for_the_store_and_are_flushed_in_order_on_close():
 def test_a_failed_write_fails_on_close_naming_it_and_the_other_writes_still_happen():
     store = SlowStore(fail_on="run-t0")
     store.gate.set()
-    writer = TrackingWriter(store)
+    writer = QueuedStarts(store)
     handles = [writer.start_trial("e", "p", "a", _Trial(f"t{i}")) for i in range(2)]
     for handle in handles:
         writer.finish_trial(handle, outcome=None)

@@ -1,0 +1,251 @@
+"""Leases and claims: how many drivers share one store without a trial running twice or a result
+recorded twice (README, "Many invocations, one store").
+
+* **Leases.** Each driver keeps a heartbeat on its parent run (tags ``heartbeat_ms`` and
+  ``lease_s``, renewed every ``lease_s / 4``: :class:`Heartbeat`). A RUNNING run is *stale* only
+  when the heartbeat of its driver is older than that driver's lease, or its parent run is
+  closed, and it is still RUNNING when read again after its parent (a driver closes its runs
+  before its parent); stale runs are closed as KILLED, tagged ``closed_by``, by whichever
+  invocation finds them (:meth:`Leases.close_stale`). A parent that cannot be read for any reason
+  but its absence (a busy store) counts as alive. Clocks of the drivers' machines must agree to
+  well within the lease.
+* **A lost lease stops its driver.** A driver paused for longer than its lease (a laptop lid
+  closed, a preempted VM, ``kill -STOP``) finds, when it goes on, that another invocation has
+  closed its parent. Before every claim and before recording an outcome the driver confirms that
+  its own parent run is still RUNNING (:meth:`Leases.confirm`); once it is not, the lease is lost
+  for good: it claims nothing more, records nothing more, and never reopens or re-closes a run
+  that another driver closed (its driver ends with :class:`LeaseLost`, exit status 1). That
+  check is check-then-act (another driver can close the parent right after it), so the analysis
+  is the final guard: :func:`analysis.load.load_runs` never pools two FINISHED runs of one trial.
+* **Claims.** MLflow has no atomic test-and-set, so a trial is claimed with Lamport's bakery
+  algorithm over runs (:meth:`Leases.bakery`): the driver creates the trial's run without a
+  ticket ("choosing"), reads the trial's live runs, tags its own with ``ticket`` = 1 + the largest
+  ticket seen, reads them again (waiting while any live rival is still choosing) and wins only if
+  no rival is FINISHED and none holds a smaller ``(ticket, run id)``. A loser closes and deletes
+  its run and skips the trial. So at most one live run of a trial runs at a time and no trial
+  gets two FINISHED runs.
+
+Below :mod:`harness.tracking` (which opens runs and records results); imports no scheduling.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from harness.records import TrackingError
+
+LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds
+
+
+class LeaseLost(TrackingError):
+    """This driver's parent run was closed by another invocation (its lease expired while the
+    driver was paused): the driver claims and records nothing more (module docstring)."""
+
+
+def lease_lost(reason: str) -> LeaseLost:
+    """The error a driver that lost its lease ends with: one line, saying why and what to do."""
+    return LeaseLost(f"lease lost ({reason}): another invocation closed this driver's runs as "
+                     "stale (it was paused for longer than tracking.lease_s?); this one claimed "
+                     "and recorded nothing more, and the same command resumes what is left")
+
+
+def now_ms() -> int:
+    """Wall-clock time in milliseconds since the epoch (what heartbeats and MLflow store)."""
+    return int(time.time() * 1000)
+
+
+def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list:
+    """Every run of ``experiment_id`` matching ``filter_string`` (MLflow's pages of 1,000 read
+    through to the end)."""
+    runs, token = [], None
+    while True:
+        page = client.search_runs([experiment_id], filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+class Heartbeat:
+    """A daemon thread that renews a driver's lease: tag ``heartbeat_ms`` on its parent run every
+    ``lease_s / 4`` seconds (a context manager; own client, so the driver's calls never wait).
+    It stops beating once the parent is closed (by another invocation: the lease is lost, and
+    ``on_lost(reason)`` is told) so that it never writes into a run another driver closed."""
+
+    def __init__(self, uri: str, run_id: str, lease_s: float,
+                 on_lost: Optional[Callable[[str], None]] = None) -> None:
+        self.client = MlflowClient(tracking_uri=uri)
+        self.run_id, self.every, self.on_lost = run_id, lease_s / 4, on_lost
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="harness-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                run = self.client.get_run(self.run_id)
+                if run.info.status != "RUNNING":
+                    if self.on_lost is not None and not self._stop.is_set():
+                        self.on_lost(_closed_reason(run))
+                    return
+                self.client.set_tag(self.run_id, "heartbeat_ms", str(now_ms()))
+            except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
+                print(f"warning: heartbeat not written ({type(err).__name__}); retrying",
+                      file=sys.stderr)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def _closed_reason(run) -> str:
+    """Why a parent run is no longer this driver's: its status and who closed it."""
+    by = run.data.tags.get("closed_by")
+    return (f"parent run {run.info.run_id} is {run.info.status}"
+            + (f", closed by {by}" if by else ""))
+
+
+class Leases:
+    """The leases of one store as one driver sees them: its own parent runs (:meth:`hold`,
+    :meth:`confirm`), whose runs are alive or stale, and the bakery claim of a trial.
+
+    ``client``: the driver's ``MlflowClient`` (shared with its tracker). Thread-safe: the
+    writer thread confirms before recording, the driver's thread before claiming.
+    """
+
+    def __init__(self, client: MlflowClient, lease_s: float = LEASE_S) -> None:
+        self.client, self.lease_s = client, lease_s
+        self.own: set[str] = set()  # parent runs this driver opened
+        self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
+
+    def hold(self, parent_id: str) -> None:
+        """Count ``parent_id`` (just opened by this driver) as its own."""
+        self.own.add(parent_id)
+
+    def lose(self, reason: str) -> None:
+        """Note that the lease is lost (for good; the first reason is kept)."""
+        if self.lost is None:
+            self.lost = reason
+
+    def holds(self, parent_id: str) -> bool:
+        """Whether ``parent_id`` is this driver's own parent and still RUNNING (one read); once
+        not, the lease is lost for good (:attr:`lost`). A read that fails for a busy store
+        raises (the caller's write would fail the same way)."""
+        if self.lost is not None:
+            return False
+        if parent_id not in self.own:
+            self.lose(f"parent run {parent_id} is not this invocation's")
+            return False
+        run = self.client.get_run(parent_id)
+        if run.info.status != "RUNNING" or run.info.lifecycle_stage != "active" or "closed_by" in run.data.tags:
+            self.lose(_closed_reason(run))
+            return False
+        return True
+
+    def confirm(self, parent_id: str) -> None:
+        """Raise :class:`LeaseLost` unless :meth:`holds` (before a claim)."""
+        if not self.holds(parent_id):
+            raise lease_lost(self.lost)
+
+    def heartbeat(self, uri: str, parent_id: str) -> Heartbeat:
+        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager)."""
+        return Heartbeat(uri, parent_id, self.lease_s, on_lost=self.lose)
+
+    # ------------------------------------------------------------------ other drivers' runs
+    def _alive(self, run, parents: dict, now: int) -> bool:
+        """Whether a RUNNING run's driver still holds its lease (module docstring).
+        ``parents`` caches parent runs by id for one pass."""
+        parent_id = run.data.tags.get(MLFLOW_PARENT_RUN_ID)
+        holder = run
+        if parent_id is not None:
+            if parent_id not in parents:
+                try:
+                    parents[parent_id] = self.client.get_run(parent_id)
+                except MlflowException as err:
+                    if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                        return True  # a busy store (database locked, timeout): not known dead
+                    parents[parent_id] = None
+            holder = parents[parent_id]
+            if holder is None or holder.info.status != "RUNNING" or holder.info.lifecycle_stage != "active":
+                return False
+        lease_ms = float(holder.data.tags.get("lease_s", LEASE_S)) * 1000
+        beat = holder.data.tags.get("heartbeat_ms")
+        last = int(beat) if beat is not None else holder.info.start_time
+        return now - last < lease_ms
+
+    def _orphaned(self, run, parents: dict, now: int):
+        """None if the driver of ``run`` (read as RUNNING by a search) holds its lease; else the
+        run read again, after its parent: a driver closes its runs before its parent, so a run
+        that its driver finished before closing the parent between the two reads reads FINISHED
+        here (the search had it RUNNING), and only a run still RUNNING is stale."""
+        if self._alive(run, parents, now):
+            return None
+        return self.client.get_run(run.info.run_id)
+
+    def close_stale(self, experiment_id: str) -> int:
+        """Close the experiment's RUNNING runs whose driver's lease has expired (it died, or its
+        parent run is closed) as KILLED, tagged ``closed_by``; runs of live drivers are left
+        alone. Returns how many."""
+        parents: dict = {}
+        now = now_ms()
+        stale = []
+        for run in search_all(self.client, experiment_id, "attributes.status = 'RUNNING'"):
+            now_run = self._orphaned(run, parents, now)
+            if now_run is not None and now_run.info.status == "RUNNING":
+                stale.append(run)
+        for run in stale:
+            self.client.set_tag(run.info.run_id, "closed_by", "another invocation (lease expired)")
+            self.client.set_terminated(run.info.run_id, "KILLED")
+        return len(stale)
+
+    def _rivals(self, experiment_id: str, trial_id: str, own: str, ignore: set[str]) -> list:
+        runs = search_all(self.client, experiment_id, f"tags.trial_id = '{trial_id}'")
+        return [r for r in runs if r.info.status in ("RUNNING", "FINISHED")
+                and r.info.run_id != own and r.info.run_id not in ignore]
+
+    def _live_rivals(self, experiment_id: str, trial_id: str, run_id: str, ignore: set[str]) -> list:
+        """The trial's other runs that count: FINISHED, or RUNNING under a live lease (read
+        again after their parent, as :meth:`close_stale` reads them)."""
+        parents: dict = {}
+        now = now_ms()
+        live = []
+        for r in self._rivals(experiment_id, trial_id, run_id, ignore):
+            now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
+            if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
+                live.append(r if now_r is None else now_r)
+        return live
+
+    def bakery(self, experiment_id: str, trial_id: str, run_id: str,
+               ignore: set[str] = frozenset(), poll_s: float = 0.25) -> bool:
+        """Lamport's bakery over the trial's runs for the just-created, ticketless ``run_id``
+        (module docstring): True if it won the trial; False if the trial is another driver's,
+        and then ``run_id`` is closed KILLED and deleted.
+
+        ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
+        """
+        rivals = self._rivals(experiment_id, trial_id, run_id, ignore)
+        ticket = 1 + max((int(r.data.tags.get("ticket", 0)) for r in rivals), default=0)
+        self.client.set_tag(run_id, "ticket", str(ticket))
+        mine = (ticket, run_id)
+        while True:
+            live = self._live_rivals(experiment_id, trial_id, run_id, ignore)
+            if any(r.info.status == "FINISHED" or
+                   ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
+                   for r in live):
+                self.client.set_tag(run_id, "claim", "lost: another invocation has this trial")
+                self.client.set_terminated(run_id, "KILLED")
+                self.client.delete_run(run_id)
+                return False
+            if all("ticket" in r.data.tags for r in live):
+                return True
+            time.sleep(poll_s)  # a live rival is still choosing its ticket

@@ -1,0 +1,297 @@
+"""The sweep loop: skip finished trials, run the rest on a scheduler, record every outcome.
+
+Resume is by trial id: a trial whose id already has a FINISHED run in the ablation's experiment
+is skipped (``force=true`` reruns it and deletes the old run once the new one finishes).
+Because the id leaves out where a trial runs, a sweep started on a laptop and resumed on a
+cluster against the same store skips what the laptop finished.
+
+Several invocations of one ablation may run at once on one store: each trial is claimed when it
+starts (:meth:`harness.tracking.Tracker.claim`), so each runs in one invocation only and the
+others skip it; a driver's runs stay claimed while its heartbeat renews its lease, and a driver
+that lost its lease stops (:mod:`harness.leases`).
+
+No signal handling here: the sweep that owns this loop (:class:`harness.driver.Sweep`) gives a
+``should_stop`` callable, read at the loop's safe points (a trial's start, each learning-curve
+point, each outcome); when it answers True the loop raises ``KeyboardInterrupt`` there, never
+inside a call to the store.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Sequence
+
+from tqdm import tqdm
+
+from harness.leases import lease_lost
+from harness.records import Outcome, Trial
+from harness.scheduler import RayScheduler, SerialScheduler
+from harness.tracking import Tracker
+from harness.writer import TrackingWriter
+
+Scheduler = RayScheduler | SerialScheduler
+OnDone = Optional[Callable[[str, "SweepSummary"], None]]
+
+
+@dataclass
+class SweepSummary:
+    """What one invocation did."""
+
+    experiment_id: str
+    parent_id: str
+    n_trials: int  # trials of the ablation
+    n_skipped: int  # already FINISHED before this invocation
+    n_stale_closed: int  # RUNNING runs of a dead driver (lease expired) closed as KILLED
+    n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
+    n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
+    n_unrecorded: int = 0  # ran here, but writing its record failed (its run closed FAILED if it could be)
+    finished: int = 0
+    failed: list[str] = field(default_factory=list)  # one line per failed trial
+    diverged: list[str] = field(default_factory=list)
+    ablation: str = ""  # its name: a suite's summaries come in completion order
+
+
+def _describe(outcome: Outcome) -> str:
+    t = outcome.trial
+    return f"{t.trial_id} {t.variant} {' '.join(t.overrides)}"
+
+
+@dataclass
+class _Ablation:
+    """One ablation's share of the queue: its experiment, what is left to run, and the outcomes
+    recorded so far (each with the future of ``finish_trial``'s answer)."""
+
+    finished: dict[str, list[str]]  # trial id → FINISHED run ids before this invocation
+    todo: list[Trial]
+    superseded: set[str]  # old FINISHED runs a forced rerun replaces (the claim ignores them)
+    summary: SweepSummary
+    left: int  # trials not yet come back (or skipped as another invocation's)
+    heartbeat: object = None  # the entered Heartbeat of the parent run, until the sweep ends
+    recorded: list = field(default_factory=list)
+
+
+def _never() -> bool:
+    return False
+
+
+class Queue:
+    """The trials of several ablations as one queue on one scheduler, each ablation recorded as
+    its own sweep (:func:`run_sweeps` documents the behaviour). One method per stage: resume
+    (:meth:`plan`), open the parents (:meth:`open`), claim (:meth:`on_start`), live curves
+    (:meth:`on_progress`), record (:meth:`record`), close an ablation (:meth:`end`) and close
+    what is left after an interrupt or error (:meth:`close`)."""
+
+    def __init__(self, tracker: Tracker, cli: list[str], force: bool = False, on_done: OnDone = None,
+                 should_stop: Callable[[], bool] = _never) -> None:
+        self.tracker, self.cli, self.force, self.on_done = tracker, cli, force, on_done
+        self.should_stop = should_stop
+        self.ablations: list[_Ablation] = []
+        self.owner: dict[int, _Ablation] = {}  # id(trial) of each queued trial → its ablation
+        self.queue: list[Trial] = []
+        self.running: dict[int, str] = {}  # id(trial) → its claimed run
+        self.open_parents: list[_Ablation] = []
+        self.writer = TrackingWriter(tracker)  # per-trial writes on a writer thread
+        self.bar: Optional[tqdm] = None
+        self.n_failed = 0  # outcomes with an error so far (the progress bar's count)
+
+    def _safe_point(self) -> None:
+        """Stop here if the sweep says so (an interrupt), or if this driver lost its lease."""
+        if self.should_stop():
+            raise KeyboardInterrupt("interrupt requested")
+        leases = getattr(self.tracker, "leases", None)
+        reason = self.writer.lost or (leases.lost if leases is not None else None)
+        if reason is not None:
+            raise lease_lost(reason)
+
+    def plan(self, groups: Sequence[tuple[str, list[Trial]]]) -> None:
+        """Per ablation: its experiment, stale runs closed, finished trials skipped (resume)."""
+        for ablation, trials in groups:
+            experiment = self.tracker.experiment(ablation)
+            stale = self.tracker.close_stale(experiment)
+            finished = self.tracker.finished_trials(experiment)
+            todo = trials if self.force else [t for t in trials if t.trial_id not in finished]
+            todo = [replace(t) if id(t) in self.owner else t for t in todo]  # one object per queued trial
+            superseded = ({run for t in todo for run in finished.get(t.trial_id, [])}
+                          if self.force else set())
+            summary = SweepSummary(experiment, "", len(trials), len(trials) - len(todo), stale,
+                                   ablation=ablation)
+            sweep = _Ablation(finished, todo, superseded, summary, len(todo))
+            self.ablations.append(sweep)
+            for trial in todo:
+                self.owner[id(trial)] = sweep
+                self.queue.append(trial)
+
+    def open(self) -> None:
+        """Open the parent run of each ablation with trials to run and start its heartbeat (the
+        lease); an ablation whose trials all finished before writes no run (its summary's
+        ``parent_id`` stays empty)."""
+        for sweep in self.ablations:
+            if not sweep.todo:
+                continue
+            summary = sweep.summary
+            summary.parent_id = self.tracker.start_parent(summary.experiment_id, summary.ablation,
+                                                          len(sweep.todo), summary.n_skipped, self.cli)
+            sweep.heartbeat = self.tracker.heartbeat(summary.parent_id)
+            sweep.heartbeat.__enter__()
+            self.open_parents.append(sweep)
+
+    def _back(self, sweep: _Ablation) -> None:
+        """One of ``sweep``'s trials is back (or skipped): close the ablation after its last."""
+        sweep.left -= 1
+        if sweep.left == 0:
+            self.end(sweep)
+
+    def on_start(self, trial: Trial) -> bool:
+        """The scheduler is about to start ``trial``: claim it (False: another invocation's)."""
+        self._safe_point()  # before the claim: an interrupt never stops a claim half done
+        sweep = self.owner[id(trial)]
+        summary = sweep.summary
+        run_id = self.writer.claim(summary.experiment_id, summary.parent_id, summary.ablation,
+                                   trial, sweep.superseded)
+        if run_id is None:  # another invocation runs or finished it
+            summary.n_elsewhere += 1
+            self.bar.update(1)
+            self._back(sweep)
+            return False
+        self.running[id(trial)] = run_id
+        return True
+
+    def on_progress(self, trial: Trial, point: dict) -> None:
+        """A learning-curve point of a running trial, as it is measured."""
+        self._safe_point()
+        if id(trial) in self.running:
+            self.writer.log_progress(self.running[id(trial)], point)
+
+    def record(self, outcome: Outcome) -> None:
+        """Queue recording an outcome in its claimed run; close its ablation after its last."""
+        self._safe_point()
+        key = id(outcome.trial)
+        sweep = self.owner[key]
+        old = sweep.finished.get(outcome.trial.trial_id, []) if self.force else []
+        sweep.recorded.append((outcome, self.writer.finish_trial(self.running[key], outcome, old)))
+        del self.running[key]  # after: an interrupt mid-way closes it KILLED
+        self.bar.update(1)
+        self.n_failed += outcome.error is not None
+        self.bar.set_postfix(done=self.bar.n - self.n_failed, failed=self.n_failed,
+                             remaining=self.bar.total - self.bar.n)
+        self._back(sweep)
+
+    def end(self, sweep: _Ablation) -> None:
+        """The ablation's last trial is back: tally it, close its parent (FAILED if a record
+        failed; left as it is if another invocation closed it) and report it (``on_done``)."""
+        self.writer.flush()  # its trials' records are written: their answers are known
+        _tally(sweep)
+        if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
+            status = "FAILED" if sweep.summary.n_unrecorded else "FINISHED"
+            self.writer.end_run(sweep.summary.parent_id, status)
+            self.writer.flush()  # while the heartbeat still holds the lease
+            sweep.heartbeat.__exit__(None, None, None)
+            self.open_parents.remove(sweep)
+        if self.on_done is not None:
+            with tqdm.external_write_mode():  # the progress bar is still open: print below it
+                self.on_done(sweep.summary.ablation, sweep.summary)
+                sys.stdout.flush()
+
+    def run(self, scheduler: Scheduler) -> None:
+        """Run the queue on ``scheduler`` and record every outcome as it arrives."""
+        self.open()
+        desc = (self.ablations[0].summary.ablation if len(self.ablations) == 1
+                else f"{len(self.ablations)} ablations")
+        with tqdm(total=len(self.queue), desc=desc, unit="trial", dynamic_ncols=True) as self.bar:
+            for sweep in [s for s in self.ablations if s.left == 0]:  # nothing to run: done at once
+                self.end(sweep)
+            for outcome in scheduler.run(self.queue, self.on_start, self.on_progress):
+                self.record(outcome)
+        self._safe_point()  # a record refused in the last ablation's end(): the lease is lost
+
+    def close(self, ok: bool) -> None:
+        """Close what is still open (interrupted, or an error): running trials and parents
+        KILLED (unless another invocation closed them), heartbeats stopped; then wait for every
+        write. Raises :class:`harness.records.TrackingError` if a write failed (``ok``)."""
+        for run_id in self.running.values():
+            self.writer.end_run(run_id, "KILLED")
+        for sweep in self.open_parents:  # interrupted (or a parent that failed to open)
+            self.writer.end_run(sweep.summary.parent_id, "KILLED")
+            if sweep.heartbeat is not None:
+                sweep.heartbeat.__exit__(None, None, None)
+        self.writer.close(raise_errors=ok)
+
+
+def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablation: str,
+              cli: list[str], force: bool = False) -> SweepSummary:
+    """Run the trials of ``ablation`` not yet finished and record each outcome as it arrives
+    (:func:`run_sweeps` with one ablation)."""
+    return run_sweeps([(ablation, trials)], scheduler, tracker, cli, force)[0]
+
+
+def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, tracker: Tracker,
+               cli: list[str], force: bool = False, on_done: OnDone = None,
+               should_stop: Callable[[], bool] = _never) -> list[SweepSummary]:
+    """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
+    on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
+    one :class:`SweepSummary` per ablation, in the order given.
+
+    One queue, not one sweep after another: the scheduler packs and orders the trials of every
+    ablation together (:func:`harness.scheduler.plan`), so no slot idles while one ablation's
+    last pack runs and small groups (a few reruns per ablation) still fill packs. Each ablation
+    keeps its own experiment, parent run (opened at the start, holding this driver's lease) and
+    summary; once its last trial is recorded its parent is closed and ``on_done(name, summary)``
+    is called (the end-of-sweep table and plot), so ablations end in completion order.
+
+    On an interrupt (``should_stop()`` answering True at a safe point, or a KeyboardInterrupt)
+    the running trials are cancelled, their runs and the open parent runs are closed as KILLED,
+    and ``KeyboardInterrupt`` propagates; everything that finished stays recorded.
+
+    ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
+    the rounds of a suite so that Ray starts once.
+
+    Raises:
+        harness.records.TrackingError: the trials ran, but some writes to the store failed.
+        harness.leases.LeaseLost: another invocation closed this driver's runs as stale; it
+            claimed and recorded nothing more.
+    """
+    queue = Queue(tracker, cli, force, on_done, should_stop)
+    ok = False
+    try:
+        queue.plan(groups)
+        queue.run(scheduler)
+        ok = True
+    finally:
+        queue.close(ok)  # raises TrackingError if a write failed
+    return [s.summary for s in queue.ablations]
+
+
+def _tally(sweep: _Ablation) -> None:
+    """Fill the sweep's summary from its recorded outcomes (their writes are done)."""
+    summary = sweep.summary
+    for outcome, answer in sweep.recorded:
+        if answer.result() is False:  # closed as stale by another invocation: not recorded
+            summary.n_lost += 1
+        elif answer.result() is None:  # the write failed: not recorded (rerun by the next invocation)
+            summary.n_unrecorded += 1
+        elif outcome.error is not None:
+            last = outcome.error.strip().splitlines()[-1]
+            summary.failed.append(f"{_describe(outcome)}: {last}")
+        else:
+            summary.finished += 1
+            if outcome.result.diverged:
+                summary.diverged.append(_describe(outcome))
+
+
+def print_summary(summary: SweepSummary) -> None:
+    """Counts, then one line per failed or diverged trial (stderr)."""
+    print(f"{summary.ablation + ': ' if summary.ablation else ''}"
+          f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
+          f"{summary.finished} finished now, {len(summary.failed)} failed, "
+          f"{len(summary.diverged)} diverged" +
+          (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +
+          (f", {summary.n_lost} lost (closed as stale by another invocation; rerun to record)"
+           if summary.n_lost else "") +
+          (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"
+           if summary.n_unrecorded else "") +
+          (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else ""))
+    for line in summary.failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    for line in summary.diverged:
+        print(f"DIVERGED {line}", file=sys.stderr)

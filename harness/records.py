@@ -1,0 +1,68 @@
+"""The shared types of a sweep, at the bottom of ``harness/``: what a trial is (:class:`Trial`)
+and what came back from it (:class:`Outcome`). Recording (:mod:`harness.tracking`,
+:mod:`harness.writer`, :mod:`harness.leases`) and scheduling (:mod:`harness.scheduler`) both
+import them from here, so recording never imports scheduling for a dataclass.
+
+Imports only :mod:`harness.config` (no torch, Ray, Hydra or MLflow): :class:`Outcome`'s result
+is a :class:`harness.trial.TrialResult`, named for typing only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from harness.config import Config, to_plain
+
+if TYPE_CHECKING:  # trial.py imports torch and the models; a record only carries its result
+    from harness.trial import TrialResult
+
+# Top-level keys that say where or how a trial runs or is recorded, not what it is.
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force", "summary")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One point of an ablation.
+
+    Attributes:
+        trial_id: 16 hex digits hashing the trial's identity (:func:`harness.sweep.trial_id`).
+        variant: the model preset, plus any ``model.*`` override of this trial, e.g.
+            ``softmax`` or ``softmax[d1=4]``; what MLflow and the plots show.
+        overrides: this trial's grid point, as Hydra override strings.
+        config: the resolved config (plain dataclasses; pickles to Ray).
+        task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
+        extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
+            grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
+        identity: :func:`harness.sweep.identity_dict` of the config, computed once when composed
+            (the id's payload and the run's params); empty for a trial built by hand.
+    """
+
+    trial_id: str
+    variant: str
+    overrides: tuple[str, ...]
+    config: Config
+    task: str = ""
+    extends: str = ""
+    identity: dict = field(default_factory=dict, compare=False, repr=False)  # identity_dict, once
+
+
+def config_identity(cfg: Config) -> dict[str, Any]:
+    """A resolved config object as plain data without where it runs or is recorded
+    (:data:`NOT_IDENTITY`): :func:`harness.sweep.identity_dict` for a :class:`Config`."""
+    return {key: value for key, value in to_plain(cfg).items() if key not in NOT_IDENTITY}
+
+
+@dataclass
+class Outcome:
+    """A finished trial: its result, or the error text if it failed; the node it ran on."""
+
+    trial: Trial
+    result: Optional["TrialResult"]
+    error: Optional[str]
+    node: str
+
+
+class TrackingError(RuntimeError):
+    """Writes to the tracking store failed, or this driver lost its lease: the sweep ran, but
+    some of it is not recorded (exit status 1; the same command resumes it)."""

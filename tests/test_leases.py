@@ -1,0 +1,135 @@
+"""Leases (harness/leases.py) and counted writes: a driver that lost its lease stops, and a record
+that failed is counted as not recorded and rerun (issue 27, items 1 and 2)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+import harness.trial as trial_module
+from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
+from harness.driver import print_summary, run_sweep, run_sweeps
+from harness.records import TrackingError
+from harness.scheduler import SerialScheduler
+from harness.store import resolve_store
+from harness.sweep import compose_trial
+from harness.tracking import Tracker
+
+FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_test=64"]
+LONE = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")  # one claim per trial
+
+
+def _runs(store, experiment_id: str) -> list:
+    return MlflowClient(store.uri).search_runs([experiment_id])
+
+
+def test_a_driver_whose_lease_another_invocation_closed_claims_and_records_nothing_more(
+        hydra_conf, tmp_path, monkeypatch):
+    """Driver A is paused during its second trial for longer than its lease (a laptop lid, a
+    preempted VM, SIGSTOP: its heartbeat stops too); driver B starts meanwhile and closes A's
+    parent and running trial as stale. When A goes on it records nothing (its trial is lost),
+    claims no further trial and never re-closes the parent B closed; it ends with LeaseLost.
+    On the original code A claimed the third trial under the closed parent, recorded it FINISHED
+    and re-closed B's KILLED parent as FINISHED."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    paused = Tracker(store, lease_s=0.5)
+    experiment = paused.experiment("unit")
+    monkeypatch.setattr(paused, "heartbeat", lambda parent_id: contextlib.nullcontext())
+    original, closed = trial_module.run_trial, []
+
+    def pausing(cfg, device="cpu", progress=None):
+        if cfg.seed == 1:  # A is paused past its lease, and B starts
+            time.sleep(0.6)
+            closed.append(Tracker(store).close_stale(experiment))
+        return original(cfg, device, progress)
+
+    monkeypatch.setattr("harness.scheduler.run_trial", pausing)
+    with SerialScheduler(LONE) as scheduler, pytest.raises(TrackingError, match="lease lost"):
+        run_sweep(trials, scheduler, paused, "unit", [])
+    assert closed == [2]  # A's parent and A's running trial
+    runs = _runs(store, experiment)
+    by_seed = {r.data.params.get("seed"): r for r in runs if "trial_id" in r.data.tags}
+    assert set(by_seed) == {"0", "1"}  # the third trial was never claimed
+    assert by_seed["0"].info.status == "FINISHED"
+    assert by_seed["1"].info.status == "KILLED" and "closed_by" in by_seed["1"].data.tags
+    parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
+    assert parent.info.status == "KILLED" and "closed_by" in parent.data.tags  # not re-closed
+    assert sorted(Tracker(store).finished_trials(experiment)) == [trials[0].trial_id]
+
+
+def test_a_record_that_failed_is_counted_not_recorded_its_runs_fail_and_it_is_rerun(
+        hydra_conf, tmp_path, monkeypatch, capsys):
+    """A write that fails while a trial's outcome is recorded (a full disk) counts that trial as
+    not recorded in the summary and the sweep line, closes its run and the parent FAILED, and
+    the next invocation reruns it. On the original code the sweep line said '3 finished now',
+    the trial's run stayed RUNNING and the parent was closed FINISHED."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    full = Tracker(store)
+    real = full.finish_trial
+
+    def disk_full(run_id, outcome, supersede=()):
+        if outcome.trial.config.seed == 1:
+            raise OSError(28, "No space left on device")
+        return real(run_id, outcome, supersede)
+
+    monkeypatch.setattr(full, "finish_trial", disk_full)
+    done = []
+    with SerialScheduler(LONE) as scheduler:
+        with pytest.raises(TrackingError, match="No space left on device"):
+            run_sweeps([("unit", trials)], scheduler, full, [], on_done=lambda name, s: done.append(s))
+        (summary,) = done
+        assert (summary.finished, summary.failed) == (2, [])
+        assert summary.n_unrecorded == 1
+        print_summary(summary)
+        assert "2 finished now" in capsys.readouterr().out
+        runs = _runs(store, summary.experiment_id)
+        failed = [r for r in runs if r.data.params.get("seed") == "1"]
+        assert [r.info.status for r in failed] == ["FAILED"]
+        parent = next(r for r in runs if r.data.tags.get("role") == "sweep")
+        assert parent.info.status == "FAILED"
+        again = run_sweep(trials, scheduler, Tracker(store), "unit", [])
+    assert (again.n_skipped, again.finished) == (2, 1)
+
+
+def test_print_summary_names_records_that_failed(capsys):
+    from harness.driver import SweepSummary
+
+    print_summary(SweepSummary("1", "p", 3, 0, 0, finished=2, n_unrecorded=1, ablation="unit"))
+    line = capsys.readouterr().out
+    assert "2 finished now" in line and "1 not recorded" in line
+
+
+def test_the_analysis_never_pools_two_finished_runs_of_one_trial(tmp_path, capsys):
+    """Two FINISHED runs of one trial id (a driver recorded it just after another closed its
+    parent: the lease check is check-then-act) are one row: the run whose parent was not closed
+    by another invocation, else the earliest to end; the other is named on stderr."""
+    from analysis.load import load_runs
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("dup")
+
+    def child(parent: str, trial: str, end_ms: int) -> str:
+        run = client.create_run(experiment, tags={MLFLOW_PARENT_RUN_ID: parent, "trial_id": trial})
+        client.log_param(run.info.run_id, "seed", "0")
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=end_ms)
+        return run.info.run_id
+
+    lost = client.create_run(experiment, tags={"role": "sweep", "closed_by": "another invocation"})
+    client.set_terminated(lost.info.run_id, "KILLED")
+    kept = client.create_run(experiment, tags={"role": "sweep"})
+    client.set_terminated(kept.info.run_id, "FINISHED")
+    early_but_lost = child(lost.info.run_id, "a", 1_000)
+    late = child(kept.info.run_id, "a", 2_000)
+    first = child(kept.info.run_id, "b", 1_000)
+    second = child(kept.info.run_id, "b", 2_000)
+    df = load_runs("dup", uri)
+    assert sorted(df["run_id"]) == sorted([late, first])
+    err = capsys.readouterr().err
+    assert f"left out {early_but_lost}" in err and f"left out {second}" in err
