@@ -90,6 +90,7 @@ def main(cfg: DictConfig) -> None:
         _dry_run(ablations, store, cluster)
         return
     from harness.driver import run_suite
+    from harness.paths import folder_name
     from harness.report import summarise
     from harness.tracking import Tracker
     from harness.writer import TrackingError
@@ -98,7 +99,7 @@ def main(cfg: DictConfig) -> None:
 
     def after(name, summary) -> None:
         summarise(name, store, Tracker(store), summary.parent_id,
-                  out_dir / name if len(ablations) > 1 else out_dir)
+                  out_dir / folder_name(name) if len(ablations) > 1 else out_dir)
 
     # run_suite's own handlers interrupt the sweep; once it is over it puts back these, the
     # defaults: a signal in the interpreter's teardown then just ends the process (the sweep is

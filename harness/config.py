@@ -17,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from harness.models import MODELS
+from harness.paths import folder_name
 from tasks import TASKS
 
 
@@ -220,6 +221,7 @@ def register_configs() -> None:
     # ${pid:} keeps the output folders of invocations started in the same second apart
     OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
     OmegaConf.register_new_resolver("ablation_from", ablation_from, replace=True)
+    OmegaConf.register_new_resolver("folder_name", folder_name, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="train", name="train_schema", node=TrainConfig)

@@ -47,6 +47,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFL
 
 from harness.cli import ablation_question
 from harness.config import to_plain
+from harness.paths import folder_name
 from harness.scheduler import Outcome
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
 from harness.sweep import Trial, identity_dict
@@ -247,7 +248,7 @@ class Tracker:
         """
         found = self.client.get_experiment_by_name(name)
         if found is None:
-            location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
+            location = f"{self.store.artifact_root}/{folder_name(name)}" if self.store.artifact_root else None
             try:
                 return self.client.create_experiment(name, artifact_location=location, tags={
                     EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name)})
