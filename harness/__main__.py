@@ -143,6 +143,12 @@ def cli() -> None:
 
     ``--help`` and unknown group choices are answered first, without heavy imports.
     """
+    from harness.secrets import CredentialsError, scrub_argv
+
+    try:  # before Hydra writes the overrides to .hydra/: a URI's password goes to the environment
+        sys.argv = scrub_argv(sys.argv)
+    except CredentialsError as err:
+        _bad_input(err)
     precheck(HARNESS_USAGE)
     sys.argv = _take_sweeps(sys.argv)
     if _is_dry_run(sys.argv[1:]):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import TrackingConfig, TrackingKind
+from harness.secrets import CredentialsError, mask, move_credentials
 
 
 class StoreError(ValueError):
@@ -35,17 +36,24 @@ def resolve_store(cfg: TrackingConfig, cwd: Path) -> Store:
     ``tracking=local`` gives ``sqlite:////abs/path/mlflow.db`` with artifacts in
     ``mlartifacts/`` beside it (MLflow's default ``./mlruns`` would follow the current directory).
 
+    A server URI's userinfo (``http://USER:PASSWORD@HOST``) is moved to the environment
+    variables MLflow sends as basic auth (:func:`harness.secrets.move_credentials`).
+
     Raises:
-        StoreError: for ``tracking=server`` without an ``http(s)://`` ``tracking.uri``.
+        StoreError: for ``tracking=server`` without an ``http(s)://`` ``tracking.uri`` (masked).
     """
     if not cfg.lease_s > 0:
         raise StoreError(f"tracking.lease_s must be positive, got {cfg.lease_s}")
     if cfg.kind is TrackingKind.server:
         if not cfg.uri or not cfg.uri.startswith(("http://", "https://")):
-            raise StoreError(f"tracking.uri={cfg.uri!r} cannot be used with tracking=server; allowed: "
-                             "an MLflow tracking server, http://HOST:PORT or https://HOST:PORT "
+            raise StoreError(f"tracking.uri={mask(cfg.uri or '')!r} cannot be used with tracking=server; "
+                             "allowed: an MLflow tracking server, http://HOST:PORT or https://HOST:PORT "
                              "(file stores are not supported: use tracking=local for a SQLite file)")
-        return Store(cfg.uri.rstrip("/"), None)
+        try:  # userinfo from a config file (the command line's is moved before Hydra starts)
+            uri = move_credentials(cfg.uri)
+        except CredentialsError as err:
+            raise StoreError(str(err)) from err
+        return Store(uri.rstrip("/"), None)
     db = (cwd / cfg.db_path).resolve()
     root = (cwd / cfg.artifact_root).resolve() if cfg.artifact_root else db.parent / "mlartifacts"
     return Store(sqlite_uri(db), root.as_uri())
