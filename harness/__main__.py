@@ -82,7 +82,7 @@ def main(cfg: DictConfig) -> None:
         if not cfg.dry_run:
             from harness.tracking import check_experiments
 
-            check_store(store)
+            check_store(store, [name for name, _ in ablations], tracking.relocate_artifacts)
             check_experiments(store, [name for name, _ in ablations])
     except (SweepError, StoreError) as err:
         _bad_input(err)

@@ -88,6 +88,9 @@ class TrackingConfig:
     # seconds a driver's RUNNING runs stay claimed after its last heartbeat (renewed every
     # lease_s / 4); after that another invocation may close them as KILLED and rerun the trials
     lease_s: float = 120.0
+    # local: an experiment whose artifacts live elsewhere (a copied or moved store) gets this
+    # store's artifact folder for its new runs, instead of exit 2 (harness/store.py check_artifacts)
+    relocate_artifacts: bool = False
 
 
 class Test(Enum):
