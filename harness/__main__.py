@@ -150,6 +150,12 @@ def cli() -> None:
     except CredentialsError as err:
         _bad_input(err)
     precheck(HARNESS_USAGE)
+    from harness.sweep import SweepError, check_config_files
+
+    try:  # a YAML syntax error: one line with file and line, not Hydra's traceback
+        check_config_files(sys.argv[1:])
+    except SweepError as err:
+        _bad_input(err)
     sys.argv = _take_sweeps(sys.argv)
     if _is_dry_run(sys.argv[1:]):
         sys.argv += _DRY_RUN_HYDRA
