@@ -169,7 +169,8 @@ def check_artifacts(db: Path, store: Store, names: Sequence[str], relocate: bool
     marks = ",".join("?" * len(names))
     with closing(_read_only(db)) as con:
         rows = con.execute(f"SELECT experiment_id, name, artifact_location FROM experiments "
-                           f"WHERE name IN ({marks})", list(names)).fetchall()
+                           f"WHERE name IN ({marks}) AND lifecycle_stage = 'active'",
+                           list(names)).fetchall()  # a deleted one: check_experiments says so
     for experiment_id, name, location in rows:
         if (location or "").startswith(root + "/"):
             continue
