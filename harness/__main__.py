@@ -66,7 +66,8 @@ def main(cfg: DictConfig) -> None:
         # the store stays where the command started, also with hydra.job.chdir=True
         tracking = OmegaConf.to_object(cfg.tracking)
         store = resolve_store(tracking, Path(hydra_cfg.runtime.cwd))
-        sweep = Sweep(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force)
+        sweep = Sweep(ablations, cluster, store, cli, tracking.lease_s, force=cfg.force,
+                      relocate_artifacts=tracking.relocate_artifacts)
         sweep.check(store=not cfg.dry_run)  # a dry run reads the store, and only if it exists
     except (SweepError, StoreError) as err:  # bad input: nothing run or recorded
         _bad_input(err)
@@ -74,6 +75,7 @@ def main(cfg: DictConfig) -> None:
         _dry_run(ablations, store, cluster)
         return
     from analysis.summary import summarise
+    from harness.paths import folder_name
     from harness.tracking import Tracker
 
     out_dir = Path(hydra_cfg.runtime.output_dir)
@@ -82,7 +84,7 @@ def main(cfg: DictConfig) -> None:
         if not summary.parent_id:  # nothing ran (a no-op resume): no run written, no new figure
             return
         summarise(name, dict(ablations)[name], store, Tracker(store), summary.parent_id,
-                  out_dir / name if len(ablations) > 1 else out_dir, cfg.scale.name)
+                  out_dir / folder_name(name) if len(ablations) > 1 else out_dir, cfg.scale.name)
 
     sys.exit(sweep.main(after=after if cfg.summary else None, store_checked=True))
 
@@ -103,7 +105,19 @@ def cli() -> None:
 
     ``--help`` and unknown group choices are answered first, without heavy imports.
     """
+    from harness.secrets import CredentialsError, scrub_argv
+
+    try:  # before Hydra writes the overrides to .hydra/: a URI's password goes to the environment
+        sys.argv = scrub_argv(sys.argv)
+    except CredentialsError as err:
+        _bad_input(err)
     precheck(HARNESS_USAGE)
+    from harness.sweep import SweepError, check_config_files
+
+    try:  # a YAML syntax error: one line with file and line, not Hydra's traceback
+        check_config_files(sys.argv[1:])
+    except SweepError as err:
+        _bad_input(err)
     sys.argv = _take_sweeps(sys.argv)
     if _is_dry_run(sys.argv[1:]):
         sys.argv += _DRY_RUN_HYDRA

@@ -18,6 +18,7 @@ from omegaconf import MISSING, OmegaConf
 
 from harness.models import MODELS
 from harness.models.external import ExternalConfig
+from harness.paths import folder_name
 from tasks import TASKS
 from tasks.external import ExternalTaskConfig
 
@@ -89,6 +90,9 @@ class TrackingConfig:
     # seconds a driver's RUNNING runs stay claimed after its last heartbeat (renewed every
     # lease_s / 4); after that another invocation may close them as KILLED and rerun the trials
     lease_s: float = 120.0
+    # local: an experiment whose artifacts live elsewhere (a copied or moved store) gets this
+    # store's artifact folder for its new runs, instead of exit 2 (harness/store.py check_artifacts)
+    relocate_artifacts: bool = False
 
 
 class Test(Enum):
@@ -238,6 +242,7 @@ def register_configs() -> None:
     # ${pid:} keeps the output folders of invocations started in the same second apart
     OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
     OmegaConf.register_new_resolver("ablation_from", ablation_from, replace=True)
+    OmegaConf.register_new_resolver("folder_name", folder_name, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="train", name="train_schema", node=TrainConfig)

@@ -47,12 +47,16 @@ class Sweep:
         cli: the command line's overrides (recorded in each parent run).
         lease_s: ``tracking.lease_s``.
         force: rerun finished trials.
+        relocate_artifacts: ``tracking.relocate_artifacts``: point an experiment whose artifacts
+            live outside this store's folder (a copied or moved store) at this store's folder.
     """
 
     def __init__(self, ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConfig,
-                 store: Store, cli: list[str], lease_s: float, force: bool = False) -> None:
+                 store: Store, cli: list[str], lease_s: float, force: bool = False,
+                 relocate_artifacts: bool = False) -> None:
         self.ablations, self.cluster, self.store = list(ablations), cluster, store
         self.cli, self.lease_s, self.force = cli, lease_s, force
+        self.relocate_artifacts = relocate_artifacts
         self.stop = threading.Event()  # this sweep's: set by a first signal while it runs
 
     def should_stop(self) -> bool:
@@ -71,8 +75,9 @@ class Sweep:
                   self.cluster.pack_size)
         check_cluster(self.cluster)
         if store:
-            check_store(self.store)
-            check_experiments(self.store, [name for name, _ in self.ablations])
+            names = [name for name, _ in self.ablations]
+            check_store(self.store, names, self.relocate_artifacts)
+            check_experiments(self.store, names)
 
     def _all_finished(self, tracker: Tracker) -> bool:
         """Whether every trial already has a FINISHED run (and no ``force``): a no-op resume,

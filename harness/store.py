@@ -6,6 +6,7 @@ import MLflow (about 2 s of a dry run's 7; ``benchmarks/cli_latency.py``).
 from __future__ import annotations
 
 import sqlite3
+import sys
 import tempfile
 import urllib.error
 import urllib.parse
@@ -13,8 +14,11 @@ import urllib.request
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from harness.config import TrackingConfig, TrackingKind
+from harness.paths import folder_name
+from harness.secrets import CredentialsError, mask, move_credentials
 
 
 class StoreError(ValueError):
@@ -35,17 +39,24 @@ def resolve_store(cfg: TrackingConfig, cwd: Path) -> Store:
     ``tracking=local`` gives ``sqlite:////abs/path/mlflow.db`` with artifacts in
     ``mlartifacts/`` beside it (MLflow's default ``./mlruns`` would follow the current directory).
 
+    A server URI's userinfo (``http://USER:PASSWORD@HOST``) is moved to the environment
+    variables MLflow sends as basic auth (:func:`harness.secrets.move_credentials`).
+
     Raises:
-        StoreError: for ``tracking=server`` without an ``http(s)://`` ``tracking.uri``.
+        StoreError: for ``tracking=server`` without an ``http(s)://`` ``tracking.uri`` (masked).
     """
     if not cfg.lease_s > 0:
         raise StoreError(f"tracking.lease_s must be positive, got {cfg.lease_s}")
     if cfg.kind is TrackingKind.server:
         if not cfg.uri or not cfg.uri.startswith(("http://", "https://")):
-            raise StoreError(f"tracking.uri={cfg.uri!r} cannot be used with tracking=server; allowed: "
-                             "an MLflow tracking server, http://HOST:PORT or https://HOST:PORT "
+            raise StoreError(f"tracking.uri={mask(cfg.uri or '')!r} cannot be used with tracking=server; "
+                             "allowed: an MLflow tracking server, http://HOST:PORT or https://HOST:PORT "
                              "(file stores are not supported: use tracking=local for a SQLite file)")
-        return Store(cfg.uri.rstrip("/"), None)
+        try:  # userinfo from a config file (the command line's is moved before Hydra starts)
+            uri = move_credentials(cfg.uri)
+        except CredentialsError as err:
+            raise StoreError(str(err)) from err
+        return Store(uri.rstrip("/"), None)
     db = (cwd / cfg.db_path).resolve()
     root = (cwd / cfg.artifact_root).resolve() if cfg.artifact_root else db.parent / "mlartifacts"
     return Store(sqlite_uri(db), root.as_uri())
@@ -79,9 +90,12 @@ def deleted_experiment_error(name: str, experiment_id: str, uri: str) -> str:
             f"under another name (ablation.name=NEW_NAME)")
 
 
-def check_store(store: Store, timeout_s: float = 10.0) -> None:
-    """Fail early if the store cannot be written: a missing or read-only folder for a SQLite
-    file, or a tracking server that does not answer ``/health``.
+def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
+                timeout_s: float = 10.0) -> None:
+    """Fail early if the store cannot be used: a missing or read-only folder, a damaged SQLite
+    file (:func:`check_sqlite`), an experiment of ``names`` whose artifacts live elsewhere
+    (:func:`check_artifacts`; ``relocate``: move them on purpose), or a tracking server that does
+    not answer ``/health``.
 
     Raises:
         StoreError: naming the store and what is wrong with it.
@@ -98,6 +112,9 @@ def check_store(store: Store, timeout_s: float = 10.0) -> None:
                     pass
             except OSError as err:
                 raise StoreError(f"tracking store {db} is not writable: {err}") from err
+            if db.stat().st_size > 0:  # an empty file is a store still to be created
+                check_sqlite(db)
+                check_artifacts(db, store, names, relocate)
         return
     try:
         with urllib.request.urlopen(f"{store.uri}/health", timeout=timeout_s) as response:
@@ -105,6 +122,84 @@ def check_store(store: Store, timeout_s: float = 10.0) -> None:
                 raise StoreError(f"MLflow server {store.uri} answered /health with {response.status}")
     except (urllib.error.URLError, OSError) as err:
         raise StoreError(f"cannot reach the MLflow tracking server at {store.uri}: {err}") from err
+
+
+def _read_only(db: Path) -> sqlite3.Connection:
+    # timeout: wait out another driver's write instead of failing on its lock
+    return sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
+
+
+def check_sqlite(db: Path) -> None:
+    """``PRAGMA quick_check`` on the SQLite file ``db``, opened read-only (it reads every page:
+    0.8 s on a store of 10^4 trial runs, 143 MB, README "Faults"). A store busy past the timeout is not
+    called damaged (its other drivers' writes go on).
+
+    Raises:
+        StoreError: for a damaged file (truncated, overwritten pages), naming it and what to do.
+    """
+    try:
+        with closing(_read_only(db)) as con:
+            rows = con.execute("PRAGMA quick_check").fetchall()
+        problem = "" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:3])
+    except sqlite3.OperationalError as err:
+        problem = "" if "locked" in str(err) or "busy" in str(err) else str(err)
+    except sqlite3.DatabaseError as err:  # "file is not a database", "disk image is malformed"
+        problem = str(err)
+    if problem:
+        problem = " ".join(problem.split())
+        raise StoreError(f"tracking store {db} is damaged (PRAGMA quick_check: {problem}); nothing "
+                         "was run or written: restore it from a backup, or keep it aside and record "
+                         f"in a new store (tracking.db_path=NEW.db); `sqlite3 {db} .recover` may "
+                         "rescue its runs")
+
+
+def check_artifacts(db: Path, store: Store, names: Sequence[str], relocate: bool = False) -> None:
+    """Each experiment of ``names`` in ``db`` keeps its artifacts where this store puts them
+    (under ``store.artifact_root``); a store that was copied or moved keeps its experiments'
+    creation-time locations, so new runs would write into the old folder. With ``relocate``
+    (``tracking.relocate_artifacts=true``) such an experiment is pointed here
+    (:func:`relocate_artifacts`) instead of refused.
+
+    Raises:
+        StoreError: naming the experiment, both folders and the override.
+    """
+    if not names or store.artifact_root is None:
+        return
+    root = store.artifact_root.rstrip("/")
+    marks = ",".join("?" * len(names))
+    with closing(_read_only(db)) as con:
+        rows = con.execute(f"SELECT experiment_id, name, artifact_location FROM experiments "
+                           f"WHERE name IN ({marks}) AND lifecycle_stage = 'active'",
+                           list(names)).fetchall()  # a deleted one: check_experiments says so
+    for experiment_id, name, location in rows:
+        if (location or "").startswith(root + "/"):
+            continue
+        here = f"{root}/{folder_name(name)}"
+        if not relocate:
+            raise StoreError(
+                f"experiment {name!r} in {db} keeps its artifacts in {location}, not beside this "
+                f"store ({here}): the store was copied or moved, or tracking.artifact_root changed; "
+                f"to record its new runs' artifacts in {here}, run with "
+                "tracking.relocate_artifacts=true (README, Faults), or use the store where it was")
+        relocate_artifacts(db, experiment_id, location, here)
+        print(f"experiment {name!r}: new runs' artifacts now go to {here} (were {location})",
+              file=sys.stderr)
+
+
+def relocate_artifacts(db: Path, experiment_id: str, old: str, new: str) -> None:
+    """Point an experiment's artifact location from ``old`` to ``new`` (MLflow has no API for
+    it: one SQL update); its runs whose artifact folders exist under ``new`` (the store's folder
+    was moved with its ``mlartifacts/``) are pointed there too, the others keep theirs."""
+    with closing(sqlite3.connect(db, timeout=30)) as con, con:
+        con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                    (new, experiment_id))
+        runs = con.execute("SELECT run_uuid, artifact_uri FROM runs WHERE experiment_id = ?",
+                           (experiment_id,)).fetchall()
+        for run_id, uri in runs:
+            if uri and uri.startswith(old.rstrip("/") + "/"):
+                moved = new + uri[len(old.rstrip("/")):]
+                if moved.startswith("file:") and _file_uri_path(moved).is_dir():
+                    con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?", (moved, run_id))
 
 
 def _probe_writable(folder: Path) -> None:
@@ -119,20 +214,30 @@ def _probe_writable(folder: Path) -> None:
 def finished_ids(store: Store, ablation: str) -> set[str]:
     """Trial ids with a FINISHED run in experiment ``ablation``; read only: a local store that
     does not exist yet is not created (the answer is then empty). A local store is read with
-    one SQL query on MLflow's schema (a dry run then needs no SQLAlchemy store, ~2 s)."""
-    if store.uri.startswith("sqlite:///"):
-        db = Path(store.uri[len("sqlite:///"):])
+    one SQL query on MLflow's schema (a dry run then needs no SQLAlchemy store, ~2 s); a server
+    with MLflow's client."""
+    db = sqlite_path(store.uri)
+    if db is not None:
         if not db.exists():
             return set()
-        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as con:
+        with closing(_read_only(db)) as con:
             rows = con.execute(
                 "SELECT t.value FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
                 "JOIN experiments e ON e.experiment_id = r.experiment_id WHERE e.name = ? "
                 "AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
                 "AND r.status = 'FINISHED' AND t.key = 'trial_id'", (ablation,)).fetchall()
         return {value for (value,) in rows}
-    from harness.tracking import Tracker  # MLflow only for a server store
+    from mlflow.tracking import MlflowClient  # MLflow only for a server store
 
-    tracker = Tracker(store)
-    found = tracker.client.get_experiment_by_name(ablation)
-    return set(tracker.finished_trials(found.experiment_id)) if found is not None else set()
+    client = MlflowClient(tracking_uri=store.uri)
+    found = client.get_experiment_by_name(ablation)
+    if found is None or found.lifecycle_stage != "active":
+        return set()
+    ids, token = set(), None
+    while True:
+        page = client.search_runs([found.experiment_id], "attributes.status = 'FINISHED'",
+                                  max_results=1000, page_token=token)
+        ids.update(r.data.tags["trial_id"] for r in page if "trial_id" in r.data.tags)
+        token = page.token
+        if not token:
+            return ids

@@ -14,9 +14,11 @@ import itertools
 import json
 import re
 from enum import Enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
+import yaml
 from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -138,6 +140,9 @@ def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] 
         if o.is_sweep_override() else [o.input_line]
         for o in parsed
     ]
+    for o, values in zip(parsed, axes):
+        if not values:  # the cross product would be empty: an invocation that runs nothing
+            raise SweepError(f"{o.input_line} gives no values; a grid axis needs at least one")
     return [list(point) for point in itertools.product(*axes)]
 
 
@@ -353,3 +358,54 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
             raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
         out.append((sub.ablation.name, expand(sub, cli)))
     return out
+
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def _load_yaml(path: Path) -> Any:
+    """``path`` parsed, or :class:`SweepError` naming the file and line of a syntax error."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        # where the broken construct starts (an unclosed "[" opened there), else where it broke
+        mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise SweepError(f"{where}: YAML syntax error: {problem}") from None
+
+
+def check_config_files(args: Sequence[str], conf: Path = CONF) -> None:
+    """Parse the config files a command selects before Hydra composes them (Hydra reports a YAML
+    syntax error with a 100-line traceback): ``conf/config.yaml``'s group choices, those on the
+    command line (``model=x``, ``+ablation=y``, sweeps ``model=a,b``) and those an ablation's
+    ``defaults`` list overrides, in ``conf`` and each ``hydra.searchpath`` folder.
+
+    Raises:
+        SweepError: naming the file and line of the first syntax error.
+    """
+    dirs = [conf]
+    for arg in args:
+        if arg.startswith("hydra.searchpath="):
+            dirs += [Path(p.strip(" '\"")[len("file://"):])
+                     for p in arg.split("=", 1)[1].strip("[]").split(",") if "file://" in p]
+    choices: dict[str, list[str]] = {}
+    for entry in _load_yaml(conf / "config.yaml").get("defaults", []):
+        if isinstance(entry, dict):
+            choices.update({k: [str(v)] for k, v in entry.items()})
+    for arg in args:
+        key, sep, value = arg.lstrip("+~").partition("=")
+        if sep and "." not in key and not key.startswith("hydra"):
+            choices[key] = [v.strip() for v in value.split(",")]
+    todo = [(group, value) for group, values in choices.items() for value in values]
+    while todo:
+        group, value = todo.pop()
+        for folder in dirs:
+            path = folder / group / f"{value}.yaml"
+            if not path.is_file():
+                continue
+            loaded = _load_yaml(path)
+            for entry in (loaded or {}).get("defaults", []) if isinstance(loaded, dict) else []:
+                if isinstance(entry, dict):  # ``override /task: teacher_x``
+                    todo += [(k.split()[-1].strip("/"), str(v)) for k, v in entry.items()
+                             if isinstance(v, str)]

@@ -34,6 +34,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFL
 from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
+from harness.paths import folder_name
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
 from harness.leases import LEASE_S, Leases, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
@@ -200,7 +201,7 @@ class Tracker:
         """
         found = self.client.get_experiment_by_name(name)
         if found is None:
-            location = f"{self.store.artifact_root}/{name}" if self.store.artifact_root else None
+            location = f"{self.store.artifact_root}/{folder_name(name)}" if self.store.artifact_root else None
             try:
                 return self.client.create_experiment(name, artifact_location=location, tags={
                     EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], MLFLOW_RUN_NOTE: describe(name),

@@ -3,18 +3,20 @@ impossible sizes or options fail the invocation with exit status 2 and nothing i
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Sequence
 
 import torch
 
 from harness.config import ClusterConfig, SchedulerKind
-from harness.models import build_model
+from harness.models import MODELS, build_model
 from harness.models.external import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
 from harness.sweep import SweepError, Trial
 from harness.trial import DTYPES, resolve_device
-from tasks import build_task
+from tasks import TASKS, build_task
 
 
 def _positive(trial: Trial) -> None:
@@ -24,8 +26,18 @@ def _positive(trial: Trial) -> None:
     bad = {key: value for key, value in sizes.items() if value <= 0}
     if bad:
         raise ValueError(f"must be positive: {bad}")
-    if not train.lr > 0:
-        raise ValueError(f"train.lr must be positive, got {train.lr}")
+    if not (train.lr > 0 and math.isfinite(train.lr)):  # refuses nan, 0 and inf
+        raise ValueError(f"train.lr must be positive and finite, got {train.lr}")
+
+
+def _has_schema(trial: Trial) -> None:
+    """A preset without its ``defaults: [<family>_schema]`` line composes to a plain dict,
+    which nothing below can read (an ``AttributeError`` in the model registry)."""
+    for group, registry in (("model", MODELS), ("task", TASKS)):
+        if not dataclasses.is_dataclass(getattr(trial.config, group)):
+            raise ValueError(f"the {group} preset of {trial.variant if group == 'model' else trial.task!r} "
+                             f"has no schema: its conf/{group}/<name>.yaml must start with "
+                             f"'defaults: [<family>_schema, _self_]'; families: {sorted(registry)}")
 
 
 def check_cluster(cfg: ClusterConfig) -> None:
@@ -70,6 +82,7 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
         cfg = trial.config
         task_key, model_key = repr(cfg.task), repr((cfg.model, cfg.task))  # dataclass reprs
         try:
+            _has_schema(trial)
             _positive(trial)
             if task_key not in tasks:
                 tasks[task_key] = build_task(cfg.task, DTYPES[cfg.train.dtype])

@@ -252,8 +252,13 @@ def _digest(path: Path) -> str:
 ])
 def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_path, run_cli, populated,
                                                                           override, message):
+    from harness.store import relocate_artifacts
+
     shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
     shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
+    # the copy keeps its artifacts beside it (else every run stops at the moved-store check)
+    relocate_artifacts(tmp_path / "mlflow.db", "1", (populated / "mlartifacts" / "single").as_uri(),
+                       (tmp_path / "mlartifacts" / "single").as_uri())
     before = _digest(tmp_path / "mlflow.db")
     extra = tmp_path / "extra_conf" / "ablation"
     extra.mkdir(parents=True)

@@ -1,0 +1,42 @@
+"""Folder names derived from user-given names (an ablation's name is an MLflow experiment name,
+stored as given): one safe path component each, by a mapping that cannot merge two names.
+
+Used by ``hydra.run.dir`` (``outputs/<folder>/...``, through the ``folder_name`` resolver that
+:func:`harness.config.register_configs` registers) and by the experiment's artifact location
+``<artifact_root>/<folder>`` (:meth:`harness.tracking.Tracker.experiment`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# Kept as it is: lower-case letters, digits, ``_`` and ``-``, not starting with ``-``, at most 64
+# characters (every conf/ablation name). Upper case is left out because macOS and Windows
+# folders ignore case (``Smoke`` and ``smoke`` would share one).
+_KEPT = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
+# The form a mapped name takes; a name that already looks like it is mapped too, so that no
+# kept name equals another name's mapped form.
+_MAPPED = re.compile(r".*-[0-9a-f]{8}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def folder_name(name: str) -> str:
+    """The one path component that stands for ``name`` in a folder path.
+
+    A name of lower-case letters, digits, ``_`` and ``-`` (at most 64 characters) is kept as it
+    is (``smoke``); any other name becomes a slug of its safe characters plus the first 8 hex
+    digits of its SHA-256 (``a/b`` → ``a_b-<hash>``, ``../../escaped`` → ``escaped-<hash>``), so
+    ``a/b`` and ``a_b`` never share a folder, the result never contains ``/`` and is never ``.``
+    or ``..``. Two different names map to one folder only if their slugs and their 32-bit hash
+    prefixes are both equal (odds 2^-32 for two names of equal slug).
+
+    Raises:
+        ValueError: for an empty name.
+    """
+    if not name:
+        raise ValueError("a name must not be empty (ablation.name)")
+    if _KEPT.fullmatch(name) and not _MAPPED.fullmatch(name):
+        return name
+    slug = _UNSAFE.sub("_", name).strip("_-")[:48] or "name"
+    return f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
