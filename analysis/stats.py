@@ -185,6 +185,8 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     out = df.copy()
     if criterion not in out:
         criterion = tie_break
+    if criterion not in out:  # no run logged either (all diverged before their first evaluation)
+        out[criterion] = np.nan
     if lr not in out:
         out["lr_chosen"], out["lr_grid"], out["lr_ties"], out["lr_eligible"] = np.nan, [()] * len(out), [()] * len(out), 0
         return out

@@ -36,7 +36,7 @@ from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  
 from harness.config import to_plain
 from harness.paths import folder_name
 from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
-from harness.leases import LEASE_S, Leases, now_ms, search_all
+from harness.leases import LEASE_S, Heartbeat, Leases, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
 
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
