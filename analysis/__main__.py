@@ -86,6 +86,9 @@ def cli() -> None:
     """``--help`` and unknown group choices first (no heavy imports), then :func:`main`; the
     command line's sweeps become axes of one analysis (as ``python -m harness`` runs them); a
     config that Hydra cannot compose exits with 2 (Hydra's text kept)."""
+    from harness.secrets import scrub_command_line
+
+    scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
     precheck(ANALYSIS_USAGE)
     sys.argv, _SWEEPS[:] = take_sweeps(sys.argv)
     from harness.config import register_configs

@@ -4,7 +4,7 @@ E rows check the implementation of an identity: they cannot come out the other w
 code is wrong, so the report lists them as **checks**, apart from the empirical verdicts.
 
 * Random models are measured in float64 on weights re-drawn at O(1) scale
-  (``harness.models.table.measure_presets``): a claimed symmetry holds if its error is ≤ 1e-10,
+  (``harness.variant_table.measure_presets``): a claimed symmetry holds if its error is ≤ 1e-10,
   a symmetry is broken if its error is > 1e-3.
 * Trained models (float32) hold a symmetry if their error is ≤ 1e-4.
 
@@ -51,7 +51,7 @@ class Claim:
 @dataclass
 class Evidence:
     """What the rules read: runs per ablation (:func:`analysis.load.load_runs`), the float64
-    symmetry measurements of every preset (``harness.models.table.measure_presets``), the FIP
+    symmetry measurements of every preset (``harness.variant_table.measure_presets``), the FIP
     enumeration (``harness.fip.enumerate_terms``) and the arithmetic counterexample's identities
     (``harness.counterexample.measure_counterexample``, C2)."""
 

@@ -36,6 +36,9 @@ def main(cfg: DictConfig) -> None:
 
 def cli() -> None:
     """``--help`` and unknown group choices first (no heavy imports), then :func:`main`."""
+    from harness.secrets import scrub_command_line
+
+    scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
     precheck(REPORT_USAGE)
     from harness.config import register_configs
 

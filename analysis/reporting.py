@@ -274,7 +274,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     ``{claim id: verdict}``."""
     from harness.counterexample import measure_counterexample, measure_gram_identity
     from harness.fip import enumerate_terms
-    from harness.models.table import measure_presets
+    from harness.variant_table import measure_presets
 
     tiny = cfg.scale.name not in EVIDENCE_SCALES
     folder = out.with_suffix("")

@@ -11,7 +11,7 @@ by trial id) are skipped, so a second mixer runs only its own trials. Then it wr
 and the figures beside it):
 
 * the measured symmetry table: the mixer's symmetries on re-drawn float64 weights
-  (:func:`harness.models.external.measure_redrawn`, as the pre-flight measures them), and every
+  (:func:`harness.external_check.measure_redrawn`, as the pre-flight measures them), and every
   arm's median ``symmetry/*`` error on its trained weights;
 * per part of the ablation file (``a: MIXER`` is the mixer's arm) the mixer's test error against
   the reference's with the paired interval under the verdict protocol (:mod:`analysis.protocol`):
@@ -113,7 +113,8 @@ def _verdict(r) -> tuple[str, str]:
 def symmetry_rows(df: pd.DataFrame, trial_cfg) -> list[str]:
     """The measured symmetry table (Markdown lines)."""
     from harness.models import build_model
-    from harness.models.external import NAME, TOLERANCE, declared, measure_redrawn, symmetry_table
+    from harness.external_check import TOLERANCE, measure_redrawn, symmetry_table
+    from harness.models.external import NAME, declared
     from tasks import build_task
 
     lines = []

@@ -17,7 +17,7 @@ import time
 import torch
 
 from harness.models import build_model
-from harness.models.presets import preset_config, preset_names
+from harness.presets import preset_config, preset_names
 from harness.symmetry import measure
 
 

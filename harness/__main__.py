@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness import signals
+from harness.signals import end_at_once_until_the_sweep
 
-signals.end_at_once_until_the_sweep()  # before the imports below: nothing is recorded yet
+end_at_once_until_the_sweep()  # before the imports below: nothing is recorded yet
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
@@ -105,12 +105,9 @@ def cli() -> None:
 
     ``--help`` and unknown group choices are answered first, without heavy imports.
     """
-    from harness.secrets import CredentialsError, scrub_argv
+    from harness.secrets import scrub_command_line
 
-    try:  # before Hydra writes the overrides to .hydra/: a URI's password goes to the environment
-        sys.argv = scrub_argv(sys.argv)
-    except CredentialsError as err:
-        _bad_input(err)
+    scrub_command_line()  # before Hydra writes .hydra/: a URI's password goes to the environment
     precheck(HARNESS_USAGE)
     from harness.sweep import SweepError, check_config_files
 

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from harness.models import build_model, rotate
-from harness.models.presets import preset_config
+from harness.presets import preset_config
 from harness.symmetry import redraw_
 from tasks.arithmetic import DIGIT0, MINUS, PLUS, ArithmeticConfig, ArithmeticTask
 

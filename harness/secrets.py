@@ -81,3 +81,16 @@ def scrub_argv(argv: Sequence[str], environ: MutableMapping[str, str] = os.envir
             arg = f"{key}={quote}{move_credentials(inner, environ)}{quote}"
         out.append(arg)
     return out
+
+
+def scrub_command_line() -> None:
+    """:func:`scrub_argv` on ``sys.argv`` in place, for every entry point (``python -m harness``,
+    ``python -m analysis``, ``python -m analysis.report``) before ``hydra.main`` sees it; a user
+    name or token without a password ends the process with exit status 2 and one masked line."""
+    import sys
+
+    try:
+        sys.argv = scrub_argv(sys.argv)
+    except CredentialsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -11,7 +11,7 @@ import torch
 
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models import MODELS, build_model
-from harness.models.external import check as check_external
+from harness.external_check import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
 from harness.sweep import SweepError, Trial

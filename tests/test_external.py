@@ -15,6 +15,7 @@ import torch
 
 from harness.models import build_model
 from harness.models import external
+from harness import external_check
 from harness.pack import cannot_pack
 from harness.sweep import SweepError, compose_trial
 from harness.validate import preflight
@@ -124,18 +125,18 @@ def test_bad_target_fails_the_preflight_naming_it(hydra_conf, outside, target, e
 def test_symmetries_measured_on_redrawn_weights(outside):
     linear = external.load_target(LINEAR)(16, 8, torch.Generator().manual_seed(0))
     positional = external.load_target(POSITIONAL)(16, 8, torch.Generator().manual_seed(0))
-    errs, dtype = external.measure_redrawn(linear, 16, 8)
+    errs, dtype = external_check.measure_redrawn(linear, 16, 8)
     assert dtype is torch.float64
     assert errs["symmetry/permutation_err"] < 1e-12 and errs["symmetry/rotation_knowledge_err"] < 1e-12
     assert errs["symmetry/rotation_err"] > 1e-3
-    errs, _ = external.measure_redrawn(positional, 16, 8)
+    errs, _ = external_check.measure_redrawn(positional, 16, 8)
     assert errs["symmetry/permutation_err"] > 1e-3 and errs["symmetry/rotation_knowledge_err"] < 1e-12
     # at initialisation its positional table is zero: measured as built, it looks equivariant
     from harness.symmetry import measure
 
     x = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(3))
     assert measure(positional, x, torch.Generator().manual_seed(4))["symmetry/permutation_err"] < 1e-5
-    table = external.symmetry_table(errs, torch.float64, frozenset({"orthogonal_knowledge"}))
+    table = external_check.symmetry_table(errs, torch.float64, frozenset({"orthogonal_knowledge"}))
     assert table["permutation"] == "does not hold" and table["orthogonal_knowledge"] == "holds (declared)"
 
 

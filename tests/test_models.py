@@ -14,8 +14,8 @@ from harness.models import MODELS, count_parameters, rotate
 from harness.models.common import SYMMETRIES
 from harness.symmetry import haar_orthogonal, measure, redraw_
 from harness.models import build_model
-from harness.models.presets import preset_config as model_config
-from harness.models.presets import preset_names
+from harness.presets import preset_config as model_config
+from harness.presets import preset_names
 
 D = 16
 PRESETS = preset_names()

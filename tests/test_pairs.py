@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from harness import pairs
-from harness.models.presets import preset_config
+from harness.presets import preset_config
 from harness.models import build_model
 from harness.sweep import SweepError
 

@@ -8,7 +8,7 @@ import torch
 
 from harness.fip import ALTERNATING, enumerate_terms, word_shape
 from harness.models import build_model, rotate
-from harness.models.presets import preset_config, preset_names
+from harness.presets import preset_config, preset_names
 from harness.symmetry import KEYS, haar_orthogonal, measure, span_residual
 
 PRESETS = preset_names()
@@ -88,7 +88,7 @@ def test_variants_table_prints_round_off_as_a_bound():
     """docs/variants.md is the same on every processor: round-off errors print as a bound."""
     from pathlib import Path
 
-    from harness.models.table import _err
+    from harness.variant_table import _err
 
     assert _err(3.3e-16) == _err(0.0) == "< 1e-12" and _err(0.21) == "2e-01"
     doc = (Path(__file__).resolve().parents[1] / "docs" / "variants.md").read_text()

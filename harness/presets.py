@@ -2,7 +2,7 @@
 
 ``preset_config("quad_sigma", ("model.sigma=relu",))`` returns the same config dataclass a run
 with ``model=quad_sigma model.sigma=relu`` gets. Used by the tests and ``python -m
-harness.models.table`` (docs/variants.md).
+harness.variant_table`` (docs/variants.md).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 EXTERNAL = "external"  # conf/model/external.yaml names code outside the package: no family preset
