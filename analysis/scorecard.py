@@ -23,7 +23,6 @@ and the figures beside it):
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -42,18 +41,6 @@ from analysis.trials import restrict
 ABLATION, MIXER, ALPHA = "scorecard", "MIXER", 0.05
 SYMMETRY_KEYS = {"rot+Z": "symmetry/rotation_knowledge_err", "rot": "symmetry/rotation_err",
                  "perm": "symmetry/permutation_err"}
-
-
-def holm(p: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, ``p_(i) · (m − i)``
-    made monotone and capped at 1; NaN stays NaN and does not count in ``m``."""
-    p = np.asarray(p, float)
-    out, ok = np.full_like(p, np.nan), np.isfinite(p)
-    order = np.argsort(p[ok])
-    m = int(ok.sum())
-    adjusted = np.minimum(1.0, np.maximum.accumulate(p[ok][order] * (m - np.arange(m))))
-    out[np.flatnonzero(ok)[order]] = adjusted
-    return out
 
 
 def _pairs(result: protocol.PartResult) -> int:
@@ -92,7 +79,7 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
                      "why": "; ".join(diff.reasons or equiv.reasons), "choice": diff.choice})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
-    adjusted = holm(np.concatenate([table["p_diff"], table["p_tost"]]))
+    adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
     table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
     table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
     return table

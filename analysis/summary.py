@@ -88,9 +88,18 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tra
     the sweep's ``trials``, exactly what ``python -m analysis`` with the same overrides writes and
     prints. Every file goes to ``out_dir`` and is logged as an artifact of the parent run
     ``parent``; the printed plot location is its artifact URI in the store (under a Ray job,
-    ``out_dir`` lies in Ray's temporary working directory)."""
+    ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent`` empty: every
+    trial had finished, no run was written) still prints the table and writes the files."""
     df, paths = analyse(ablation, trials, store.uri, out_dir, scale=scale, figures=figures)
     table = report(df, out_dir) if not df.empty else None
+    if not parent:
+        experiment = tracker.client.get_experiment_by_name(ablation)
+        if paths:
+            print(f"plot: {out_dir / 'sample_efficiency.png'}")
+        if experiment is not None:
+            print(f"records: {store.uri} (experiment {ablation!r}; nothing new recorded)\n"
+                  f"browse: {ui_link(store, experiment.experiment_id)}")
+        return
     for path in [*paths, *([table] if table else [])]:
         tracker.log_artifact(parent, path)
     info = tracker.client.get_run(parent).info

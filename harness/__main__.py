@@ -81,8 +81,6 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
-        if not summary.parent_id:  # nothing ran (a no-op resume): no run written, no new figure
-            return
         summarise(name, dict(ablations)[name], store, Tracker(store), summary.parent_id,
                   out_dir / folder_name(name) if len(ablations) > 1 else out_dir, cfg.scale.name)
 

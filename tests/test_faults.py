@@ -228,9 +228,9 @@ def _digest(path: Path) -> str:
 
 
 @pytest.mark.parametrize("override, message", [
-    ("+ablation=nope", "ablation/nope"),
-    ("model=nope", "model/nope"),
-    ("task=nope", "task/nope"),
+    ("+ablation=nope", "no ablation 'nope'"),
+    ("model=nope", "no model 'nope'"),
+    ("task=nope", "no task 'nope'"),
     ("model.sigma=foo", "expected one of"),
     ("train.lr=abc", "train.lr"),
     ("seed=x", "seed"),

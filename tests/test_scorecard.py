@@ -7,22 +7,11 @@ import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from analysis.scorecard import holm
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = {"better", "worse", "equivalent within δ", "inconclusive"}
-
-
-def test_holm_step_down():
-    # m = 4: sorted 0.01, 0.02, 0.03, 0.2 → ×4, ×3, ×2, ×1, running maximum, capped at 1
-    got = holm(np.array([0.03, 0.01, 0.2, 0.02, np.nan]))
-    np.testing.assert_allclose(got[:4], [0.06, 0.04, 0.2, 0.06])
-    assert np.isnan(got[4])
-    np.testing.assert_allclose(holm(np.array([0.01, 0.04])), [0.02, 0.04])
-    np.testing.assert_allclose(holm(np.array([0.5, 0.9])), [1.0, 1.0])  # 0.5·2 capped; monotone
 
 
 def _rows(page: str) -> list[list[str]]:
