@@ -371,7 +371,8 @@ class Tracker:
         for chunk in _chunks(metrics, _BATCH["metrics"]):
             self.client.log_batch(run_id, metrics=chunk)
         tags = [RunTag("diverged", str(result.diverged).lower()),
-                RunTag("device", result.info.get("device", ""))]
+                RunTag("device", result.info.get("device", "")),
+                RunTag("processor", result.info.get("processor", ""))]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
         self.client.log_batch(run_id, tags=tags)

@@ -4,7 +4,9 @@ validation, test evaluation (per length). Pure PyTorch: no Ray, Hydra or MLflow 
 from __future__ import annotations
 
 import copy
+import functools
 import math
+import platform
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -304,8 +306,25 @@ def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> Trial
         diverged=diverged,
         start_ms=int(start * 1000),
         end_ms=int(time.time() * 1000),
-        info={"device": str(s.dev), "torch_threads": torch.get_num_threads()},
+        info={"device": str(s.dev), "torch_threads": torch.get_num_threads(), "processor": processor(s.dev)},
     )
+
+
+@functools.lru_cache(maxsize=None)
+def processor(dev: torch.device) -> str:
+    """The model name of the processor that trains on ``dev``: the GPU's name on CUDA, else the
+    CPU's ``model name`` from ``/proc/cpuinfo`` (``platform.processor()`` where there is none).
+    Results reproduce bit for bit only per processor model (paper.md §13), so every run records it."""
+    if dev.type == "cuda":
+        return torch.cuda.get_device_name(dev)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def is_eval_step(step: int, cfg: Config) -> bool:
