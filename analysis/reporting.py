@@ -17,6 +17,7 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from analysis import protocol, stats
+from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
 from analysis.bundle import collect, planned, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
@@ -289,8 +290,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     presets = pd.DataFrame(measure_presets())
     evidence = Evidence(runs, presets, enumerate_terms(6), {**measure_counterexample(), **measure_gram_identity()})
     scale = cfg.scale
-    parts = [protocol.decide_part(runs[name], p, runs[name]["seed"].nunique() if "seed" in runs[name] else None)
-             for name, conf in configs.items() for p in conf.ablation.parts]
+    parts = verdicts_of.decide_parts(configs, runs)
     head, margins = commit_line()
     verdicts, lines_claims, lines_checks, evidence_lines = {}, [], [], []
     for claim in CLAIMS:
