@@ -32,7 +32,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from harness.cli import ANALYSIS_USAGE, precheck, take_sweeps
+from harness.cli import ANALYSIS_USAGE, call_main, precheck, take_sweeps
 
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
@@ -94,12 +94,7 @@ def cli() -> None:
     from harness.config import register_configs
 
     register_configs()
-    try:
-        main()
-    except SystemExit as exit_:
-        if exit_.code == 1 and not _ENTERED:
-            sys.exit(2)
-        raise
+    call_main(main, lambda: _ENTERED)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from harness.cli import REPORT_USAGE, precheck
+from harness.cli import REPORT_USAGE, call_main, precheck
+
+_ENTERED = False  # whether Hydra composed the config and called main (harness.cli.call_main)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -31,6 +33,8 @@ def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from analysis.reporting import generate
 
+    global _ENTERED
+    _ENTERED = True
     generate(cfg, [o for o in HydraConfig.get().overrides.task if not o.startswith(("report.", "+ablation"))])
 
 
@@ -43,7 +47,7 @@ def cli() -> None:
     from harness.config import register_configs
 
     register_configs()
-    main()
+    call_main(main, lambda: _ENTERED)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from harness.cli import HARNESS_USAGE, precheck, take_sweeps  # noqa: E402
+from harness.cli import HARNESS_USAGE, call_main, precheck, take_sweeps  # noqa: E402
 
 _ENTERED = False  # whether Hydra composed the config and called main (see cli())
 _SWEEPS: list[str] = []  # command-line sweeps, taken out of argv before Hydra sees them (cli())
@@ -119,12 +119,7 @@ def cli() -> None:
     from harness.config import register_configs
 
     register_configs()
-    try:
-        main()
-    except SystemExit as exit_:
-        if exit_.code == 1 and not _ENTERED:
-            sys.exit(2)
-        raise
+    call_main(main, lambda: _ENTERED)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import functools
 import sys
 import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -240,3 +240,20 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+def call_main(main: Callable[[], None], entered: Callable[[], bool]) -> None:
+    """Call an entry point's ``@hydra.main`` function; Hydra's exit status 1 for a config it
+    could not compose (raised before ``main``'s body was entered, ``entered()`` false) becomes 2,
+    bad input, with Hydra's own text kept. Shared by ``python -m harness``, ``python -m analysis``
+    and ``python -m analysis.report``.
+
+    Raises:
+        SystemExit: 2 for a config Hydra could not compose; any other exit as raised.
+    """
+    try:
+        main()
+    except SystemExit as exit_:
+        if exit_.code == 1 and not entered():
+            sys.exit(2)
+        raise
