@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import torch
 
 from harness.config import ClusterConfig, SchedulerKind
-from harness.models.external import runtime_env
+from tasks.user_code import runtime_env
 from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
 from harness.records import Outcome, Trial
 from harness.trial import run_trial

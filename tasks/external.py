@@ -10,7 +10,6 @@ task starts from :class:`tasks.base.RegressionTask`) that keeps the metric contr
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Dict
@@ -18,6 +17,7 @@ from typing import Any, Dict
 import torch
 
 from tasks.base import Batch, CommonConfig, TaskBase
+from tasks.user_code import load_class
 
 NAME = "external"
 
@@ -42,23 +42,8 @@ def load_task_class(target: str) -> type:
     """
     if not target:
         raise ValueError("task=external needs task.target=package.module:ClassName")
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"task.target={target!r}: expected 'package.module:ClassName'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # any error of the user's module: report it, do not crash
-        raise ValueError(f"task.target={target!r}: cannot import {module_name!r} "
-                         f"({type(err).__name__}: {err}); is its folder on PYTHONPATH "
-                         "or the current directory?") from err
-    cls = getattr(module, attr, None)
-    if not (inspect.isclass(cls) and issubclass(cls, TaskBase)):
-        raise ValueError(f"task.target={target!r}: {attr!r} is not a subclass of tasks.base.TaskBase "
-                         "(a regression task: tasks.base.RegressionTask)")
-    from harness.models.external import remember  # it ships the module to a cluster's workers
-
-    remember(module_name)
-    return cls
+    return load_class(target, TaskBase, "task.target",
+                      "a subclass of tasks.base.TaskBase (a regression task: tasks.base.RegressionTask)")
 
 
 def build_external_task(cfg: ExternalTaskConfig, dtype: torch.dtype = torch.float32) -> TaskBase:

@@ -16,6 +16,7 @@ import torch
 from harness.models import build_model
 from harness.models import external
 from harness import external_check
+from tasks import user_code
 from harness.pack import cannot_pack
 from harness.sweep import SweepError, compose_trial
 from harness.validate import preflight
@@ -155,7 +156,7 @@ def test_packed_where_vmap_runs_it_alone_otherwise(hydra_conf, outside):
 
 def test_runtime_env_ships_the_module_folder(outside):
     external.load_target(LINEAR)
-    env = external.runtime_env()
+    env = user_code.runtime_env()
     assert str(outside / "my_mixers") in env["py_modules"]
     assert not any("site-packages" in p for p in env["py_modules"])
 

@@ -16,24 +16,22 @@ code the package does not own can only be named by where it lives, so the one en
   measured.
 * optional ``span_knowledge() -> (d, k) | None`` (the span residual, docs/variants.md).
 
-The validation (:func:`check`), the vmap probe for packing (:func:`vmap_reason`) and the Ray
-``runtime_env`` that ships the module to a cluster's workers (:func:`runtime_env`) live here too.
+The class is imported by :func:`tasks.user_code.load_class`, which also remembers its module
+for the Ray ``runtime_env`` that ships it to a cluster's workers; the vmap probe for packing
+(:func:`vmap_reason`) lives here too.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
-import sysconfig
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict
 
 import torch
 from torch import nn
 
 from harness.models.common import SYMMETRIES
+from tasks.user_code import load_class
 
 NAME = "external"
 PROBE_B, PROBE_N = 3, 5  # the probe batch: B sequences of n tokens (n ≤ n_max)
@@ -55,11 +53,9 @@ class ExternalConfig:
     variant: str = ""  # the name MLflow and the plots show; default: the class name
 
 
-_LOADED: dict[str, str] = {}  # module name → file or package folder: what workers must import
-
-
 def load_target(target: str) -> type:
-    """The class named by ``target`` (``package.module:ClassName``), imported.
+    """The class named by ``target`` (``package.module:ClassName``), imported
+    (:func:`tasks.user_code.load_class`, which remembers its module for Ray's ``runtime_env``).
 
     Raises:
         ValueError: a malformed path, a module that does not import (with its error), a missing
@@ -68,50 +64,7 @@ def load_target(target: str) -> type:
     """
     if not target:
         raise ValueError("model=external needs model.target=package.module:ClassName")
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"model.target={target!r}: expected 'package.module:ClassName'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # any error of the user's module: report it, do not crash
-        raise ValueError(f"model.target={target!r}: cannot import {module_name!r} "
-                         f"({type(err).__name__}: {err}); is its folder on PYTHONPATH "
-                         "or the current directory?") from err
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise ValueError(f"model.target={target!r}: module {module_name!r} has no {attr!r}")
-    if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
-        raise ValueError(f"model.target={target!r}: {attr!r} is not an nn.Module class")
-    remember(module_name)
-    return cls
-
-
-def remember(module_name: str) -> None:
-    """Note the top-level package (or single-file module) of ``module_name`` for
-    :func:`runtime_env`, unless it is installed (site-packages) or one of this project's packages."""
-    top = module_name.split(".")[0]
-    if top in ("harness", "tasks", "analysis"):  # workers import these already
-        return
-    spec = getattr(sys.modules.get(top), "__file__", None)
-    if spec is None:
-        return
-    path = Path(spec).resolve()
-    path = path.parent if path.name == "__init__.py" else path
-    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
-    if any(p in path.parents for p in installed):
-        return
-    _LOADED[top] = str(path)
-
-
-def runtime_env() -> dict | None:
-    """Ray's ``runtime_env`` that makes every external module loaded so far (by composition and
-    :func:`check`, before the scheduler starts) importable on a cluster's workers:
-    ``{"py_modules": [package folder or .py file, ...]}``; ``None`` when there is none.
-
-    A local instance (``cluster=local``) does not need it: its workers inherit the driver's
-    ``PYTHONPATH`` and Ray adds the driver's current directory to their ``sys.path``.
-    """
-    return {"py_modules": sorted(set(_LOADED.values()))} if _LOADED else None
+    return load_class(target, nn.Module, "model.target", "an nn.Module class")
 
 
 def variant_name(overrides: list[str] | tuple[str, ...]) -> str | None:
