@@ -69,6 +69,6 @@ def test_fresh_evaluation_sets_stay_disjoint_from_training_on_a_finite_pool(comp
 
 def test_an_extension_with_eval_seed_changes_the_id(compose):
     base = compose("nearest")
-    composer = Composer([f"task=nearest", *SMALL])
+    composer = Composer(["task=nearest", *SMALL])
     assert composer.extension(base, {"task.eval_seed": "1000"}).trial_id != base.trial_id
     assert composer.extension(base, {"task.eval_seed": "0"}).trial_id == base.trial_id
