@@ -110,8 +110,11 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     spec = protocol.spec_dict(part)
     results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True)}
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
-        # one frozen lr per arm: no lr-edge precondition
-        results[name] = _block(blocks.get(name, pd.DataFrame()), {**results["exploratory"].spec, "choose_b": []}, False)
+        # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
+        # (under the registered one, decide_part would find none of its runs)
+        readout = {"readout": name.split("=", 1)[1]} if name.startswith("readout=") else {}
+        results[name] = _block(blocks.get(name, pd.DataFrame()),
+                               {**results["exploratory"].spec, "choose_b": [], **readout}, False)
     row: dict[str, Any] = {"claim": spec["claim"], "part": spec["name"], "task": spec["task"],
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
     for name, r in results.items():
