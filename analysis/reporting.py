@@ -1,5 +1,7 @@
 """The report's machinery behind ``python -m analysis.report`` (:mod:`analysis.report`): run the
-suite's lr-edge extensions, export the results bundle, decide every part and write the Markdown.
+suite, its lr-edge extensions, freeze the exploratory choices, run the budget reruns, the
+confirmation block and the readout reruns (:func:`run_reruns`), export the results bundle, decide
+every part and write the Markdown and the stability table.
 """
 
 from __future__ import annotations
@@ -178,22 +180,34 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
     """After the exploratory block: freeze its choices (:func:`freeze_choices`), then the budget
     reruns (evidence scales, ``report.budget_factor`` > 1), the confirmation block and the
     readout reruns (:func:`confirm_enabled`), each round one queue. Returns trials per round."""
+    budget = cfg.report.budget_factor > 1 and cfg.scale.name in EVIDENCE_SCALES
+    if not (budget or confirm_enabled(cfg)):  # no round to run: nothing to freeze (a tiny report)
+        return {}
     runs = _exploratory(store, ablations, configs)
+    rounds: dict[str, dict[str, list]] = {}
     frozen = freeze_choices(configs, runs, frozen_path)
-    done = {}
-    if cfg.report.budget_factor > 1 and cfg.scale.name in EVIDENCE_SCALES:
-        todo = budget_trials(configs, runs, ablations, cli, cfg.report.budget_factor, frozen)
-        done["budget"] = _round(cfg, todo, f"×{cfg.report.budget_factor} steps, budget reruns", cli, store)
+    if budget:
+        rounds[f"×{cfg.report.budget_factor} steps, budget reruns"] = budget_trials(
+            configs, runs, ablations, cli, cfg.report.budget_factor, frozen)
     if confirm_enabled(cfg):
-        try:
-            todo = confirmation_trials(configs, runs, ablations, cli, seeds_of(str(cfg.scale.confirm_seeds)), frozen)
-        except ValueError as err:  # confirmation seeds the exploratory block used: before any rerun starts
-            print(f"error: scale.confirm_seeds={cfg.scale.confirm_seeds}: {err}", file=sys.stderr)
-            sys.exit(2)
-        done["confirmation"] = _round(cfg, todo, "confirmation block", cli, store)
-        done["readout"] = _round(cfg, readout_trials(configs, runs, ablations, cli, frozen),
-                                 "readout reruns", cli, store)
-    return done
+        seeds = seeds_of(str(cfg.scale.confirm_seeds))
+        rounds["confirmation block"] = confirmation_trials(configs, runs, ablations, cli, seeds, frozen)
+        rounds["readout reruns"] = readout_trials(configs, runs, ablations, cli, frozen)
+    return {what: _round(cfg, todo, what, cli, store) for what, todo in rounds.items()}
+
+
+def check_confirm_seeds(cfg: DictConfig) -> None:
+    """Exit 2 (one line on stderr) before any trial starts when the confirmation block would run
+    on seeds the exploratory grid also runs (``scale.seeds`` ∩ ``scale.confirm_seeds``): the
+    phases are told apart by seed (:mod:`analysis.phases`), so the block must be fresh seeds."""
+    if not confirm_enabled(cfg):
+        return
+    shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds_of(str(cfg.scale.confirm_seeds))))
+    if shared:
+        print(f"error: scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
+              f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (1000–1009 by default)",
+              file=sys.stderr)
+        sys.exit(2)
 
 
 def confirm_enabled(cfg: DictConfig) -> bool:
@@ -482,6 +496,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         except SweepError as err:  # bad input: exit 2 before any trial starts
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
+        check_confirm_seeds(cfg)
         if cfg.report.run:
             run_suite(cfg, ablations, cli, store)
         if cfg.report.run and cfg.report.extend_lr > 0 and cfg.scale.name in EVIDENCE_SCALES:
