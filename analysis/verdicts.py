@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import protocol, stability
+from analysis import phases, protocol, stability
 from analysis.confirm import seeds_of
 
 UNSTABLE = "unstable"
@@ -33,6 +33,14 @@ def confirm_seeds(conf: DictConfig) -> list[int] | None:
     scale = conf.get("scale") if hasattr(conf, "get") else None
     text = scale.get("confirm_seeds") if scale is not None else None
     return seeds_of(str(text)) if text else None
+
+
+def exploratory_runs(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Each ablation's exploratory runs (the grid and its lr extensions, :mod:`analysis.phases`):
+    what the report's figures, tables and task health show, with no budget, confirmation or
+    readout rerun among them."""
+    return {name: phases.exploratory(runs[name], int(conf.train.max_steps), confirm_seeds(conf))
+            if name in runs else pd.DataFrame() for name, conf in configs.items()}
 
 
 def _blocks(conf: DictConfig, df: pd.DataFrame, part: Any) -> dict[str, pd.DataFrame]:

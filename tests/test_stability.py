@@ -271,3 +271,11 @@ def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them(capsys):
     with pytest.raises(SystemExit) as err:
         check_confirm_seeds(cfg(True, "3,1000"))
     assert err.value.code == 2 and "scale.confirm_seeds=3,1000 shares seeds [3]" in capsys.readouterr().err
+
+
+def test_the_report_shows_exploratory_runs_only():
+    from analysis import verdicts
+
+    df = _phased()
+    shown = verdicts.exploratory_runs({"abl": _conf()}, {"abl": df})["abl"]
+    assert set(shown["expected"]) == {"exploratory", "lr_extension"} and len(shown) == 30 + 10
