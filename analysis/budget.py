@@ -4,8 +4,9 @@
 After the suite (and its lr-edge reruns), each deciding part's two arms are rerun with
 ``report.budget_factor`` times the steps (validation ``factor`` times as far apart, so the
 budget precondition sees as many evaluations), at the ``task.n_train`` the part was decided at
-(every size for ``value = auc``) and at each arm's learning rate chosen on validation, for every
-seed. The reruns are tagged ``extends`` with the grid trial they lengthen, so the analysis reads
+(every size for ``value = auc``) and at each arm's learning rate frozen from the exploratory
+block (:func:`analysis.confirm.freeze`), for every exploratory seed; the positive control's arms
+too. The reruns are tagged ``extends`` with the grid trial they lengthen, so the analysis reads
 them with that trial's arm; they are told apart from the grid by ``train.max_steps``
 (:func:`split_budget`) and never enter the main verdicts, figures or task health. The part is
 then decided again on the reruns alone (its lr is fixed, so the lr-edge precondition does not
@@ -18,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis import protocol, stats
+from analysis import protocol
 
 STEPS = "train.max_steps"
 
@@ -32,48 +33,21 @@ def split_budget(df: pd.DataFrame, steps: int) -> tuple[pd.DataFrame, pd.DataFra
     return df[own].reset_index(drop=True), df[~own].reset_index(drop=True)
 
 
-def _chosen(df: pd.DataFrame, result: protocol.PartResult) -> pd.DataFrame:
-    """The rows of the part's two arms at their chosen lr and the decided sizes."""
-    spec = result.spec
-    sizes = [float(n) for n in str(result.n_train).split(", ") if n]
-    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])]
-    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
-    return chosen[chosen["task.n_train"].astype(float).isin(sizes)]
-
-
 def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
-                  ablations: Mapping[str, Sequence[Any]], cli: Sequence[str], factor: int) -> dict[str, list]:
-    """``{ablation: [Trial]}``: the reruns at ``factor`` × the steps not yet in ``runs`` (module
-    docstring). ``runs`` are the ablations' runs at their own budget, with ``arm``."""
-    from harness.sweep import Composer
+                  ablations: Mapping[str, Sequence[Any]], cli: Sequence[str], factor: int,
+                  frozen: pd.DataFrame | None = None) -> dict[str, list]:
+    """``{ablation: [Trial]}``: the reruns at ``factor`` × the steps (module docstring) of each
+    deciding part's arms and of its positive control's, every exploratory seed, at the frozen
+    lr (``frozen``, :func:`analysis.confirm.freeze`; default: frozen from ``runs``, the
+    ablations' exploratory runs with ``arm``)."""
+    from analysis.confirm import freeze, rerun_trials
 
-    out: dict[str, list] = {}
-    for name, conf in configs.items():
-        df = runs.get(name)
-        if df is None or df.empty:
-            continue
-        known = {t.trial_id: t for t in ablations[name]}
-        steps, every = int(conf.train.max_steps), int(conf.train.eval_every)
-        composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
-        for part in conf.ablation.parts:
-            if protocol.spec_dict(part)["role"] != "deciding":
-                continue
-            result = protocol.decide_part(df, part)
-            if not result.n_train:
-                continue
-            for _, row in _chosen(df, result).iterrows():
-                base = known.get(str(row.get("extends") or "")) or known.get(str(row["trial_id"]))
-                if base is None:
-                    continue
-                trial = composer.extension(base, {"train.lr": f"{float(row['lr_chosen']):.3g}",
-                                                  STEPS: str(steps * factor),
-                                                  "train.eval_every": str(every * factor)})
-                if trial.trial_id not in seen:
-                    seen.add(trial.trial_id)
-                    todo.append(trial)
-        if todo:
-            out[name] = todo
-    return out
+    frozen = freeze(configs, runs) if frozen is None else frozen
+
+    def longer(row: pd.Series, base: Any) -> list[dict[str, str]]:
+        train = base.config.train  # the ablation's own budget (long_steps where it says so)
+        return [{STEPS: str(int(train.max_steps) * factor), "train.eval_every": str(int(train.eval_every) * factor)}]
+    return rerun_trials(frozen, runs, ablations, cli, longer)
 
 
 def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],

@@ -1,26 +1,37 @@
-"""The confirmation block (paper.md §13): after the exploratory seeds have chosen each arm's lr
-(and C10's σ), every deciding part's two arms and its positive control's two arms run again on
-fresh seeds (``scale.confirm_seeds``: 1000–1009 in the default scale; never 0–4, the audit's
-10–14 or the pilot 100–104) at that frozen lr and the decided size, each tagged ``extends`` with
-the exploratory trial it repeats (so the analysis reads it with that trial's arm). The verdict
-comes from this block (:mod:`analysis.stability`, every precondition but the lr edge
-re-evaluated on it).
+"""The confirmation block and the frozen choices (paper.md §13 "Confirmation block").
 
-Evaluation sets: today every seed shares the task's validation and test sets (the task's own
-streams, ``tasks/base.py``), so the block's intervals cover training noise only; drawing fresh
-ones needs a task key that re-seeds those streams (see the issue-28 report).
+After the exploratory seeds (``scale.seeds``, with their lr extensions) have chosen each arm's
+lr (and C10's σ, a part's ``choose_b``), :func:`freeze` writes those choices, per deciding part
+and its positive control, to ``frozen.csv`` next to the bundle; every rerun round reads its lrs
+from that file (:func:`read_frozen`), so a rerun uses the committed choices, not re-selected
+ones, and :func:`frozen_line` names the commit that last changed it. The rounds
+(:func:`rerun_trials`), each tagged ``extends`` with the exploratory trial it repeats:
+
+* the confirmation block (:func:`confirmation_trials`): every arm of every deciding part and of
+  its positive control, once per seed of ``scale.confirm_seeds`` (1000–1009 in the default
+  scale; never 0–4, the audit's 10–14 or the pilot 100–104), at the frozen lr and decided size,
+  with fresh evaluation sets (``task.eval_seed`` = the seed, :mod:`tasks.base`);
+* the readout rows (:func:`readout_trials`): the same arms under each of the part's
+  ``stability_readouts``, on the exploratory seeds;
+* the budget reruns (:func:`analysis.budget.budget_trials`): ×``report.budget_factor`` steps.
+
+Which phase each run belongs to is read back from its params (:mod:`analysis.phases`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from analysis import protocol
-from analysis.budget import _chosen
+from analysis import protocol, stats
 
-SEED = "seed"
+SEED, EVAL_SEED = "seed", "task.eval_seed"
+FROZEN = "frozen.csv"
+FROZEN_COLUMNS = ["ablation", "claim", "part", "role", "task", "arm", "n_train", "lr", "b", "chosen_b", "readout"]
 
 
 def seeds_of(text: str) -> list[int]:
@@ -44,42 +55,137 @@ def _arms(df: pd.DataFrame, part: Any) -> list[protocol.PartResult]:
     return [r for r in out if r.n_train]
 
 
-def _reruns(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame], ablations: Mapping[str, Sequence[Any]],
-            cli: Sequence[str], changes: Any) -> dict[str, list]:
-    """``{ablation: [Trial]}``: for each arm of each deciding part (and of its positive control),
-    at its chosen lr and decided size, one trial per ``changes(spec)`` entry (overrides), tagged
-    ``extends``; one per distinct point."""
+def _chosen(df: pd.DataFrame, result: protocol.PartResult) -> pd.DataFrame:
+    """The rows of the part's two arms at their chosen lr and the decided sizes."""
+    spec = result.spec
+    sizes = [float(n) for n in str(result.n_train).split(", ") if n]
+    rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])]
+    if spec.get("readout") and "task.readout" in rows:  # the registered readout, as the part decides
+        rows = rows[rows["task.readout"].astype(str) == spec["readout"]]
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
+    return chosen[chosen["task.n_train"].astype(float).isin(sizes)]
+
+
+def freeze(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The exploratory choices (:data:`FROZEN_COLUMNS`): one row per arm and decided size of
+    every deciding part and of its positive control (``role`` control), with the arm's lr
+    chosen on validation, the part's ``b`` (``chosen_b``: chosen among ``choose_b``) and its
+    registered readout. ``runs``: each ablation's exploratory runs (:mod:`analysis.phases`)."""
+    rows = []
+    for name, conf in configs.items():
+        df = runs.get(name)
+        if df is None or df.empty:
+            continue
+        for part in conf.ablation.parts:
+            if protocol.spec_dict(part)["role"] != "deciding":
+                continue
+            for result in _arms(df, part):
+                s = result.spec
+                lrs = _chosen(df, result).groupby(["arm", "task.n_train"])["lr_chosen"].first()
+                for (arm, n), lr in lrs.items():
+                    rows.append({"ablation": name, "claim": s["claim"], "part": s["name"], "role": s["role"],
+                                 "task": s["task"], "arm": arm, "n_train": int(n), "lr": float(f"{lr:.3g}"),
+                                 "b": s["b"], "chosen_b": bool(s["choose_b"]), "readout": s.get("readout") or ""})
+    return pd.DataFrame(rows, columns=FROZEN_COLUMNS)
+
+
+def write_frozen(frame: pd.DataFrame, path: Path) -> Path:
+    """Write :func:`freeze`'s frame as CSV (sorted, so an unchanged choice is an unchanged file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.sort_values(["ablation", "part", "role", "arm", "n_train"], kind="stable").to_csv(path, index=False)
+    return path
+
+
+def read_frozen(path: Path) -> pd.DataFrame:
+    """:func:`write_frozen`'s file back (``readout`` '' where a part registers none).
+
+    Raises:
+        FileNotFoundError: there is no frozen file at ``path``.
+    """
+    frame = pd.read_csv(path, dtype={"readout": str, "b": str, "arm": str}, keep_default_na=False)
+    return frame.astype({"n_train": int, "lr": float, "chosen_b": bool})
+
+
+def frozen_line(folder: Path) -> str:
+    """One sentence for the report's header: the commit that last changed ``folder/frozen.csv``
+    (``git log -1 --format=%h``), or that the file is not committed (untracked, or it differs
+    from HEAD), or that there is none."""
+    path = Path(folder) / FROZEN
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True)
+    if not path.exists():
+        return "No exploratory choices were frozen (no confirmation block)."
+    try:
+        tracked = git("ls-files", "--error-unmatch", path.name).returncode == 0
+        changed = git("status", "--porcelain", "--", path.name).stdout.strip() if tracked else ""
+        commit = git("log", "-1", "--format=%h", "--", path.name).stdout.strip() if tracked else ""
+    except OSError:  # no git: say so rather than guess
+        return f"The exploratory choices the confirmation block used (`{FROZEN}`) are not in a git repository."
+    if not tracked or not commit:
+        return f"The exploratory choices the confirmation block used (`{FROZEN}`) are not committed."
+    if changed:
+        return (f"The exploratory choices the confirmation block used (`{FROZEN}`) differ from their last "
+                f"commit `{commit}`: not committed.")
+    return f"The exploratory choices (lr per arm, σ, readouts, positive controls) were frozen at commit `{commit}` " \
+        f"(`{FROZEN}`) before the confirmation block ran."
+
+
+def _bases(df: pd.DataFrame, row: pd.Series, known: Mapping[str, Any]) -> list:
+    """One exploratory trial per seed of the frozen row's arm at its size, preferring the run at
+    the frozen lr (an lr extension's grid trial where the lr lies past the grid)."""
+    rows = df[(df["task"] == row["task"]) & (df["arm"] == row["arm"])
+              & (pd.to_numeric(df["task.n_train"], errors="coerce") == float(row["n_train"]))]
+    if row["readout"] and "task.readout" in rows:
+        rows = rows[rows["task.readout"].astype(str) == row["readout"]]
+    rows = rows.assign(_off=~np.isclose(pd.to_numeric(rows["train.lr"], errors="coerce"), row["lr"]))
+    out = []
+    for _, r in rows.sort_values(["_off", SEED], kind="stable").drop_duplicates(SEED).iterrows():
+        base = known.get(str(r.get("extends") or "")) or known.get(str(r["trial_id"]))
+        if base is not None:
+            out.append(base)
+    return out
+
+
+def rerun_trials(frozen: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ablations: Mapping[str, Sequence[Any]],
+                 cli: Sequence[str], changes: Callable[[pd.Series, Any], list[dict[str, str]]],
+                 every_seed: bool = True) -> dict[str, list]:
+    """``{ablation: [Trial]}``: for each frozen row (:func:`freeze`), at its frozen lr, one trial
+    per ``changes(row, base)`` entry (overrides), for each exploratory seed's trial
+    (``every_seed``) or for the first only; tagged ``extends``; one per distinct trial."""
     from harness.sweep import Composer
 
     out: dict[str, list] = {}
-    for name, conf in configs.items():
+    for name, group in frozen.groupby("ablation", sort=False):
         df = runs.get(name)
         if df is None or df.empty:
             continue
         known = {t.trial_id: t for t in ablations[name]}
         composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
-        for part in conf.ablation.parts:
-            if protocol.spec_dict(part)["role"] != "deciding":
-                continue
-            for result in _arms(df, part):
-                for _, row in _chosen(df, result).drop_duplicates(["arm", "task.n_train"]).iterrows():
-                    base = known.get(str(row.get("extends") or "")) or known.get(str(row["trial_id"]))
-                    for change in changes(protocol.spec_dict(part)) if base is not None else ():
-                        trial = composer.extension(base, {"train.lr": f"{float(row['lr_chosen']):.3g}", **change})
-                        if trial.trial_id not in seen:
-                            seen.add(trial.trial_id)
-                            todo.append(trial)
+        for _, row in group.iterrows():
+            bases = _bases(df, row, known)
+            for base in bases if every_seed else bases[:1]:
+                for change in changes(row, base):
+                    trial = composer.extension(base, {"train.lr": f"{row['lr']:.3g}", **change})
+                    if trial.trial_id not in seen:
+                        seen.add(trial.trial_id)
+                        todo.append(trial)
         if todo:
             out[name] = todo
     return out
 
 
+def _frozen_of(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame], frozen: pd.DataFrame | None):
+    return freeze(configs, runs) if frozen is None else frozen
+
+
 def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
                         ablations: Mapping[str, Sequence[Any]], cli: Sequence[str],
-                        seeds: Sequence[int]) -> dict[str, list]:
+                        seeds: Sequence[int], frozen: pd.DataFrame | None = None) -> dict[str, list]:
     """``{ablation: [Trial]}``: one trial per seed of ``seeds`` for each arm of each deciding
-    part and of its positive control, at the arm's lr chosen on ``runs`` (the exploratory
-    block) and the part's decided size.
+    part and of its positive control, at the frozen lr (``frozen``; default: :func:`freeze` of
+    ``runs``, the exploratory block) and the part's decided size, with ``task.eval_seed`` = the
+    seed (fresh validation and test sets).
 
     Raises:
         ValueError: a seed of ``seeds`` is one the exploratory block already ran.
@@ -89,13 +195,17 @@ def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFr
         if used & set(seeds):
             raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
                              "allowed: seeds no block has used (1000–1009 in the default scale)")
-    return _reruns(configs, runs, ablations, cli, lambda spec: [{SEED: str(s)} for s in seeds])
+    return rerun_trials(_frozen_of(configs, runs, frozen), runs, ablations, cli,
+                        lambda row, base: [{SEED: str(s), EVAL_SEED: str(s)} for s in seeds], every_seed=False)
 
 
 def readout_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
-                   ablations: Mapping[str, Sequence[Any]], cli: Sequence[str]) -> dict[str, list]:
+                   ablations: Mapping[str, Sequence[Any]], cli: Sequence[str],
+                   frozen: pd.DataFrame | None = None) -> dict[str, list]:
     """``{ablation: [Trial]}``: the readout stability rows (paper.md §13 "Readout"): each arm of
-    each deciding part with ``stability_readouts`` rerun under each of them, on the exploratory
-    seeds at the chosen lr and decided size."""
-    return _reruns(configs, runs, ablations, cli,
-                   lambda spec: [{"task.readout": r} for r in spec["stability_readouts"]])
+    each deciding part with ``stability_readouts`` (and of its positive control) rerun under
+    each of them, on every exploratory seed at the frozen lr and decided size."""
+    readouts = {(name, protocol.spec_dict(p)["name"]): protocol.spec_dict(p)["stability_readouts"]
+                for name, conf in configs.items() for p in conf.ablation.parts}
+    return rerun_trials(_frozen_of(configs, runs, frozen), runs, ablations, cli,
+                        lambda row, base: [{"task.readout": r} for r in readouts.get((row["ablation"], row["part"]), [])])

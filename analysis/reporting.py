@@ -1,5 +1,7 @@
 """The report's machinery behind ``python -m analysis.report`` (:mod:`analysis.report`): run the
-suite's lr-edge extensions, export the results bundle, decide every part and write the Markdown.
+suite, its lr-edge extensions, freeze the exploratory choices, run the budget reruns, the
+confirmation block and the readout reruns (:func:`run_reruns`), export the results bundle, decide
+every part and write the Markdown and the stability table.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import protocol, stats
+from analysis import phases, protocol, stability, stats
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
+from analysis.confirm import FROZEN, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of, write_frozen
 from analysis.bundle import collect, planned, read_bundle, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
@@ -107,18 +110,25 @@ def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store
         sys.exit(2)
 
 
+def _exploratory(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
+    """Each ablation's exploratory runs in the store (the grid and its lr extensions,
+    :mod:`analysis.phases`), with ``error``: budget, confirmation and readout reruns left out."""
+    runs, _ = split(collect(store.uri, ablations))
+    return {name: phases.exploratory(stats.add_error(runs[name]), int(conf.train.max_steps),
+                                     verdicts_of.confirm_seeds(conf))
+            for name, conf in configs.items() if name in runs}
+
+
 def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
                    cli: list[str], store) -> int:
     """Extend the lr grid past the edges that deciding parts chose, up to ``report.extend_lr``
-    rounds (paper.md §13). Returns the number of extension trials run."""
+    rounds (paper.md §13), on the exploratory runs only. Returns the number of extension trials run."""
     total = 0
     for _ in range(cfg.report.extend_lr):
-        bundle = collect(store.uri, ablations)
-        runs, _ = split(bundle)
+        runs = _exploratory(store, ablations, configs)
         todo: dict[str, list] = {}
         for name, conf in configs.items():
-            df = stats.add_error(runs[name]) if name in runs else pd.DataFrame()
-            df = split_budget(df, int(conf.train.max_steps))[0]
+            df = runs.get(name, pd.DataFrame())
             parts = [p for p in conf.ablation.parts if protocol.spec_dict(p)["role"] == "deciding"]
             edges = [e for p in parts for e in protocol.decide_part(df, p).edges] if not df.empty else []
             known = {t.trial_id: t for t in ablations[name]}
@@ -134,21 +144,76 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
     return total
 
 
-def run_budget(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
-               cli: list[str], store) -> int:
-    """The budget ablation (:mod:`analysis.budget`): rerun each deciding part's arms at
-    ``report.budget_factor`` × the steps. Returns the number of reruns started."""
-    runs, _ = split(collect(store.uri, ablations))
-    main = {name: split_budget(stats.add_error(runs[name]), int(conf.train.max_steps))[0]
-            for name, conf in configs.items() if name in runs}
-    todo = budget_trials(configs, main, ablations, cli, cfg.report.budget_factor)
-    if not todo:
-        return 0
+def freeze_choices(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], path: Path) -> pd.DataFrame:
+    """The exploratory choices every rerun round reads (:func:`analysis.confirm.freeze`): those
+    already in ``path`` (``frozen.csv`` next to the bundle, as committed), else frozen from
+    ``runs`` (the exploratory block) and written there first. Where the file exists and the
+    exploratory block would now choose otherwise, says so on stderr and keeps the file's."""
+    now = freeze(configs, runs)
+    if not path.exists():
+        write_frozen(now, path)
+        print(f"froze the exploratory choices of {now['part'].nunique()} parts: {path.name}", flush=True)
+        return read_frozen(path)
+    kept = read_frozen(path)
+    keys = ["ablation", "part", "role", "arm", "n_train"]
+    both = now.merge(kept, on=keys, how="outer", suffixes=("", "_kept"), indicator=True)
+    moved = both[(both["_merge"] != "both") | ~pd.Series(
+        [math.isclose(a, b) if pd.notna(a) and pd.notna(b) else False for a, b in zip(both["lr"], both["lr_kept"])],
+        index=both.index)]
+    if not moved.empty:
+        print(f"warning: {len(moved)} exploratory choices differ from {path.name}; the reruns use the file's "
+              "(delete it to freeze again)", file=sys.stderr)
+    return kept
+
+
+def _round(cfg: DictConfig, todo: dict[str, list], what: str, cli: list[str], store) -> int:
+    """Run one rerun round as one queue (small groups fill packs); returns its trial count."""
     for name, trials in todo.items():
-        print(f"{name}: {len(trials)} trials at ×{cfg.report.budget_factor} steps (budget ablation)",
-              flush=True)
-    run_suite(cfg, todo, cli, store)  # one queue: small groups fill packs
+        print(f"{name}: {len(trials)} trials ({what})", flush=True)
+    if todo:
+        run_suite(cfg, todo, cli, store)
     return sum(len(t) for t in todo.values())
+
+
+def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
+               cli: list[str], store, frozen_path: Path) -> dict[str, int]:
+    """After the exploratory block: freeze its choices (:func:`freeze_choices`), then the budget
+    reruns (evidence scales, ``report.budget_factor`` > 1), the confirmation block and the
+    readout reruns (:func:`confirm_enabled`), each round one queue. Returns trials per round."""
+    budget = cfg.report.budget_factor > 1 and cfg.scale.name in EVIDENCE_SCALES
+    if not (budget or confirm_enabled(cfg)):  # no round to run: nothing to freeze (a tiny report)
+        return {}
+    runs = _exploratory(store, ablations, configs)
+    rounds: dict[str, dict[str, list]] = {}
+    frozen = freeze_choices(configs, runs, frozen_path)
+    if budget:
+        rounds[f"×{cfg.report.budget_factor} steps, budget reruns"] = budget_trials(
+            configs, runs, ablations, cli, cfg.report.budget_factor, frozen)
+    if confirm_enabled(cfg):
+        seeds = seeds_of(str(cfg.scale.confirm_seeds))
+        rounds["confirmation block"] = confirmation_trials(configs, runs, ablations, cli, seeds, frozen)
+        rounds["readout reruns"] = readout_trials(configs, runs, ablations, cli, frozen)
+    return {what: _round(cfg, todo, what, cli, store) for what, todo in rounds.items()}
+
+
+def check_confirm_seeds(cfg: DictConfig) -> None:
+    """Exit 2 (one line on stderr) before any trial starts when the confirmation block would run
+    on seeds the exploratory grid also runs (``scale.seeds`` ∩ ``scale.confirm_seeds``): the
+    phases are told apart by seed (:mod:`analysis.phases`), so the block must be fresh seeds."""
+    if not confirm_enabled(cfg):
+        return
+    shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds_of(str(cfg.scale.confirm_seeds))))
+    if shared:
+        print(f"error: scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
+              f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (1000–1009 by default)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
+def confirm_enabled(cfg: DictConfig) -> bool:
+    """``report.confirm``: true or false as given; unset (null), at the evidence scales only."""
+    value = cfg.report.get("confirm")
+    return cfg.scale.name in EVIDENCE_SCALES if value is None else bool(value)
 
 
 # ----------------------------------------------------------------------------- writing
@@ -401,6 +466,16 @@ def _out_path(cfg: DictConfig) -> Path:
     return Path.cwd() / "outputs" / f"report-{cfg.scale.name}" / "report.md"
 
 
+def write_stability(configs: dict[str, DictConfig], bundle: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """The stability table of the bundle's runs, every phase (:func:`analysis.verdicts.stability_frame`),
+    written to ``path`` (``stability.csv`` next to the bundle) where some part is deciding."""
+    runs, _ = split(bundle)
+    frame = verdicts_of.stability_frame(configs, {n: stats.add_error(df) for n, df in runs.items()})
+    if not frame.empty:
+        stability.write_csv(frame, path)
+    return frame
+
+
 def generate(cfg: DictConfig, cli: list[str]) -> None:
     """Run, export and write as :mod:`analysis.report` describes; prints each claim's verdict."""
     out = _out_path(cfg)
@@ -421,15 +496,17 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         except SweepError as err:  # bad input: exit 2 before any trial starts
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
+        check_confirm_seeds(cfg)
         if cfg.report.run:
             run_suite(cfg, ablations, cli, store)
         if cfg.report.run and cfg.report.extend_lr > 0 and cfg.scale.name in EVIDENCE_SCALES:
             run_extensions(cfg, ablations, configs, cli, store)
-        if cfg.report.run and cfg.report.budget_factor > 1 and cfg.scale.name in EVIDENCE_SCALES:
-            run_budget(cfg, ablations, configs, cli, store)
+        if cfg.report.run:
+            run_reruns(cfg, ablations, configs, cli, store, bundle_path.parent / FROZEN)
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)
         source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
+    write_stability(configs, bundle, bundle_path.parent / "stability.csv")
     verdicts = write_report(cfg, configs, bundle, out, source)
     for claim, verdict in verdicts.items():
         print(f"{claim}: {verdict}")

@@ -5,49 +5,53 @@ the verdict or a precondition. A claim is *unstable* when one of its deciding pa
 opposite decisive labels on the exploratory and the confirmation block, or when a leave-one-out
 flip of a confirmation verdict changes the claim's verdict; ×4 and readout changes are flags.
 
-Blocks are frames of one ablation's runs (with ``arm``), split by :func:`split_blocks`:
+Blocks are frames of one ablation's runs (with ``arm``), split by :func:`split_blocks` on the
+runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 
-* ``exploratory``: seeds below :data:`CONFIRM_FIRST`, the ablation's own step budget, the
-  part's registered readout (``task.readout``, where logged);
-* ``confirmation``: seeds :data:`CONFIRM_FIRST` and up (1000–1009 in the default scale) at the
-  lr frozen from the exploratory block (decided without the lr-edge precondition: one lr);
-* ``x4``: runs past the ablation's own budget (the budget ablation, :mod:`analysis.budget`);
+* ``exploratory``: the grid on ``scale.seeds`` and its lr extensions, at the ablation's own
+  step budget, under the part's registered readout (``task.readout``, where logged);
+* ``confirmation``: the seeds of ``scale.confirm_seeds`` (1000–1009 in the default scale) at the
+  lr frozen from the exploratory block, with fresh evaluation sets (decided without the
+  lr-edge precondition: one lr);
+* ``x4``: runs past the ablation's own budget (the budget reruns, :mod:`analysis.budget`);
 * ``readout=<name>``: exploratory seeds under each other ``task.readout`` than the part's
-  registered one (``tied``; ``learned`` too for the W_V part), rerun at the chosen lr
+  registered one (``tied``; ``learned`` too for the W_V part), rerun at the frozen lr
   (:func:`analysis.confirm.readout_trials`).
 
-The table is written to ``docs/report/stability.csv`` only by a report built from a bundle that
-has a confirmation block (:func:`write_stability`); none does yet.
+:func:`analysis.verdicts.stability_frame` builds the table (one row per deciding part);
+:func:`report_lines` formats it for the report and :func:`write_csv` writes
+``docs/report/stability.csv``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis import protocol
+from analysis import phases, protocol
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
-CONFIRM_FIRST = 1000  # the confirmation block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
+CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
 STEPS, READOUT = "train.max_steps", "task.readout"
 DECISIVE = (SUPPORTED, CONTRADICTED)
 
 
-def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None) -> dict[str, pd.DataFrame]:
-    """``{exploratory, confirmation, x4, readout}`` frames of one ablation's runs (module
-    docstring). ``steps`` is the ablation's own ``train.max_steps``; ``readout`` the part's
-    registered readout (None: every readout counts as registered)."""
-    seed = pd.to_numeric(df["seed"], errors="coerce")
-    own = pd.to_numeric(df[STEPS], errors="coerce").fillna(steps) <= steps if STEPS in df else \
-        pd.Series(True, index=df.index)
+def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
+                 confirm_seeds: Iterable[int] | None = None) -> dict[str, pd.DataFrame]:
+    """``{exploratory, confirmation, x4, readout=<name>…}`` frames of one ablation's runs for one
+    part (module docstring), by phase (:func:`analysis.phases.phase_column`) and the part's
+    registered ``readout`` (None: every readout counts as registered). ``steps`` is the
+    ablation's own ``train.max_steps``; ``confirm_seeds`` the seeds of ``scale.confirm_seeds``
+    (None: seeds ≥ :data:`CONFIRM_FIRST`)."""
+    phase = phases.phase_column(df, steps, confirm_seeds)
     registered = (df[READOUT].astype(str) == readout) if readout and READOUT in df else pd.Series(True, index=df.index)
-    early = seed < CONFIRM_FIRST
-    out = {"exploratory": df[early & own & registered], "confirmation": df[~early & own & registered],
-           "x4": df[early & ~own & registered]}
-    others = df[early & own & ~registered]
+    explore = phase.isin(phases.EXPLORATORY_DECISION)
+    out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered],
+           "x4": df[(phase == phases.BUDGET) & registered]}
+    others = df[(explore | (phase == phases.READOUT)) & ~registered]
     for name in sorted(others[READOUT].dropna().astype(str).unique()) if READOUT in others else []:
         out[f"readout={name}"] = others[others[READOUT].astype(str) == name]  # one block per other readout
     return out
@@ -106,8 +110,11 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     spec = protocol.spec_dict(part)
     results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True)}
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
-        # one frozen lr per arm: no lr-edge precondition
-        results[name] = _block(blocks.get(name, pd.DataFrame()), {**results["exploratory"].spec, "choose_b": []}, False)
+        # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
+        # (under the registered one, decide_part would find none of its runs)
+        readout = {"readout": name.split("=", 1)[1]} if name.startswith("readout=") else {}
+        results[name] = _block(blocks.get(name, pd.DataFrame()),
+                               {**results["exploratory"].spec, "choose_b": [], **readout}, False)
     row: dict[str, Any] = {"claim": spec["claim"], "part": spec["name"], "task": spec["task"],
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
     for name, r in results.items():
@@ -119,7 +126,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     deciding = "confirmation" if not blocks.get("confirmation", pd.DataFrame()).empty else "exploratory"
     row["decided_on"] = deciding
     row.update(slack(results[deciding]))
-    frame = blocks[deciding]
+    frame = blocks.get(deciding, pd.DataFrame())
     again = part if deciding == "exploratory" else {**results["exploratory"].spec, "choose_b": []}
     row["loo_flip"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else ""
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
@@ -158,3 +165,66 @@ def write_stability(rows: list[dict[str, Any]], path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)
     return True
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> Path:
+    """Write the stability table (:func:`analysis.verdicts.stability_frame`) as CSV at ``path``
+    (its folder created); list-valued cells as ``;``-joined text."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
+    flat.to_csv(path, index=False)
+    return path
+
+
+def _blocks_of(frame: pd.DataFrame) -> list[str]:
+    readouts = sorted({c.split("_")[0] for c in frame.columns if c.startswith("readout=")})
+    return ["exploratory", "confirmation", "x4", *readouts]
+
+
+def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
+    rows = []
+    for _, r in frame.iterrows():
+        row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
+        row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
+        flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
+                 "opposite labels" if r.get("opposite") else "", r.get("loo_flip") or "",
+                 "×4 moved" if r.get("x4_moved") else "",
+                 f"readout moved: {', '.join(r['readout_moved'])}" if len(r.get("readout_moved") or []) else ""]
+        row["flags"] = "; ".join(f for f in flags if f) or "–"
+        rows.append(row)
+    return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
+    rows = []
+    for _, r in frame.iterrows():
+        for b in blocks:
+            if f"{b}_runs" not in r or not r[f"{b}_runs"] or pd.isna(r[f"{b}_runs"]):
+                continue
+            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": r[f"{b}_seeds"] or "–",
+                         "steps": r[f"{b}_steps"] or "–", "readout": r[f"{b}_readout"] or "–",
+                         "lr": r[f"{b}_lr"] or "–", "runs": int(r[f"{b}_runs"])})
+    return pd.DataFrame(rows).to_markdown(index=False) if rows else "No block has runs."
+
+
+def _slack_table(frame: pd.DataFrame) -> str:
+    cols = {"support_delta": "support (δ)", "support_se": "support (SE)",
+            "contradict_delta": "contradict (δ)", "contradict_se": "contradict (SE)"}
+    table = frame[["claim", "part", "decided_on", *cols]].rename(columns={**cols, "decided_on": "block"})
+    return table.to_markdown(index=False, floatfmt=".2f")
+
+
+def report_lines(frame: pd.DataFrame) -> list[str]:
+    """The stability table as the body of a Markdown section (module docstring): verdicts and
+    flags per block, what each block ran (seeds, steps, readout, lr, runs) and the slack to
+    each threshold, as three narrow tables rather than one too wide to read."""
+    if frame.empty:
+        return ["No deciding part was decided, so there is no stability table.", ""]
+    blocks = _blocks_of(frame)
+    return ["A part's verdict on each block of runs; the claim is *unstable* when a part gets opposite decisive "
+            "labels on the exploratory and the confirmation seeds, or a leave-one-seed-out flip decides it; "
+            "×4 steps and readout changes are flags only.", "", _verdict_table(frame, blocks), "",
+            "<details><summary>what each block ran</summary>", "", _blocks_table(frame, blocks), "", "</details>", "",
+            "Slack of the deciding block's interval to each threshold (positive: on the side the rule needs), "
+            "in units of δ and of the standard error of the mean paired difference:", "",
+            _slack_table(frame), ""]

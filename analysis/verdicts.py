@@ -1,28 +1,115 @@
 """Every part of the suite decided, as the report's verdicts use it (paper.md §13).
 
 The report's writer (:func:`analysis.reporting.write_report`) asks this module for the decided
-parts and the stability table and only formats them; which runs decide a part (the exploratory
-seeds, the confirmation block, the ×budget reruns, another readout) is decided here.
+parts, the claims' verdicts and the stability table and only formats them; which runs decide a
+part is decided here, by the runs' phases (:mod:`analysis.phases`):
+
+* a deciding part with a confirmation block is decided on the block (seeds of
+  ``scale.confirm_seeds``, fresh evaluation sets, the lr frozen from the exploratory block: every
+  precondition re-evaluated on it but the lr edge, and ``b`` as the exploratory block chose it);
+* every other part on the exploratory block (the grid on ``scale.seeds`` and its lr
+  extensions); budget, confirmation and readout reruns never enter it.
+
+The exploratory decision of a block-decided part stays available (:func:`decide_both`) for the
+stability table (:func:`stability_frame`), whose *unstable* outcome :func:`combine_claim` wires
+into the claim's verdict.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import protocol
+from analysis import phases, protocol, stability
+from analysis.confirm import seeds_of
+
+UNSTABLE = "unstable"
+
+
+def confirm_seeds(conf: DictConfig) -> list[int] | None:
+    """The seeds of the ablation's ``scale.confirm_seeds`` (None where it has no scale)."""
+    scale = conf.get("scale") if hasattr(conf, "get") else None
+    text = scale.get("confirm_seeds") if scale is not None else None
+    return seeds_of(str(text)) if text else None
+
+
+def exploratory_runs(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Each ablation's exploratory runs (the grid and its lr extensions, :mod:`analysis.phases`):
+    what the report's figures, tables and task health show, with no budget, confirmation or
+    readout rerun among them."""
+    return {name: phases.exploratory(runs[name], int(conf.train.max_steps), confirm_seeds(conf))
+            if name in runs else pd.DataFrame() for name, conf in configs.items()}
+
+
+def _blocks(conf: DictConfig, df: pd.DataFrame, part: Any) -> dict[str, pd.DataFrame]:
+    if df.empty:
+        return {"exploratory": df}
+    return stability.split_blocks(df, int(conf.train.max_steps), protocol.spec_dict(part)["readout"],
+                                  confirm_seeds(conf))
+
+
+def _n_seeds(df: pd.DataFrame) -> int | None:
+    return int(df["seed"].nunique()) if "seed" in df and not df.empty else None
+
+
+def decide_both(conf: DictConfig, df: pd.DataFrame, part: Any) -> tuple[protocol.PartResult, protocol.PartResult | None]:
+    """``(exploratory decision, block decision or None)`` of one part on one ablation's runs
+    (every phase; ``arm`` and :func:`analysis.stats.add_error`'s columns). The block decision
+    exists for a deciding part whose confirmation block has runs."""
+    blocks = _blocks(conf, df, part)
+    explore = blocks["exploratory"]
+    first = protocol.decide_part(explore, part, _n_seeds(explore))
+    block = blocks.get("confirmation", pd.DataFrame())
+    if protocol.spec_dict(part)["role"] != "deciding" or block.empty:
+        return first, None
+    # b as the exploratory block chose it (frozen), one lr per arm: no lr-edge precondition
+    return first, protocol.decide_part(block, {**first.spec, "choose_b": []}, _n_seeds(block), check_edge=False)
 
 
 def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> list[protocol.PartResult]:
-    """Every part of every ablation of ``configs`` decided on ``runs`` (ablation → its runs at the
-    suite's step budget, with ``error``), in the order of the ablation files."""
-    return [protocol.decide_part(runs[name], p, runs[name]["seed"].nunique() if "seed" in runs[name] else None)
-            for name, conf in configs.items() for p in conf.ablation.parts]
+    """Every part of every ablation of ``configs`` decided on ``runs`` (ablation → its runs, with
+    ``error``; any phases), in the order of the ablation files: a deciding part with a
+    confirmation block decided on it, every other part on the exploratory block."""
+    out = []
+    for name, conf in configs.items():
+        df = runs.get(name, pd.DataFrame())
+        for part in conf.ablation.parts:
+            first, block = decide_both(conf, df, part)
+            out.append(block if block is not None else first)
+    return out
 
 
-def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """The stability table (:mod:`analysis.stability`): one row per deciding part; empty until
-    the bundle holds a confirmation block."""
-    return pd.DataFrame()
+def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
+                    longer: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """The stability table (:mod:`analysis.stability`): one row per deciding part, with the
+    claim's *unstable* reason (``unstable``, '' where stable). ``runs``: each ablation's runs
+    (any phases); ``longer``: the budget reruns where the caller split them off
+    (:func:`analysis.budget.split_budget`)."""
+    rows = []
+    for name, conf in configs.items():
+        parts = [name_df for name_df in (runs.get(name), (longer or {}).get(name)) if name_df is not None]
+        df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        for part in conf.ablation.parts:
+            if protocol.spec_dict(part)["role"] != "deciding":
+                continue
+            blocks = _blocks(conf, df, part) if not df.empty else {}
+            rows.append({"ablation": name, **stability.stability_row(blocks, part)})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    why = {claim: stability.claim_unstable(g.to_dict("records")) for claim, g in frame.groupby("claim", sort=False)}
+    return frame.assign(unstable=frame["claim"].map(why))
+
+
+def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> tuple[str, str]:
+    """A claim's ``(verdict, why)`` from its parts (:func:`analysis.protocol.adjust` then
+    :func:`analysis.protocol.combine`), or ``unstable`` with the reason where the stability
+    table (:func:`stability_frame`) says the claim is (paper.md §13)."""
+    protocol.adjust(results)
+    verdict, why = protocol.combine(results)
+    claims = {r.spec.get("claim") for r in results}
+    mine = frame[frame["claim"].isin(claims)] if not frame.empty else frame
+    reason = next((u for u in mine.get("unstable", pd.Series(dtype=str)) if u), "")
+    return (UNSTABLE, f"{reason} (on the parts alone: {verdict}; {why})") if reason else (verdict, why)

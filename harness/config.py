@@ -191,7 +191,7 @@ class ScaleConfig:
     long_steps: int = 4000  # budget of the slow-to-learn tasks (T1(i) mod 10)
     long_eval_every: int = 100
     # the confirmation block's seeds (paper.md §13; analysis/confirm.py): fresh, never 0-4, the
-    # audit's 10-14 or the pilot 100-104; run by report.confirm
+    # audit's 10-14 or the pilot 100-104; run where report.confirm says
     confirm_seeds: str = "range(1000,1010)"
 
 
@@ -207,7 +207,9 @@ class ReportConfig:
     runs: str = ""  # a results bundle (runs.csv.gz) to regenerate from, offline; default: the store
     extend_lr: int = 2  # lr-edge extensions per part (paper.md §13), each one grid step past the edge
     budget_factor: int = 4  # the budget ablation: deciding parts' arms rerun at ×this many steps (0: off)
-    confirm: bool = False  # the confirmation block (analysis/confirm.py): not yet wired into the run path
+    # the confirmation block and the readout reruns (analysis/confirm.py) after the exploratory
+    # block; null: at the evidence scales (default, full) only, true/false: always/never
+    confirm: Optional[bool] = None
 
 
 @dataclass

@@ -20,6 +20,22 @@ if TYPE_CHECKING:  # trial.py imports torch and the models; a record only carrie
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
 NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force", "summary")
 
+# Identity-neutral defaults: (group, key) → the value at which a key added after trials were
+# recorded is left out of the identity, so every trial recorded before the key existed keeps its
+# id (and its finished result is reused); any other value enters the identity and changes the id.
+# task.eval_seed: fresh validation/test sets for the confirmation block (tasks/base.py).
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0}
+
+
+def drop_neutral(identity: dict[str, Any]) -> dict[str, Any]:
+    """``identity`` without the :data:`NEUTRAL_DEFAULTS` keys that sit at their neutral value
+    (a shallow copy of each group it changes; ``identity`` itself is left as it is)."""
+    out = dict(identity)
+    for (group, key), neutral in NEUTRAL_DEFAULTS.items():
+        if isinstance(out.get(group), dict) and key in out[group] and out[group][key] == neutral:
+            out[group] = {k: v for k, v in out[group].items() if k != key}
+    return out
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -50,7 +66,7 @@ class Trial:
 def config_identity(cfg: Config) -> dict[str, Any]:
     """A resolved config object as plain data without where it runs or is recorded
     (:data:`NOT_IDENTITY`): :func:`harness.sweep.identity_dict` for a :class:`Config`."""
-    return {key: value for key, value in to_plain(cfg).items() if key not in NOT_IDENTITY}
+    return drop_neutral({key: value for key, value in to_plain(cfg).items() if key not in NOT_IDENTITY})
 
 
 @dataclass

@@ -27,7 +27,7 @@ from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
 from harness.models.external import variant_name
-from harness.records import NOT_IDENTITY, Trial  # the shared types (importers of harness.sweep.Trial too)
+from harness.records import NOT_IDENTITY, Trial, drop_neutral  # the shared types (importers of harness.sweep.Trial too)
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
 # trial then gets a new id, and resume never mistakes an old result for a current one.
@@ -43,7 +43,7 @@ def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
     """The resolved config as plain data, without where it runs or is recorded."""
     container = (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
                  if isinstance(cfg, DictConfig) else to_plain(cfg))  # a resolved object: the same data
-    return {key: value for key, value in container.items() if key not in NOT_IDENTITY}
+    return drop_neutral({key: value for key, value in container.items() if key not in NOT_IDENTITY})
 
 
 def trial_id(cfg: DictConfig | Config) -> str:
@@ -229,7 +229,7 @@ class Composer:
                 for part in path[:-1]:
                     node = node[part]
                 node[path[-1]] = plain
-        return identity, obj
+        return drop_neutral(identity), obj  # e.g. task.eval_seed=0 set explicitly: the same id
 
     def extension(self, base: Trial, changes: dict[str, str]) -> Trial:
         """``base``'s grid point with the keys of ``changes`` set to new values (e.g. another

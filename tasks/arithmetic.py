@@ -154,10 +154,25 @@ class ArithmeticTask(TokenTask):
             part = self.parts[n][split]
             if split == "train":
                 part = part[torch.randperm(len(part), generator=generator(seed, "train", L))]
+            elif self.cfg.eval_seed:
+                part = self._held_out(n, L)[split]
             idx = part[:size]
         else:
-            idx = self._draw(n, size, generator(self.cfg.split_seed, split, L))
+            g = generator(self.cfg.split_seed, split, L) if split == "train" else \
+                self.eval_generator(self.cfg.split_seed, split, L)
+            idx = self._draw(n, size, g)
         return self.batch(idx, L)
+
+    def _held_out(self, n: int, L: int) -> dict[str, Tensor]:
+        """``{"test", "val"}`` at ``task.eval_seed`` ≠ 0: the held-out pool (test ∪ validation
+        parts) split again by the stream ``(split_seed, "eval", eval_seed, "held_out", L)``. A
+        finite pool has no examples to spare outside the training part, so fresh sets are a new
+        draw of which held-out examples are validation and which are test; the training part,
+        and so every training set, is unchanged."""
+        held = torch.cat([self.parts[n]["test"], self.parts[n]["val"]])
+        held = held[torch.randperm(len(held), generator=self.eval_generator(self.cfg.split_seed, "held_out", L))]
+        n_test = len(self.parts[n]["test"])
+        return {"test": held[:n_test], "val": held[n_test:]}
 
     def batch(self, idx: Tensor, L: int) -> Batch:
         """The :class:`Batch` of expression indices ``idx`` with ``L`` terms."""

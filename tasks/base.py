@@ -80,6 +80,11 @@ class CommonConfig:
     test_lengths: List[int] = field(default_factory=list)
     rotation: Rotation = Rotation.none
     rotation_seed: int = 0  # draws T2's orthogonal Q
+    # re-seeds the validation and test streams (fresh evaluation sets, paper.md §13 "Confirmation
+    # block"); 0: the task's own streams, as every trial recorded before the key existed (left
+    # out of the trial identity at 0, harness.records.NEUTRAL_DEFAULTS). The training set never
+    # depends on it.
+    eval_seed: int = 0
 
 
 def derive_seed(*parts: object) -> int:
@@ -187,6 +192,14 @@ class TaskBase(nn.Module):
         """``size`` examples of length ``n`` of ``split`` (train/val/test); ``seed`` is the
         trial seed for ``train`` and ignored otherwise."""
         raise NotImplementedError
+
+    def eval_generator(self, owner: int, split: str, n: int) -> torch.Generator:
+        """The stream of validation/test split ``split`` at length ``n`` of a task whose own
+        evaluation streams belong to ``owner`` (its ``task_seed``, ``teacher_seed``, …):
+        ``(owner, split, n)`` at ``task.eval_seed`` 0 (so every existing set is unchanged), else
+        ``(owner, "eval", eval_seed, split, n)``, a fresh set per evaluation seed."""
+        eval_seed = int(getattr(self.cfg, "eval_seed", 0))
+        return generator(owner, split, n) if eval_seed == 0 else generator(owner, "eval", eval_seed, split, n)
 
     def train_set(self, seed: int) -> list[Batch]:
         """Exactly ``n_train`` examples from the trial's data stream ``(seed, "train")``."""
@@ -301,9 +314,11 @@ class RegressionTask(TaskBase):
         raise NotImplementedError
 
     def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
-        """Training data from ``(seed, "train", n)``; validation/test from ``(stream_seed, split, n)``."""
-        owner = seed if split == "train" else self.stream_seed
-        return self.sample(generator(owner, split, n), size, n)
+        """Training data from ``(seed, "train", n)``; validation/test from ``(stream_seed, split, n)``
+        (re-seeded by ``task.eval_seed``, :meth:`eval_generator`)."""
+        if split == "train":
+            return self.sample(generator(seed, split, n), size, n)
+        return self.sample(self.eval_generator(self.stream_seed, split, n), size, n)
 
     def _target(self, batch: Batch) -> Tensor:
         return batch.y if self.Q is None else batch.y @ self.Q.to(batch.y).T

@@ -101,7 +101,8 @@ class SelectionTask(TokenTask):
     """T4 selection tasks: tokens and targets ``(B, n)``, mask ``(B, n)``.
 
     Training data come from ``(seed, "train", n)``; validation and test data from
-    ``(task_seed, split, n)`` (i.i.d. draws: the space of sequences is far larger than the sets).
+    ``(task_seed, split, n)`` (i.i.d. draws: the space of sequences is far larger than the sets;
+    ``task.eval_seed`` re-seeds them, :meth:`tasks.base.TaskBase.eval_generator`).
 
     Raises:
         ValueError: sizes < 1; ``duplicate`` with ``n − 1 > V`` or ``n < 2``; ``repeated`` with ``n < 7`` or
@@ -180,7 +181,7 @@ class SelectionTask(TokenTask):
 
     def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
         """``size`` sequences of length ``n`` (streams in the class docstring)."""
-        owner = seed if split == "train" else self.cfg.task_seed
-        tokens = self._tokens(generator(owner, split, n), size, n)
+        g = generator(seed, split, n) if split == "train" else self.eval_generator(self.cfg.task_seed, split, n)
+        tokens = self._tokens(g, size, n)
         y, mask = self.targets(tokens)
         return Batch(x=None, y=y, tokens=tokens, mask=mask)

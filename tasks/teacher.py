@@ -117,9 +117,11 @@ class TeacherTask(TaskBase):
 
     def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
         """Training data from ``(seed, "train", n)``; validation/test from the teacher's own
-        streams ``(teacher_seed, split, n)``, shared by every variant and seed."""
-        owner = seed if split == "train" else self.cfg.teacher_seed
-        return self.sample(generator(owner, split, n), size, n)
+        streams ``(teacher_seed, split, n)``, shared by every variant and seed (re-seeded by
+        ``task.eval_seed``, :meth:`tasks.base.TaskBase.eval_generator`)."""
+        if split == "train":
+            return self.sample(generator(seed, split, n), size, n)
+        return self.sample(self.eval_generator(self.cfg.teacher_seed, split, n), size, n)
 
     def _target(self, batch: Batch) -> Tensor:
         return batch.y if self.Q is None else batch.y @ self.Q.to(batch.y).T

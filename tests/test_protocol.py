@@ -278,7 +278,9 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     new = budget_trials({"residual_value": conf}, {"residual_value": runs},
                         {"residual_value": trials}, ["scale=tiny"], factor=4)["residual_value"]
     deciding = [p for p in conf.ablation.parts if p.role.value == "deciding"]
-    assert len(new) == len(deciding) * 2 * 2  # 2 arms x 2 seeds per part, each on its own task
+    # each deciding part's 2 arms and its positive control's (an arm shared with the part once), 2 seeds each
+    arms = {(p.task, arm) for p in deciding for arm in (p.a, p.b, *p.control)}
+    assert len(new) == len(arms) * 2 and {t.variant for t in new} <= {arm for _, arm in arms}
     assert {t.config.train.max_steps for t in new} == {4 * conf.train.max_steps}
     assert {t.config.train.eval_every for t in new} == {4 * conf.train.eval_every}
     known = {t.trial_id: t for t in trials}

@@ -159,3 +159,123 @@ def test_readout_reruns_cover_each_token_part_and_its_control(hydra_conf):
     assert {v for v, r in by if r == "tied"} == {"general", "general_nozg2", "value", "softmax", "xg", "mlp"}
     assert {v for v, r in by if r == "learned"} == {"value", "softmax", "xg", "mlp"}  # the W_V part and its control
     assert all(t.extends for t in new)
+
+
+# ----------------------------------------------------------------------------- phases and verdicts
+def _phased() -> pd.DataFrame:
+    """Every phase once over: the grid (seeds 0–4, three lrs), an lr extension of a grid trial,
+    the confirmation block (tagged extends, like the extensions), budget and readout reruns."""
+    grid = _runs(EXPLORE)
+    base = grid[(grid["arm"] == "a") & (grid["seed"] == 0)]["trial_id"].iloc[0]
+    ext = _runs(EXPLORE, lrs=(0.0003,)).assign(extends=base)
+    block = _runs(CONFIRM, lrs=(0.003,)).assign(extends=base)
+    longer = _runs(EXPLORE, lrs=(0.003,), steps=2400).assign(extends=base)
+    tied = _runs(EXPLORE, lrs=(0.003,), readout="tied").assign(extends=base)
+    frames = {"exploratory": grid.assign(extends=""), "lr_extension": ext, "confirmation": block,
+              "budget": longer, "readout": tied}
+    return pd.concat([f.assign(expected=k) for k, f in frames.items()], ignore_index=True)
+
+
+def test_every_run_gets_exactly_one_phase_from_its_params():
+    from analysis import phases
+
+    df = _phased()
+    got = phases.phase_column(df, steps=600, confirm_seeds=range(1000, 1010))
+    assert (got == df["expected"]).all(), df.assign(got=got)[got != df["expected"]]
+    assert phases.phase_counts(df, 600, range(1000, 1010))["confirmation"] == len(CONFIRM) * 2
+    explore = phases.exploratory(df, 600, range(1000, 1010))
+    assert set(explore["expected"]) == {"exploratory", "lr_extension"}
+    # the grid alone, recorded without extends or readout columns, is all exploratory
+    bare = _runs(EXPLORE).drop(columns=["task.readout", "train.max_steps"])
+    assert set(phases.phase_column(bare, 600)) == {"exploratory"}
+
+
+def _conf(part=PART, steps: int = 600):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"ablation": {"parts": [part, {**part, "name": "observed", "role": "observation"}]},
+                             "train": {"max_steps": steps}, "scale": {"confirm_seeds": "range(1000,1010)"}})
+
+
+def test_a_deciding_part_is_decided_on_its_block_and_nothing_leaks_into_the_exploratory_decision():
+    from analysis import verdicts
+
+    df = _phased().drop(columns="expected")
+    first, block = verdicts.decide_both(_conf(), df, PART)
+    assert first.seeds.startswith("0–4") and first.n_runs == 10  # grid seeds at the chosen lr only
+    assert block is not None and block.seeds.startswith("1000–1009") and block.n_runs == 20
+    # one lr per arm on the block (an edge of its one-point grid): the lr edge is the exploratory block's to judge
+    assert block.edges == [] and block.preconditions["lr at grid edge"] == "ok"
+    deciding, observed = verdicts.decide_parts({"abl": _conf()}, {"abl": df})
+    assert deciding.seeds == block.seeds and observed.seeds == first.seeds  # an observation stays exploratory
+    _, none = verdicts.decide_both(_conf(), df[~df["seed"].isin(CONFIRM)], PART)
+    assert none is None
+
+
+def test_the_stability_frame_has_a_row_per_deciding_part_and_an_unstable_claim_says_so(tmp_path: Path):
+    from analysis import verdicts
+
+    df, conf = _phased().drop(columns="expected"), _conf({**PART, "readout": "scaled"})
+    frame = verdicts.stability_frame({"abl": conf}, {"abl": df})
+    assert len(frame) == 1 and frame["decided_on"].iloc[0] == "confirmation" and frame["unstable"].iloc[0] == ""
+    assert frame["x4_runs"].iloc[0] == 10 and frame["readout=tied_runs"].iloc[0] == 10
+    lines = stability.report_lines(frame)
+    assert any(line.startswith("| claim") for line in lines) and max(len(x) for x in lines[2].splitlines()) < 200
+    stability.write_csv(frame, tmp_path / "s" / "stability.csv")
+    assert pd.read_csv(tmp_path / "s" / "stability.csv")["part"].tolist() == [PART["name"]]
+    decided = verdicts.decide_parts({"abl": conf}, {"abl": df})
+    assert verdicts.combine_claim(decided[:1], frame)[0] == SUPPORTED
+    flipped = {s: -0.05 - 0.002 * (s % 5) for s in CONFIRM}  # b now beats a on the block
+    df2 = pd.concat([df[~df["seed"].isin(CONFIRM)], _runs(flipped, lrs=(0.003,)).assign(extends="x")])
+    frame2 = verdicts.stability_frame({"abl": conf}, {"abl": df2})
+    verdict, why = verdicts.combine_claim(verdicts.decide_parts({"abl": conf}, {"abl": df2})[:1], frame2)
+    assert verdict == verdicts.UNSTABLE and "opposite decisive labels" in why and CONTRADICTED in why
+
+
+def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
+    import subprocess
+
+    from analysis.confirm import FROZEN, freeze, frozen_line, read_frozen, write_frozen
+    from analysis.reporting import freeze_choices
+
+    df = _runs(EXPLORE)
+    conf = _conf({**PART, "control": []})
+    frozen = freeze({"abl": conf}, {"abl": df})
+    assert set(frozen["arm"]) == {"a", "b"} and set(frozen["lr"]) == {0.003} and set(frozen["role"]) == {"deciding"}
+    path = tmp_path / FROZEN
+    assert "No exploratory choices" in frozen_line(tmp_path)
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
+                                    check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    write_frozen(frozen.assign(lr=0.01), path)  # a committed choice other than the runs would make now
+    assert "not committed" in frozen_line(tmp_path)
+    git("add", FROZEN)
+    git("commit", "-qm", "freeze")
+    assert f"frozen at commit `{git('rev-parse', '--short', 'HEAD')}`" in frozen_line(tmp_path)
+    kept = freeze_choices({"abl": conf}, {"abl": df}, path)
+    assert set(kept["lr"]) == {0.01} and "differ from frozen.csv" in capsys.readouterr().err
+    write_frozen(read_frozen(path).assign(lr=0.03), path)
+    assert "differ from their last commit" in frozen_line(tmp_path)
+
+
+def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them(capsys):
+    from omegaconf import OmegaConf
+
+    from analysis.reporting import check_confirm_seeds, confirm_enabled
+
+    cfg = lambda confirm, seeds: OmegaConf.create({"report": {"confirm": confirm},  # noqa: E731
+                                                   "scale": {"name": "tiny", "seeds": "range(5)", "confirm_seeds": seeds}})
+    check_confirm_seeds(cfg(True, "range(1000,1002)"))  # fresh seeds: nothing to say
+    check_confirm_seeds(cfg(None, "3,1000"))  # block off at the tiny scale: not checked
+    assert not confirm_enabled(cfg(None, "")) and confirm_enabled(cfg(True, ""))
+    with pytest.raises(SystemExit) as err:
+        check_confirm_seeds(cfg(True, "3,1000"))
+    assert err.value.code == 2 and "scale.confirm_seeds=3,1000 shares seeds [3]" in capsys.readouterr().err
+
+
+def test_the_report_shows_exploratory_runs_only():
+    from analysis import verdicts
+
+    df = _phased()
+    shown = verdicts.exploratory_runs({"abl": _conf()}, {"abl": df})["abl"]
+    assert set(shown["expected"]) == {"exploratory", "lr_extension"} and len(shown) == 30 + 10

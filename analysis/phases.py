@@ -1,0 +1,81 @@
+"""Which phase of the report's run path each run of the bundle belongs to (paper.md §13), from
+its params alone, so the exploratory block (recorded without any phase tag) splits as the
+reruns do:
+
+* ``budget``: ``train.max_steps`` above the ablation's own (``report.budget_factor`` ×,
+  :mod:`analysis.budget`);
+* ``confirmation``: a seed of ``scale.confirm_seeds`` (1000–1009 in the default scale,
+  :mod:`analysis.confirm`);
+* ``readout``: tagged ``extends`` with a run of the bundle under another ``task.readout`` (the
+  readout stability reruns, :func:`analysis.confirm.readout_trials`);
+* ``lr_extension``: any other run tagged ``extends`` (one grid step past a chosen lr edge);
+* ``exploratory``: the grid itself (no ``extends``), seeds of ``scale.seeds``.
+
+Each run gets exactly one phase, tested in that order. The exploratory decision reads
+``exploratory`` and ``lr_extension`` runs only (:data:`EXPLORATORY_DECISION`): confirmation
+reruns share ``extends`` with the lr extensions, and without this split they would be pooled
+into it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT = (
+    "exploratory", "lr_extension", "budget", "confirmation", "readout")
+PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT)
+EXPLORATORY_DECISION = (EXPLORATORY, LR_EXTENSION)  # the runs the exploratory block decides on
+CONFIRM_FIRST = 1000  # without ``scale.confirm_seeds``: seeds from here on are the block's
+STEPS, READOUT_KEY, EXTENDS = "train.max_steps", "task.readout", "extends"
+
+
+def _column(df: pd.DataFrame, key: str, fill: object) -> pd.Series:
+    return df[key] if key in df else pd.Series(fill, index=df.index, dtype=object)
+
+
+def phase_column(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | None = None) -> pd.Series:
+    """The phase of each run of one ablation's runs (module docstring), indexed like ``df``.
+
+    Args:
+        df: one ablation's runs (``seed``; ``train.max_steps``, ``task.readout``, ``extends``
+            and ``trial_id`` where logged: a missing column counts as the grid's value).
+        steps: the ablation's own ``train.max_steps``.
+        confirm_seeds: the seeds of ``scale.confirm_seeds``; None: every seed ≥
+            :data:`CONFIRM_FIRST`.
+    """
+    if df.empty:
+        return pd.Series([], index=df.index, dtype=object)
+    seed = pd.to_numeric(df["seed"], errors="coerce")
+    longer = pd.to_numeric(_column(df, STEPS, steps), errors="coerce").fillna(steps) > steps
+    confirm = seed.isin(list(confirm_seeds)) if confirm_seeds is not None else seed >= CONFIRM_FIRST
+    extends = _column(df, EXTENDS, "").fillna("").astype(str)
+    readout = _column(df, READOUT_KEY, None).astype(str)
+    ids = _column(df, "trial_id", "").astype(str)
+    base_readout = extends.map(dict(zip(ids, readout)))  # NaN where the extended run is not in df
+    other_readout = (extends != "") & base_readout.notna() & (base_readout != readout)
+    phase = pd.Series(EXPLORATORY, index=df.index, dtype=object)
+    phase[extends != ""] = LR_EXTENSION
+    phase[other_readout] = READOUT
+    phase[confirm] = CONFIRMATION
+    phase[longer] = BUDGET  # the last assignment wins: the order of the module docstring
+    return phase
+
+
+def with_phase(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | None = None) -> pd.DataFrame:
+    """``df`` with a ``phase`` column (:func:`phase_column`)."""
+    return df.assign(phase=phase_column(df, steps, confirm_seeds)) if not df.empty else df.assign(phase=[])
+
+
+def exploratory(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | None = None) -> pd.DataFrame:
+    """The runs the exploratory decision reads (:data:`EXPLORATORY_DECISION`)."""
+    if df.empty:
+        return df
+    return df[phase_column(df, steps, confirm_seeds).isin(EXPLORATORY_DECISION)].reset_index(drop=True)
+
+
+def phase_counts(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | None = None) -> dict[str, int]:
+    """Runs per phase (every phase named, 0 where none)."""
+    counts = phase_column(df, steps, confirm_seeds).value_counts() if not df.empty else pd.Series(dtype=int)
+    return {p: int(counts.get(p, 0)) for p in PHASES}
