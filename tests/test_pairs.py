@@ -166,3 +166,18 @@ def test_arm_labels_agree_with_the_analysis(hydra_conf):
         trials = _trials(name)
         axes = swept_axes(trials)
         assert pairs.arm_labels(trials) == {t.trial_id: arm_label(t, axes) for t in trials}
+
+
+def test_a_steps_to_target_value_must_name_a_recorded_target(hydra_conf):
+    """A target no run records is refused before any trial (exit 2 via SweepError)."""
+    from harness.validate import check_part_values
+
+    trials = _trials("practical")
+    check_part_values(trials)  # the registered steps_to_0.003: fine
+    [b] = [p for p in trials[0].config.ablation.parts if p.role.value == "deciding"]
+    for bad in ("steps_to_0.02", "steps_to_x"):
+        part = dataclasses.replace(b, value=bad)
+        ablation = dataclasses.replace(trials[0].config.ablation, parts=[part])
+        odd = dataclasses.replace(trials[0], config=dataclasses.replace(trials[0].config, ablation=ablation))
+        with pytest.raises(SweepError, match=f"value='{bad}'; allowed steps-to-target values: steps_to_0.1, "):
+            check_part_values([odd])
