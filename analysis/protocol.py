@@ -48,7 +48,20 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    interval (support) and its 95% interval (contradiction), since both decide.
 
 Margins δ are absolute, in the value's units (test error; ``auc``: the mean natural-log test
-error over the sizes, so δ = 0.1 is about a 10% ratio), never a fraction of an arm's error.
+error over the sizes, so δ = 0.1 is about a 10% ratio; ``steps_to_<t>``: a fraction of the step
+budget), never a fraction of an arm's error.
+
+**Steps-to-target** (``value: steps_to_<t>``, paper.md §13 C12(b): a reparameterisation is an
+equivalence of how fast both arms reach a target, not of errors at a shared floor): per run, the
+first validation step at which the validation error is ``≤ t`` (``val/first_step_below/<t>``,
+recorded by :func:`harness.trial.first_step_below` for ``t`` in
+:data:`harness.trial.STEPS_TO_TARGETS`), divided by the run's ``train.max_steps``; a run that
+never reaches ``t`` within its budget (recorded as ``-1``) counts as the whole budget, ``1.0``
+(right-censored at the budget: the value can only understate a slow arm's steps, never
+overstate a fast one's). Its preconditions differ where the error-based ones do not apply:
+*not learned* needs the judged arm(s) to reach ``t`` on every paired seed (a task both arms
+learn); *budget-limited* is not applied (the budget is the value's own ceiling); *no power*
+also fails where both arms are within δ of the budget (neither reaches the target).
 """
 
 from __future__ import annotations
@@ -69,6 +82,8 @@ NO_POWER = "no power"  # equivalences only (step 4): voids a supported equivalen
 ALPHA = 0.05  # level of every test, and of Holm's family-wise error within a claim
 MIN_EVALS = 5  # evaluations in the last 20% of the budget needed to judge it
 DERIVED = {"absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"]}
+STEPS_TO = re.compile(r"steps_to_(\d*\.?\d+(?:e-?\d+)?)")  # value: steps_to_<t>, e.g. steps_to_0.01
+STEPS = "train.max_steps"
 
 
 @dataclass
@@ -122,7 +137,32 @@ def spec_dict(part: Any) -> dict[str, Any]:
     return out
 
 
+def steps_to(df: pd.DataFrame, target: float) -> pd.Series:
+    """Steps-to-target per run as a fraction of its budget (module docstring): the first
+    validation step with error ``≤ target`` over ``train.max_steps``, ``1.0`` where it never got
+    there (``-1`` recorded), NaN where the run recorded no such metric.
+
+    Raises:
+        KeyError: no run has ``val/first_step_below/<target>`` or ``train.max_steps`` (a target
+            not in :data:`harness.trial.STEPS_TO_TARGETS`, or runs from before it was recorded).
+    """
+    column = f"val/first_step_below/{target:g}"
+    if column not in df or STEPS not in df:
+        raise KeyError(column if column not in df else STEPS)
+    step = pd.to_numeric(df[column], errors="coerce")
+    budget = pd.to_numeric(df[STEPS], errors="coerce")
+    return (step / budget).where(step >= 0, 1.0).where(step.notna())
+
+
+def _steps_target(value: str) -> float | None:
+    """The target ``t`` of a ``steps_to_<t>`` value, else None."""
+    match = STEPS_TO.fullmatch(value)
+    return float(match[1]) if match else None
+
+
 def _values(df: pd.DataFrame, value: str) -> pd.DataFrame:
+    if _steps_target(value) is not None:
+        return df.assign(**{value: steps_to(df, _steps_target(value))})
     if value in DERIVED:
         if "test/acc_not_answer_in_input" not in df:
             raise KeyError("test/acc_not_answer_in_input")
@@ -340,15 +380,36 @@ def _arm_checks(result: PartResult, pre: dict[str, list[str]], mine: pd.DataFram
         result.lr[f"{arm} @ {int(n)}"] = _lr_line(g)
         if check_edge:
             _edge_check(result, pre, g, arm, n, spec["lr_bound"])
+        if _steps_target(spec["value"]) is not None:
+            continue  # steps-to-target: the budget is the value's own ceiling (module docstring)
         budget = _budget(_usable(g, "error"), float(spec["delta"]), log=spec["value"] == "auc")
         if budget != "ok":
             pre["budget-limited"].append(f"`{arm}` at n_train={int(n)}: {budget[7:]}")
+
+
+def _not_reached(chosen: pd.DataFrame, at: list, result: PartResult, target: float) -> list[str]:
+    """*Not learned* for steps-to-target: the judged arm(s) (as in :func:`_not_learned`) must
+    reach the validation error ``target`` within the budget on every seed (a task they learn)."""
+    spec = result.spec
+    judged = [(spec["a"], result.mean_a), (spec["b"], result.mean_b)]
+    if spec["test"] == "difference":
+        judged = [min(judged, key=lambda t: t[1])]
+    fails = []
+    for arm, _ in judged:
+        runs = _usable(chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)], spec["value"])
+        reached = int((pd.to_numeric(runs[f"val/first_step_below/{target:g}"], errors="coerce") >= 0).sum())
+        if reached < len(runs) or not len(runs):
+            fails.append(f"`{arm}` reached validation error ≤ {target:g} on {reached} of {len(runs)} seeds")
+    return fails
 
 
 def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[str]:
     """Precondition *not learned*: the failures against the best reference predictor on the
     same test sets (a difference judges the observed better arm, an equivalence both)."""
     spec, delta = result.spec, float(result.spec["delta"])
+    target = _steps_target(spec["value"])
+    if target is not None:
+        return _not_reached(chosen, at, result, target)
     ref_rows = chosen[chosen["task.n_train"].isin(at)]
     if spec["value"] == "auc":
         refs = [_reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
@@ -377,8 +438,13 @@ def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
     in ``result.control``."""
     spec, delta = result.spec, float(result.spec["delta"])
     fails = []
+    steps = _steps_target(spec["value"]) is not None
+    unit = "steps (of the budget)" if steps else "error"
     if spec["value"] != "auc" and result.mean_a < delta and result.mean_b < delta:
-        fails.append(f"both arms within δ of 0 error ({result.mean_a:.3g}, {result.mean_b:.3g})")
+        fails.append(f"both arms within δ of 0 {unit} ({result.mean_a:.3g}, {result.mean_b:.3g})")
+    if steps and result.mean_a > 1 - delta and result.mean_b > 1 - delta:
+        fails.append(f"both arms within δ of the budget: neither reaches the target ({result.mean_a:.3g}, "
+                     f"{result.mean_b:.3g})")
     if spec["floor"]:
         floor = _arm_mean(df, spec, spec["floor"], result.n_train)
         if np.isnan(floor):

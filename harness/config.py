@@ -134,6 +134,8 @@ class PartConfig:
     sides: int = 2  # equivalence only: 1 (one-sided, see above) or 2
     role: Role = Role.deciding
     value: str = "error"  # error | absent_error | auc | error_n<L> (token task's test error at length L)
+    # | steps_to_<t> (first validation step with error ≤ t, a fraction of the budget; t one of
+    # harness.trial.STEPS_TO_TARGETS; analysis.protocol)
     lr_bound: Optional[float] = None  # an lr stated as a bound: an edge there is accepted
     # arm b chosen among these on validation (lowest seed-mean validation error at the decided
     # n_train, each at its chosen lr; paper.md §13 "a choice among arms"); b then names the choice
@@ -150,6 +152,10 @@ class PartConfig:
     # another readout (its stability rows) never enter the verdict. None: every run counts
     readout: Optional[str] = None
     stability_readouts: List[str] = field(default_factory=list)  # reruns at the chosen lr under these (tied, learned)
+    # the registration trail (paper.md §13): for a part redesigned after a verdict run, its
+    # original design and outcome in one line (the report's verdict table prints it); "" for a
+    # part decided as first registered. Not part of any trial's identity (ablation is not)
+    reregistered: str = ""
 
 
 @dataclass

@@ -91,6 +91,23 @@ def budget_summary(curve: list[dict[str, float]], max_steps: int) -> dict[str, f
             "val/evals_last_20": float(sum(p["step"] > 0.8 * max_steps for p in curve))}
 
 
+# validation-error targets whose first crossing every run records (val/first_step_below/<t>):
+# a part's ``value: steps_to_<t>`` (analysis.protocol) must name one of them; recorded for every
+# run alike, so a trial's metrics never depend on which ablation asked for it
+STEPS_TO_TARGETS = (0.1, 0.03, 0.01, 0.003, 0.001)
+
+
+def first_step_below(curve: list[dict[str, float]], targets: tuple[float, ...] = STEPS_TO_TARGETS
+                     ) -> dict[str, float]:
+    """``val/first_step_below/<t>``: the first evaluation step at which the validation error
+    (``val/error``, the selection metric) is ``≤ t``, or ``-1.0`` when no evaluation of the
+    budget reaches it (``analysis.protocol`` then counts the whole budget: paper.md §13 C12(b)
+    steps-to-target). ``<t>`` is ``format(t, "g")``, e.g. ``val/first_step_below/0.01``."""
+    def first(t: float) -> float:
+        return next((float(p["step"]) for p in curve if p["val/error"] <= t), -1.0)  # NaN never ≤ t
+    return {f"val/first_step_below/{t:g}": first(t) for t in targets}
+
+
 def _optimizer(cfg: Config, params) -> torch.optim.Optimizer:
     if cfg.train.optimizer is Optimizer.adam:
         return torch.optim.Adam(params, lr=cfg.train.lr)
@@ -291,7 +308,7 @@ def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> Trial
     _load(model, task, kept.best_state)
     metrics = {"val/best_error": kept.best[0], "val/best_loss": kept.best[1],
                "train/best_step": float(kept.best_step),
-               **budget_summary(kept.curve, cfg.train.max_steps)}
+               **budget_summary(kept.curve, cfg.train.max_steps), **first_step_below(kept.curve)}
     metrics.update(evaluate_lengths(model, task, tests))
     if cfg.task.rotation is Rotation.eval:
         metrics.update(_rotation_metrics(model, task, tests[""], s.Q))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Sequence
 
 import torch
@@ -15,7 +16,7 @@ from harness.external_check import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
 from harness.sweep import SweepError, Trial
-from harness.trial import DTYPES, resolve_device
+from harness.trial import DTYPES, STEPS_TO_TARGETS, resolve_device
 from tasks import TASKS, build_task
 
 
@@ -63,6 +64,27 @@ def check_cluster(cfg: ClusterConfig) -> None:
                          f"cluster); cluster={cfg.scheduler.value} does not join one")
 
 
+def check_part_values(trials: Sequence[Trial]) -> None:
+    """A part's ``value: steps_to_<t>`` must name a target every run records
+    (:data:`harness.trial.STEPS_TO_TARGETS`): otherwise its verdict could only ever read
+    "no runs with val/first_step_below/<t>", found after the whole sweep.
+
+    Raises:
+        SweepError: naming the part, the bad value and the allowed ones.
+    """
+    allowed = ", ".join(f"steps_to_{t:g}" for t in STEPS_TO_TARGETS)
+    by_ablation = {t.config.ablation.name: t.config.ablation.parts for t in trials}
+    for part in (p for parts in by_ablation.values() for p in parts):
+        match = re.fullmatch(r"steps_to_(.*)", str(part.value))
+        try:
+            ok = match is None or any(math.isclose(float(match[1]), t) for t in STEPS_TO_TARGETS)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SweepError(f"part {part.claim} {part.name!r}: value={part.value!r}; allowed "
+                             f"steps-to-target values: {allowed}")
+
+
 def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> None:
     """Check the device and ``cluster.pack_size``, and build each distinct task and model of
     ``trials`` (cheaply, on the CPU).
@@ -93,4 +115,5 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
                 built.add(model_key)
         except (ValueError, KeyError, TypeError) as err:
             raise SweepError(f"trial {trial.variant} {list(trial.overrides)}: {err}") from err
+    check_part_values(trials)
     check_pairs(trials)  # i28: each part's arms differ in exactly its declared keys (harness/pairs.py)

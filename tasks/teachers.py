@@ -13,6 +13,7 @@ quartic        (c) ``X S_r(β Y*ᵀ B1 (Y* Y*ᵀ/n) B2 Y*)ᵀ``
 general        (d) ``X S_r(β Y*ᵀ W* Y*)ᵀ + c Z* tanh(W' Y*)``, ``c = 1/(2 sqrt(k* d))``
 noknow         (e) ``X S_r(β XᵀX)ᵀ`` (knowledge-free, Prop. 1)
 control        (f) ``φ(X) S_r(β XᵀX)ᵀ``, ``φ(x) = tanh(√d x)/√d`` coordinate-wise (not equivariant)
+squashed       (f′) ``ψ(X S_r(β XᵀX)ᵀ)``, ``ψ(u) = tanh(2√d u)/(2√d)`` *after* the mixing (not equivariant)
 positional     (g) ``X S_r(β (Y*ᵀ W* Y* + B_rel))ᵀ``, ``B_rel[i, j] = b[clip(j − i, −R, R)]``
 residual       ``X + W_V* X S_r(β Y*ᵀ W* Y*)ᵀ``, ``W_V*: (d, d)`` with N(0, 1/d) entries
 =============  =====================================================================
@@ -23,6 +24,18 @@ applies; with ``tanh`` and ``1/n`` its outputs were so small that every softmax 
 worse than predicting zero. ``residual`` is the single head with a residual path that the
 M4 → M7 ladder needs (paper.md §13 C12): M6 (``residual``) and M7 (``multihead``) represent it,
 M4 and M5 lack the identity path.
+
+``squashed`` (f′) is C9's control teacher (paper.md §13 C9: a control that favours a
+non-equivariant baseline *without being that baseline's own form*). (f) ``φ(X) S_r(·)ᵀ`` is
+exactly B7's form (``coordwise``: ``S_r(YᵀWY/√k) tanh(X)`` as rows, φ on the values *before*
+mixing), so B7 beating M4 on (f) is a student of the teacher's form winning. (f′) squashes the
+*mixed* output, ``F_rows = ψ(S_r(β X Xᵀ) X_rows): (B, n, d)`` (ψ: φ at twice the gain, see
+``SQUASH_GAIN``): since ψ is nonlinear, ``ψ(Σ_j s_ij x_j) ≠ Σ_j s_ij ψ(x_j)`` whenever a
+row of ``S`` is not one-hot, so B7 represents it only approximately (exactly only in the hardmax limit), and no registered family has its
+form: M4 (``softmax``) and every output in span(X) miss the coordinate-wise squashing. Its
+form is a softmax head followed by a coordinate-wise ψ (an M4 head with a B7-style ψ on its
+output): a basis-dependent map, not orthogonal equivariant even with knowledge ``k < d``,
+like (f). The flattened MLP B1 can approximate it, as it can any continuous map.
 """
 
 from __future__ import annotations
@@ -36,10 +49,14 @@ from torch import Tensor
 from tasks.base import generator
 
 MAX_REL = 4  # R: relative offsets beyond ±R share one bias (keeps (g) length-generic)
+# (f′)'s ψ(u) = tanh(c√d u)/(c√d): mixing averages tokens and shrinks them, so at (f)'s gain
+# c = 1 the squashing barely bites (pilot seed 100, n_train = 1024: B7 led M4 by 0.11 in log
+# test error); c = 2 gives 0.19; at c = 4 no β reaches uniform_rel_mse = 0.6
+SQUASH_GAIN = 2.0
 
 
 class TeacherKind(Enum):
-    """The teachers (a)-(g) of paper.md §12 T3."""
+    """The teachers (a)-(g) of paper.md §12 T3, and (f′) ``squashed`` (C9's control)."""
 
     softmax = "softmax"
     elementwise = "elementwise"
@@ -47,6 +64,7 @@ class TeacherKind(Enum):
     general = "general"
     noknow = "noknow"
     control = "control"
+    squashed = "squashed"  # (f′): C9's control, ψ after the mixing (not B7's form)
     positional = "positional"
     residual = "residual"
 
@@ -72,7 +90,7 @@ class Teacher:
     def scores(self, x: Tensor) -> Tensor:
         """Unscaled scores ``A: (B, n, n)`` (query first) of this teacher."""
         c = lambda t: t.to(x.dtype)  # noqa: E731
-        if self.kind in (TeacherKind.noknow, TeacherKind.control):
+        if self.kind in (TeacherKind.noknow, TeacherKind.control, TeacherKind.squashed):
             return x @ x.transpose(-1, -2)  # (B, n, n): XᵀX
         yt = x @ c(self.Z)  # (B, n, k)
         if self.kind is TeacherKind.quartic:
@@ -103,7 +121,10 @@ class Teacher:
         if self.kind is TeacherKind.control:
             root = math.sqrt(self.d)
             return mix @ (torch.tanh(root * x) / root)  # coordinate-wise: basis-dependent
-        out = mix @ x
+        out = mix @ x  # (B, n, d)
+        if self.kind is TeacherKind.squashed:  # ψ after the mixing: not B7's φ-then-mix
+            gain = SQUASH_GAIN * math.sqrt(self.d)
+            return torch.tanh(gain * out) / gain
         if self.kind is TeacherKind.general:
             zt = self.Z.to(x.dtype) / (2 * math.sqrt(self.k * self.d))  # (d, k)
             out = out + torch.tanh(x @ self.Z.to(x.dtype) @ self.Wp.to(x.dtype).T) @ zt.T  # Z g2
@@ -111,7 +132,7 @@ class Teacher:
 
     def rotated(self, Q: Tensor) -> "Teacher":
         """The teacher with its knowledge rotated, ``Z* ↦ Q Z*`` and ``W_V* ↦ Q W_V* Qᵀ`` (exact
-        for every kind but the control (f))."""
+        for every kind but the controls (f) and (f′))."""
         other = object.__new__(Teacher)
         other.__dict__.update(self.__dict__)
         q = Q.to(torch.float64)

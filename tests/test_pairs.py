@@ -50,8 +50,52 @@ def test_general_without_zg2_is_general_minus_its_zg2_term_only():
 
 
 def test_every_ablations_parts_are_the_pairs_they_declare(hydra_conf):
-    for name in ("knowledge_forms", "arithmetic_mod", "residual_value", "practical", "knowledge_size"):
+    for name in ("knowledge_forms", "arithmetic_mod", "residual_value", "practical", "knowledge_size",
+                 "control", "sigma_vs_softmax"):
         pairs.check_pairs(_trials(name))  # raises on any mismatch
+
+
+REDESIGNED = {  # (ablation, task, a, b) of every part redesigned after a verdict run (issue 28)
+    ("control", "teacher_squashed", "coordwise", "softmax"), ("control", "teacher_control", "coordwise", "softmax"),
+    ("practical", "teacher", "softmax", "softmax_unscaled"),
+    ("practical", "teacher_general", "softmax", "softmax_unscaled"),
+    ("sigma_vs_softmax", "nearest", "quad_sigma[sigma=softmax]", "best elementwise σ"),
+    ("sigma_vs_softmax", "argmax", "quad_sigma[sigma=softmax]", "best elementwise σ"),
+    ("sigma_vs_softmax", "nearest_length", "quad_sigma[sigma=softmax]", "best elementwise σ"),
+    ("residual_value", "teacher_residual", "residual", "value"), ("residual_value", "teacher", "value", "softmax"),
+    ("knowledge_size", "teacher", "softmax_free[k=8]", "softmax_free[k=4]"),
+    ("knowledge_forms", "nearest", "general", "general_nozg2"), ("knowledge_forms", "nearest", "value", "softmax"),
+    ("knowledge_forms", "teacher_general", "general", "general_nozg2"),
+    ("knowledge_forms", "nearest", "general", "xg"), ("knowledge_forms", "teacher_general", "general", "xg"),
+    ("knowledge_forms", "nearest", "xg", "mlp"), ("arithmetic_mod", "arithmetic_mod", "general", "general_nozg2"),
+    ("arithmetic_mod", "arithmetic_mod", "value", "softmax"), ("higher_order", "repeated", "higher_order_gram[k=2]",
+                                                               "higher_order_identity[k=2]"),
+}
+
+
+def test_every_redesigned_part_carries_its_registration_trail_and_every_equivalence_a_control(hydra_conf):
+    """paper.md §13 "Registration trail" and "Power": a part redesigned after a verdict run says
+    its original design and outcome (`reregistered`), the others say nothing; every deciding
+    equivalence of C9, C10 and C12 registers a positive control."""
+    for name in sorted({r[0] for r in REDESIGNED} | {"finite_information"}):
+        for p in _trials(name)[0].config.ablation.parts:
+            redesigned = (name, p.task, p.a, p.b) in REDESIGNED
+            assert bool(p.reregistered) == redesigned, (name, p.name)
+            assert "\n" not in p.reregistered  # one line (the verdict table prints it)
+            if p.test.value == "equivalence" and p.role.value == "deciding" and p.claim in ("C9", "C10", "C12"):
+                assert len(p.control) == 2, (name, p.name)
+
+
+def test_c12b_is_steps_to_target_on_a_task_both_arms_learn_and_c9_not_on_b7s_form(hydra_conf):
+    [b] = [p for p in _trials("practical")[0].config.ablation.parts if p.role.value == "deciding"]
+    assert (b.task, b.value, b.differ, b.control) == ("teacher", "steps_to_0.003", ["model.scale"], ["softmax", "xg"])
+    from harness.trial import STEPS_TO_TARGETS
+
+    assert float(b.value.removeprefix("steps_to_")) in STEPS_TO_TARGETS  # every run records it
+    [c9] = [p for p in _trials("control")[0].config.ablation.parts if p.role.value == "deciding"]
+    assert (c9.task, c9.differ, c9.value) == ("teacher_squashed", ["family"], "auc")
+    sizes = {t.config.task.n_train for t in _trials("control", "scale=default") if t.task == c9.task}
+    assert len(sizes) >= 4  # paper.md §13 C9: the area over ≥ 4 training-set sizes
 
 
 def test_the_m0_vs_m1_pair_declared_as_only_the_zg2_switch_is_refused(hydra_conf):
@@ -122,3 +166,18 @@ def test_arm_labels_agree_with_the_analysis(hydra_conf):
         trials = _trials(name)
         axes = swept_axes(trials)
         assert pairs.arm_labels(trials) == {t.trial_id: arm_label(t, axes) for t in trials}
+
+
+def test_a_steps_to_target_value_must_name_a_recorded_target(hydra_conf):
+    """A target no run records is refused before any trial (exit 2 via SweepError)."""
+    from harness.validate import check_part_values
+
+    trials = _trials("practical")
+    check_part_values(trials)  # the registered steps_to_0.003: fine
+    [b] = [p for p in trials[0].config.ablation.parts if p.role.value == "deciding"]
+    for bad in ("steps_to_0.02", "steps_to_x"):
+        part = dataclasses.replace(b, value=bad)
+        ablation = dataclasses.replace(trials[0].config.ablation, parts=[part])
+        odd = dataclasses.replace(trials[0], config=dataclasses.replace(trials[0].config, ablation=ablation))
+        with pytest.raises(SweepError, match=f"value='{bad}'; allowed steps-to-target values: steps_to_0.1, "):
+            check_part_values([odd])

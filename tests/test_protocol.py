@@ -401,3 +401,57 @@ def test_a_part_reads_only_its_registered_readout():
     assert protocol.decide_part(both, _part(readout="tied")).verdict == CONTRADICTED
     assert "pooled" in protocol.decide_part(both, _part()).reasons[0]
     assert "under readout learned" in protocol.decide_part(both, _part(readout="learned")).reasons[0]
+
+
+def _steps_runs(first: dict[str, list[float]], budget: float = 600.0) -> pd.DataFrame:
+    """Runs whose ``val/first_step_below/0.003`` per seed is ``first[arm]`` (``-1``: never), at
+    the best lr of :func:`_runs` (other lrs reach it later, and have a higher validation error)."""
+    df = _runs({arm: 0.001 for arm in first}, sizes=(256,))
+    best = np.isclose(df["train.lr"], 0.003)
+    step = [first[arm][s] for arm, s in zip(df["arm"], df["seed"])]
+    df["val/first_step_below/0.003"] = np.where(best, step, -1.0)
+    df["train.max_steps"] = budget
+    return df
+
+
+def test_steps_to_target_is_a_fraction_of_the_budget_and_never_reached_counts_as_it():
+    """paper.md §13 C12(b): steps-to-target; a run that never reaches the target within its
+    budget (recorded as -1) counts as the whole budget, a run that recorded nothing is not
+    usable (NaN), and a target nobody recorded is refused by name."""
+    df = pd.DataFrame({"val/first_step_below/0.003": [60.0, -1.0, np.nan], "train.max_steps": [600.0, 600.0, 600.0]})
+    assert protocol.steps_to(df, 0.003).tolist()[:2] == [0.1, 1.0]
+    assert np.isnan(protocol.steps_to(df, 0.003).iloc[2])
+    with pytest.raises(KeyError, match="first_step_below/0.01"):
+        protocol.steps_to(df, 0.01)
+
+
+def test_a_steps_to_target_equivalence_decides_with_its_positive_control():
+    """Both arms reach the target within 20 steps of each other (δ = 0.1 of the budget = 60
+    steps): supported, with the control (reaching it 240 steps later) contradicted; the test
+    reads the steps, not the errors, which are equal here (the floor the old design decided at)."""
+    df = _steps_runs({"a": [80, 100, 80, 60, 80], "b": [60, 80, 80, 60, 60], "w": [300, 340, 320, 300, 360]})
+    eq = dict(test="equivalence", sides=2, delta=0.1, value="steps_to_0.003")
+    ok = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
+    assert ok.verdict == SUPPORTED, ok.reasons
+    assert ok.mean_a == pytest.approx(80 / 600) and ok.mean_b == pytest.approx(68 / 600)
+    assert "contradicted" in ok.control and ok.preconditions["budget-limited"] == "ok"
+    slow = protocol.decide_part(df, _part(**eq, b="w", control=["a", "w"]))  # 0.4 of the budget apart
+    assert slow.verdict == CONTRADICTED
+
+
+def test_a_steps_to_target_part_needs_both_arms_to_reach_the_target():
+    """Not learned for steps-to-target: an arm that misses the target on a seed is not a task it
+    learns (its censored value would understate the gap); both arms never reaching it: no power."""
+    df = _steps_runs({"a": [80, 100, 80, 60, 80], "b": [60, -1, 80, 60, 60], "w": [300, 340, 320, 300, 360],
+                      "never": [-1] * 5, "neither": [-1] * 5})
+    eq = dict(test="equivalence", sides=2, delta=0.1, value="steps_to_0.003")
+    miss = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
+    assert miss.verdict == INCONCLUSIVE
+    assert "`b` reached validation error ≤ 0.003 on 4 of 5 seeds" in miss.preconditions["not learned"]
+    stuck = protocol.decide_part(df, _part(**eq, a="never", b="neither", control=["a", "w"]))
+    assert stuck.test_alone == SUPPORTED and stuck.verdict == INCONCLUSIVE
+    assert "within δ of the budget" in stuck.preconditions["no power"]
+    diff = protocol.decide_part(df, _part(test="difference", delta=0.1, value="steps_to_0.003", b="never"))
+    assert diff.verdict == SUPPORTED  # a difference judges only the arm that came out lower
+    missing = protocol.decide_part(df, _part(**{**eq, "value": "steps_to_0.01"}, control=["a", "w"]))
+    assert missing.verdict == INCONCLUSIVE and "first_step_below/0.01" in missing.reasons[0]

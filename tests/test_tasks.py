@@ -229,6 +229,26 @@ def test_t3f_control_teacher_is_not_equivariant_while_the_others_are():
         assert _rotation_error(kind, True) < 1e-10
 
 
+def test_t3f_prime_squashed_teacher_is_psi_after_the_mixing_and_not_b7s_form():
+    """C9's control (tasks/teachers.py): F_rows = ψ(S_r(β XXᵀ) X_rows), ψ(u) = tanh(c√d u)/(c√d);
+    B7's form ψ applied before the same mixing is a different function (up to the hardmax
+    limit), and the teacher is basis-dependent like (f)."""
+    import math
+
+    from tasks.teachers import SQUASH_GAIN
+
+    task = _teacher(TeacherKind.squashed)
+    x = task.sample(generator(0, "probe"), 64, 8).x
+    mix = torch.softmax(task.beta * x @ x.transpose(-1, -2), dim=-1)  # (B, n, n)
+    gain = SQUASH_GAIN * math.sqrt(task.d)
+    psi = lambda u: torch.tanh(gain * u) / gain  # noqa: E731
+    y = task.teacher(x, task.beta)
+    assert torch.allclose(y, psi(mix @ x), atol=1e-12)
+    b7_form = mix @ psi(x)  # φ before the mixing: the control (f) / coordwise form
+    assert relative_mse(b7_form, y) > 0.05
+    assert _rotation_error(TeacherKind.squashed, True) > 1e-3
+
+
 # A short real training on a small teacher (d=8, n=6, k*=2): enough for a matching student.
 SHORT = ["task.d=8", "task.n=6", "task.k=2", "task.n_train=256", "task.n_val=64", "task.n_test=128",
          "train.batch_size=32", "train.max_steps=300", "train.eval_every=50", "train.lr=0.01"]

@@ -50,6 +50,30 @@ def test_attention_student_beats_the_uniform_predictor_and_the_curve_is_recorded
     assert not result.diverged
 
 
+def test_first_step_below_each_target_is_recorded_or_minus_one():
+    """paper.md §13 C12(b) steps-to-target: the first evaluation step with validation error ≤ t
+    for every registered t, -1 where the budget never gets there (NaN never counts)."""
+    from harness.trial import STEPS_TO_TARGETS, first_step_below
+
+    curve = [{"step": 20, "val/error": 0.5}, {"step": 40, "val/error": float("nan")},
+             {"step": 60, "val/error": 0.02}, {"step": 80, "val/error": 0.05}, {"step": 100, "val/error": 0.002}]
+    got = first_step_below(curve)
+    assert set(got) == {f"val/first_step_below/{t:g}" for t in STEPS_TO_TARGETS}
+    assert got["val/first_step_below/0.1"] == 60.0 and got["val/first_step_below/0.03"] == 60.0
+    assert got["val/first_step_below/0.01"] == 100.0 and got["val/first_step_below/0.003"] == 100.0
+    assert got["val/first_step_below/0.001"] == -1.0
+
+
+def test_a_trial_records_its_steps_to_target_from_its_own_curve(hydra_conf):
+    result = run_trial(_trial(hydra_conf, "train.max_steps=100"))
+    assert sum(k.startswith("val/first_step_below/") for k in result.metrics) == 5
+    for key, step in result.metrics.items():
+        if key.startswith("val/first_step_below/"):
+            t = float(key.rsplit("/", 1)[1])
+            reached = [p["step"] for p in result.curve if p["val/error"] <= t]
+            assert step == (reached[0] if reached else -1.0), key
+
+
 def test_best_validation_checkpoint_is_selected_by_the_error_metric(hydra_conf):
     result = run_trial(_trial(hydra_conf))
     key = min((p["val/rel_mse"], p["val/loss"]) for p in result.curve)
