@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from harness.cli import REPORT_USAGE, precheck
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="../conf", config_name="report")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from analysis.reporting import generate
