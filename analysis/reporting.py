@@ -24,7 +24,7 @@ from analysis.budget import budget_lines, budget_trials, split_budget
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
-from analysis.outputs import write_all
+from analysis.reuse import write_once
 from analysis.paper import CLAIMS
 from analysis.trail import processor_line
 from analysis.trials import grid_axes
@@ -499,12 +499,12 @@ def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
 def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], sweeps: pd.DataFrame,
               bundle: pd.DataFrame, folder: Path, scale: str) -> list[str]:
     """Every ablation's figures and tables (PNG only: the report shows PNGs, and a PDF for a
-    paper is ``python -m analysis``'s job; drawing both cost half the regeneration) and its
-    section of the report."""
+    paper is ``python -m analysis``'s job; redrawn only when their inputs changed,
+    :mod:`analysis.reuse`) and its section of the report."""
     sections = []
     for name, conf in configs.items():
         if not runs[name].empty:
-            write_all(runs[name], folder / name, ablation=name, scale=scale,
+            write_once(runs[name], folder / name, ablation=name, scale=scale,
                       axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
                       formats=("png",))
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",

@@ -182,3 +182,26 @@ def test_processors_are_named_per_phase():
     assert trail.processors(runs, longer) == {
         "the suite's grid": "Intel Xeon (1 runs)", "reruns past an lr grid edge": "Intel Xeon (1 runs)",
         "the confirmation block": "AMD EPYC (1 runs)", "the budget ablation": trail.NOT_RECORDED}
+
+
+def test_figures_are_redrawn_only_when_their_inputs_change(tmp_path, monkeypatch):
+    import synthetic_runs
+
+    from analysis import outputs, reuse
+
+    df = synthetic_runs.knowledge_size(seeds=range(3), sizes=(8, 64), ks=(2, 4))
+    first = reuse.write_once(df, tmp_path, ablation="knowledge_size", formats=("png",))
+    assert (tmp_path / "sample_efficiency.png") in first and (tmp_path / reuse.STAMP).exists()
+    drawn = []
+    real = outputs.write_all
+    monkeypatch.setattr(outputs, "write_all", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    assert sorted(reuse.write_once(df, tmp_path, ablation="knowledge_size", formats=("png",))) == sorted(
+        p for p in first if p.is_relative_to(tmp_path))
+    assert drawn == []  # same inputs: nothing drawn
+    reuse.write_once(df.assign(**{"test/rel_mse": df["test/rel_mse"] * 2}), tmp_path, ablation="knowledge_size",
+                     formats=("png",))
+    assert drawn == [1]  # other runs: drawn again
+    (tmp_path / "sample_efficiency.png").unlink()
+    reuse.write_once(df.assign(**{"test/rel_mse": df["test/rel_mse"] * 2}), tmp_path, ablation="knowledge_size",
+                     formats=("png",))
+    assert drawn == [1, 1] and (tmp_path / "sample_efficiency.png").exists()  # a file gone: drawn again
