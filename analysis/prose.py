@@ -120,17 +120,19 @@ def _reason(results: Sequence[protocol.PartResult]) -> str:
 
 
 def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]) -> str:
+    """One plain sentence on a claim: its statement, what the evidence says and why, its link."""
     deciding = [r for r in mine if r.spec["role"] == "deciding"]
     against = [r.spec["name"].split(":")[0] for r in deciding if r.verdict == protocol.CONTRADICTED]
+    said = claim.statement[:1].upper() + claim.statement[1:]
     link = f"([{claim.id}](#{anchor(claim.id)}))"
     if "unstable" in verdict:
-        return f"Whether {claim.statement} is unstable: {why} {link}."
+        return f"{said}: unstable, {why} {link}."
     if verdict == protocol.SUPPORTED:
-        return f"The evidence supports that {claim.statement}: {why} {link}."
+        return f"{said}: supported by the evidence ({why}) {link}."
     if verdict == protocol.CONTRADICTED:
-        return (f"The evidence goes against \"{claim.statement}\": {len(against)} of {len(deciding)} "
-                f"deciding parts contradict it ({'; '.join(against)}) {link}.")
-    return f"Whether {claim.statement} stays open: inconclusive ({_reason(deciding)}) {link}."
+        return (f"{said}: the evidence goes against it ({len(against)} of {len(deciding)} deciding parts "
+                f"contradict it: {'; '.join(against)}) {link}.")
+    return f"{said}: still open, inconclusive ({_reason(deciding)}) {link}."
 
 
 def what_matters(claims, verdicts: Mapping[str, tuple[str, str]],
@@ -152,5 +154,5 @@ def what_matters(claims, verdicts: Mapping[str, tuple[str, str]],
         bad = [k for k in checks if k not in ok]
         sentences.append(f"The exact identities ({', '.join(checks)}) test the implementation, not the "
                          f"paper's argument: {len(ok)} of {len(checks)} hold"
-                         + (f", {', '.join(bad)} do not" if bad else "") + " ([checks](#checks)).")
+                         + (f", {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not" if bad else "") + " ([checks](#checks)).")
     return ["## What the evidence says matters", "", " ".join(sentences[:MAX_SENTENCES]), ""]
