@@ -19,6 +19,7 @@ command line, so both give the same report.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -97,11 +98,17 @@ def read_measurements(bundle: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, flo
 
 
 def _iso(column: pd.Series) -> pd.Series:
-    """Times as ISO 8601 strings, to the millisecond MLflow records (NaT stays empty)."""
-    when = pd.to_datetime(column, utc=True, format="ISO8601") if column.dtype == object else column
-    if not pd.api.types.is_datetime64_any_dtype(when):
-        return column
-    return when.dt.tz_convert("UTC").map(lambda t: t.isoformat(timespec="milliseconds"), na_action="ignore")
+    """Times as ISO 8601 strings, to the millisecond MLflow records: timestamps and time strings
+    (an older bundle's ``2026-11-30 17:44:51.741000+00:00``); numbers, an older bundle's
+    microseconds, and empty cells are left as they are."""
+    def one(value: object) -> object:
+        if isinstance(value, (pd.Timestamp, datetime, str)) and not pd.isna(value):
+            when = pd.Timestamp(value)
+            when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+            return when.isoformat(timespec="milliseconds")
+        return value
+
+    return column.map(one)
 
 
 def write_bundle(df: pd.DataFrame, path: Path, measured: bool = True) -> Path:
