@@ -11,7 +11,7 @@ from typing import Mapping
 
 import pandas as pd
 
-CONFIRM_FIRST = 1000  # the confirmation block's first seed (analysis.stability.CONFIRM_FIRST)
+from analysis.stability import CONFIRM_FIRST  # the confirmation block's first seed
 NOT_RECORDED = "not recorded"
 REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
              "model gives other last digits, and a part near a threshold can change its verdict.")
