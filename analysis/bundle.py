@@ -102,6 +102,8 @@ def _iso(column: pd.Series) -> pd.Series:
     (an older bundle's ``2026-11-30 17:44:51.741000+00:00``); numbers, an older bundle's
     microseconds, and empty cells are left as they are."""
     def one(value: object) -> object:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return value  # an older bundle's microseconds, read as text beside time strings
         if isinstance(value, (pd.Timestamp, datetime, str)) and not pd.isna(value):
             when = pd.Timestamp(value)
             when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
