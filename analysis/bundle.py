@@ -6,13 +6,20 @@ ablation composes to, :func:`analysis.trials.restrict`, with ``ablation`` and ``
 every param, metric (final values, including the best-so-far validation summary that the
 budget precondition reads) and tag; plus one row per sweep (parent) run with ``role = sweep``
 and its start and end time; and one row per ablation with ``role = plan`` and ``n_trials``, the
-number of trials the ablation composes to (so a partial store is visible as such). The report is always written from the bundle *as read back from
-disk*, whether it was just exported from the store or given on the command line, so both give
-the same report.
+number of trials the ablation composes to (so a partial store is visible as such); plus the
+exact checks' float64 measurements, made once at export time so that a regeneration reads
+them back instead of recomputing them (issue 28 item 7: the E rows of a fresh clone's report
+then match the committed ones digit for digit, whatever the processor): one row per preset with
+``role = preset`` (:func:`harness.variant_table.measure_presets`) and one per identity with
+``role = identity`` (:mod:`harness.counterexample`), their fields under ``measure.``. Times are
+ISO 8601 strings (``2026-11-30T17:44:51.741+00:00``). The report is always written from the
+bundle *as read back from disk*, whether it was just exported from the store or given on the
+command line, so both give the same report.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,6 +30,8 @@ from analysis.trials import restrict
 from harness.sweep import Trial
 
 COMPRESSION = {"method": "gzip", "mtime": 0}  # byte-identical for identical data
+MEASURE = "measure."  # the prefix of the exact checks' measurement fields
+TIMES = ("start_time", "end_time")
 
 
 def _sweeps(name: str, uri: str) -> pd.DataFrame:
@@ -59,10 +68,59 @@ def collect(uri: str, ablations: Mapping[str, Sequence[Trial]]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ablation", "role"])
 
 
-def write_bundle(df: pd.DataFrame, path: Path) -> Path:
-    """Write ``df`` as a gzip-compressed CSV with sorted rows and columns (deterministic bytes).
-    Returns ``path``."""
+def measurements() -> pd.DataFrame:
+    """The exact checks' float64 measurements as bundle rows (module docstring): every preset's
+    ``id, preset, family, formula, params, symmetries`` (sorted, comma-separated) and
+    ``symmetry/*`` errors, and every identity of :mod:`harness.counterexample` as ``key, value``."""
+    from harness.counterexample import measure_counterexample, measure_gram_identity
+    from harness.variant_table import measure_presets
+
+    presets = [{"role": "preset", **{MEASURE + k: (",".join(sorted(v)) if k == "symmetries" else v)
+                                     for k, v in row.items()}} for row in measure_presets()]
+    identities = [{"role": "identity", f"{MEASURE}key": k, f"{MEASURE}value": v}
+                  for k, v in {**measure_counterexample(), **measure_gram_identity()}.items()]
+    return pd.DataFrame(presets + identities)
+
+
+def read_measurements(bundle: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]] | None:
+    """``(presets, identities)`` as :func:`measurements` stored them (``symmetries`` as a
+    frozenset again), or ``None`` for a bundle exported before they were stored."""
+    role = bundle["role"] if "role" in bundle else pd.Series("", index=bundle.index)
+    if not (role == "preset").any():
+        return None
+    fields = [c for c in bundle.columns if c.startswith(MEASURE)]
+    presets = bundle.loc[role == "preset", fields].dropna(axis=1, how="all").reset_index(drop=True)
+    presets.columns = [c[len(MEASURE):] for c in presets.columns]
+    presets["symmetries"] = presets["symmetries"].fillna("").map(lambda s: frozenset(filter(None, str(s).split(","))))
+    presets["params"] = presets["params"].astype(int)
+    rows = bundle[role == "identity"]
+    return presets, dict(zip(rows[f"{MEASURE}key"].astype(str), rows[f"{MEASURE}value"].astype(float)))
+
+
+def _iso(column: pd.Series) -> pd.Series:
+    """Times as ISO 8601 strings, to the millisecond MLflow records: timestamps and time strings
+    (an older bundle's ``2026-11-30 17:44:51.741000+00:00``); numbers, an older bundle's
+    microseconds, and empty cells are left as they are."""
+    def one(value: object) -> object:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return value  # an older bundle's microseconds, read as text beside time strings
+        if isinstance(value, (pd.Timestamp, datetime, str)) and not pd.isna(value):
+            when = pd.Timestamp(value)
+            when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+            return when.isoformat(timespec="milliseconds")
+        return value
+
+    return column.map(one)
+
+
+def write_bundle(df: pd.DataFrame, path: Path, measured: bool = True) -> Path:
+    """Write ``df`` as a gzip-compressed CSV with sorted rows and columns (deterministic bytes),
+    times as ISO 8601 strings, with the exact checks' measurements (:func:`measurements`) added
+    unless ``measured`` is false or ``df`` has them. Returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if measured and read_measurements(df) is None:
+        df = pd.concat([df, measurements()], ignore_index=True)
+    df = df.assign(**{t: _iso(df[t]) for t in TIMES if t in df})
     keys = [c for c in ("ablation", "role", "trial_id", "run_id") if c in df]
     out = df.sort_values(keys, kind="stable") if keys else df
     out = out[sorted(out.columns)]

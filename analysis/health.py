@@ -155,19 +155,26 @@ def task_health(runs: Mapping[str, pd.DataFrame], parts: Mapping[str, Sequence[A
 
 
 def health_lines(table: pd.DataFrame) -> list[str]:
-    """The report's "Task health" section body: the caption and a Markdown table of
-    :func:`task_health` (numbers to 3 significant digits, flagged tasks in bold)."""
+    """The report's "Task health" section body: the caption, a short Markdown table of
+    :func:`task_health` a viewer shows without scrolling (task, best reference, best arm,
+    margin, status; flagged tasks in bold) and the rest of each row below it, folded
+    (every reference predictor, n_train, worst arm, deciding parts); numbers to 3 significant
+    digits."""
     if table.empty:
         return ["No task has runs.", ""]
+    task = table["task"].map(lambda t: f"`{t}`")
     shown = pd.DataFrame({
-        "task": table["task"].map(lambda t: f"`{t}`"),
-        "reference predictors (test error)": table["references"],
+        "task": task,
         "best reference": [f"{n} {_fmt(e)}" for n, e in zip(table["reference"], table["reference_error"])],
-        "n_train": table["n_train"],
         "best arm": [f"{b} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
-        "worst arm": [f"{w} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
         "margin": table["margin"].map(_fmt),
-        "deciding parts (δ: decidable?)": table["parts"],
         "status": [s if s == OK else f"**{s}**" for s in table["status"]],
     })
-    return [CAPTION, "", shown.to_markdown(index=False), ""]
+    detail = pd.DataFrame({
+        "task": task, "reference predictors (test error)": table["references"], "n_train": table["n_train"],
+        "worst arm": [f"{w} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
+        "deciding parts (δ: decidable?)": table["parts"],
+    })
+    return [CAPTION, "", shown.to_markdown(index=False), "",
+            "<details><summary>per task: every reference predictor, n_train, worst arm, deciding parts</summary>",
+            "", detail.to_markdown(index=False), "", "</details>", ""]

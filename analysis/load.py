@@ -15,7 +15,10 @@ _FLOAT_MAX = np.finfo(np.float64).max  # what MLflow's SQL store once made of ±
 
 
 def _typed(column: pd.Series) -> pd.Series:
-    """Numbers as numbers, booleans as booleans, anything else unchanged."""
+    """Numbers as numbers, booleans as booleans, anything else unchanged (times stay times:
+    ``pd.to_numeric`` would turn them into integers of an unstated unit)."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return column
     try:
         return pd.to_numeric(column)
     except (ValueError, TypeError):

@@ -28,7 +28,7 @@ from harness.cli import REPORT_USAGE, call_main, precheck
 _ENTERED = False  # whether Hydra composed the config and called main (harness.cli.call_main)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="../conf", config_name="report")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from analysis.reporting import generate

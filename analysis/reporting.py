@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -18,16 +20,16 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import phases, protocol, stability, stats
+from analysis import phases, prose, protocol, stability, stats
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
 from analysis.confirm import FROZEN, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of, write_frozen
-from analysis.bundle import collect, planned, read_bundle, split, write_bundle
+from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
-from analysis.outputs import write_all
+from analysis.reuse import write_once
 from analysis.paper import CLAIMS
-from analysis.plots import FORMATS
+from analysis.trail import processor_line
 from analysis.trials import grid_axes
 from harness.config import PartConfig
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,18 +45,31 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _part_changes(*args: str) -> str:
+    """``git log`` of the commits that changed a part of an ablation file (``ablation.parts``:
+    claim, arms, test, δ, …); a change of the grid or of comments is not one."""
+    # a part's own keys ("name" and "task" are also keys elsewhere in an ablation file)
+    part_keys = "|".join(f.name for f in dataclasses.fields(PartConfig) if f.name not in ("name", "task"))
+    return _git("log", *args, "--format=%h", "-E", f"-G^[[:space:]]*-?[[:space:]]*({part_keys}):",
+                "--", "conf/ablation")
+
+
 def commit_line() -> tuple[str, str]:
     """``(harness commit, margins commit)``: HEAD (``+dirty`` if code or configs changed, the
     report's own output under ``docs/`` not counted) and the last commit that changed a part
-    of an ablation file (``ablation.parts``: claim, arms, test, δ, …), where the margins are
-    pre-registered; a change of the grid or of comments does not move it."""
+    of an ablation file, where the margins are pre-registered; a change of the grid or of
+    comments does not move it."""
     head = _git("rev-parse", "HEAD") or "unknown"
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs")
-    # a part's own keys ("name" and "task" are also keys elsewhere in an ablation file)
-    part_keys = "|".join(f.name for f in dataclasses.fields(PartConfig) if f.name not in ("name", "task"))
-    margins = _git("log", "-1", "--format=%h", "-E", f"-G^[[:space:]]*-?[[:space:]]*({part_keys}):",
-                   "--", "conf/ablation") or "unknown"
-    return head[:12] + ("+dirty" if dirty else ""), margins
+    return head[:12] + ("+dirty" if dirty else ""), _part_changes("-1") or "unknown"
+
+
+def first_registration() -> str:
+    """The first commit that registered parts in an ablation file (as :func:`commit_line` finds
+    the last): where the trail of registrations starts (issue 28 item 7). ``git log -1
+    --reverse`` limits before reversing, so the oldest is the last line of the full log."""
+    changes = _part_changes().splitlines()
+    return changes[-1] if changes else "unknown"
 
 
 def store_name(uri: str) -> str:
@@ -247,36 +262,55 @@ def _p_text(result: protocol.PartResult) -> str:
     return f"{result.p:.2g}" + (f" ({result.p_holm:.2g})" if not math.isnan(result.p_holm) else "")
 
 
-def _part_rows(results: list[protocol.PartResult], tiny: bool) -> list[str]:
-    head = ["| part | role | task · n_train · seeds | arms a vs b (mean value) | effect d = b − a "
-            "[interval] (method) | δ | p for contradiction (Holm within the claim) | preconditions | "
-            "lr chosen (of grid) | verdict |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = []
-    for r in results:
+def _value_name(spec: dict[str, Any]) -> str:
+    return {"error": "test error", "auc": "mean log test error over n_train",
+            "absent_error": "test error on absent answers"}.get(
+        spec["value"], str(spec["value"]).replace("error_n", "test error at length n = "))
+
+
+def _rereg(spec: dict[str, Any], rereg: dict[tuple[str, str], str]) -> str:
+    """The mark of a part re-registered after a verdict run, with its original design and outcome
+    (``PartConfig.reregistered``, issue 28 item 7); empty for a part registered once."""
+    note = rereg.get((spec["claim"], spec["name"]), "")
+    return f"<br>*re-registered after a verdict run; originally: {note}*" if note else ""
+
+
+def _part_rows(results: list[protocol.PartResult], tiny: bool,
+               rereg: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """A claim's parts as a short table a Markdown viewer shows without scrolling (part, arms,
+    effect, δ, verdict) and every part's detail below it, folded (issue 29 item 6)."""
+    rereg = rereg or {}
+    rows = ["| part | arms a vs b (mean value) | effect d = b − a [interval] | δ | verdict |",
+            "|---|---|---|---|---|"]
+    detail = []
+    for i, r in enumerate(results, 1):
         s = r.spec
         kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
-        value = {"error": "test error", "auc": "mean log test error over n_train",
-                 "absent_error": "test error on absent answers"}.get(
-            s["value"], s["value"].replace("error_n", "test error at length n = "))
-        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (
-            "<br>" + "; ".join(r.reasons) if r.reasons else "") + (
-            f"<br>(the interval alone: {r.test_alone})" if r.test_alone else "")
+        short = sorted({prose.reason_name(x) for x in r.reasons})
+        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "")
+        rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)} | `{s['a']}` {_num(r.mean_a)} vs "
+                    f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
+                    f"{s['delta']} | {verdict} |")
         lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
-        rows.append(
-            f"| {s['name']} ({kind}; {value}) | {s['role']} | {s['task']} · {r.n_train or '–'} · "
-            f"{r.seeds or '–'} | `{s['a']}` {_num(r.mean_a)}{_params(r, s['a'])} vs `{s['b']}` "
-            f"{_num(r.mean_b)}{_params(r, s['b'])} | "
-            f"{_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] ({r.method or '–'}){_also95(r)} | {s['delta']} | "
-            f"{_p_text(r)} | {_pre(r)} | {lrs} | {verdict} |")
-    return head + rows
+        pre = "; ".join(f"{k}: {v}" for k, v in r.preconditions.items()) or "–"
+        detail += [f"{i}. **{s['name']}** ({s['role']}): {kind} on {_value_name(s)}; task `{s['task']}`, n_train "
+                   f"{r.n_train or '–'}, seeds {r.seeds or '–'}",
+                   f"   * arms: `{s['a']}`{_params(r, s['a'])} vs `{s['b']}`{_params(r, s['b'])}",
+                   f"   * interval: {r.method or '–'}{_also95(r)}; p for contradiction (Holm within the "
+                   f"claim): {_p_text(r)}",
+                   f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
+        if not tiny and (r.reasons or r.test_alone):
+            detail.append(f"   * why: {'; '.join(r.reasons) or '–'}"
+                          + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
+    return rows + ["", "<details><summary>each part in detail: test, arms' parameters, interval "
+                   "method, p, preconditions, lr</summary>", "", *detail, "", "</details>"]
 
 
 def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
     """Parts by role and verdict, and the inconclusive ones by reason."""
     rows = []
     for r in decided:
-        reasons = [x.split(":")[0] for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
+        reasons = [prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
         rows.append({"role": r.spec["role"], "verdict": r.verdict,
                      "reason": ", ".join(sorted(set(reasons))) or "–"})
     if not rows:
@@ -334,13 +368,125 @@ def _completeness(runs: dict[str, pd.DataFrame], plan: dict[str, int]) -> list[s
             "(\"no runs\"); rerun the command to complete them.", ""]
 
 
+def _measured(bundle: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The exact checks' float64 measurements: as the bundle stored them at export time
+    (:func:`analysis.bundle.read_measurements`), else measured now (a bundle from before)."""
+    stored = read_measurements(bundle)
+    if stored is not None:
+        return stored
+    from harness.counterexample import measure_counterexample, measure_gram_identity
+    from harness.variant_table import measure_presets
+
+    return pd.DataFrame(measure_presets()), {**measure_counterexample(), **measure_gram_identity()}
+
+
+def _reregistered(configs: dict[str, DictConfig]) -> dict[tuple[str, str], str]:
+    """``{(claim, part name): original design and outcome}`` of the parts re-registered after a
+    verdict run (``PartConfig.reregistered``; read with getattr until every config has it)."""
+    out = {}
+    for conf in configs.values():
+        for part in conf.ablation.parts:
+            note = str(getattr(part, "reregistered", "") or "")
+            if note:
+                out[(str(part.claim), str(part.name))] = note
+    return out
+
+
+def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
+            rereg: dict[tuple[str, str], str], stab: pd.DataFrame) -> dict[str, Any]:
+    """Per claim of paper.md §13: its verdict (statistical claims: :func:`analysis.protocol.combine`
+    over its parts; exact ones: the checks' status), its table rows and its evidence section."""
+    out = {"shown": {}, "decided": {}, "checks": {}, "claim_rows": [], "check_rows": [], "evidence": []}
+    for claim in CLAIMS:
+        status, checks = check(claim, evidence)
+        mine = [r for r in parts if r.spec["claim"] == claim.id]
+        exact = claim.kind in ("E", "E/S")  # C5b's S half (Adam deviates) is a measured check too
+        if exact:
+            verdict, why = f"check {status}", "implementation check (E), not evidence"
+            out["checks"][claim.id] = verdict
+        else:
+            verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
+            out["decided"][claim.id] = (verdict, why)
+            marks = [r.spec["name"].split(":")[0] for r in mine if (claim.id, r.spec["name"]) in rereg]
+            why += f"; re-registered after a verdict run: {', '.join(marks)}" if marks else ""
+        shown = PATH_CHECK if tiny else verdict
+        out["shown"][claim.id] = shown
+        row = f'| {claim.id} | <a id="{prose.anchor(claim.id)}"></a>{claim.statement} |'
+        if exact:
+            out["check_rows"].append(f"{row} {len(checks)} | **{shown}** |")
+        else:
+            n_dec = sum(r.spec["role"] == "deciding" for r in mine)
+            out["claim_rows"].append(f"{row} {n_dec} | **{shown}** ([evidence](#evidence-{claim.id.lower()})) "
+                                     f"| {why} |")
+        out["evidence"] += [f'### <a id="evidence-{claim.id.lower()}"></a>{claim.id}: {claim.statement} — '
+                            f"**{shown}**", ""]
+        if claim.paper:
+            out["evidence"] += [f"*The paper*: {claim.paper}.", ""]
+        if mine:
+            out["evidence"] += _part_rows(mine, tiny, rereg) + [""]
+        if checks:
+            out["evidence"] += ["Exact checks (implementation, not evidence):", "",
+                                "| check | status | measured |", "|---|---|---|",
+                                *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in checks], ""]
+    return out
+
+
+def _stability(frame: pd.DataFrame, folder: Path) -> list[str]:
+    """The stability section (paper.md §13, :func:`analysis.verdicts.stability_frame`); writes
+    ``stability.csv`` beside the report."""
+    stability.write_csv(frame, folder / "stability.csv")
+    return ["## Stability of the verdicts", "", *stability.report_lines(frame)]
+
+
+def _frozen(folder: Path) -> str:
+    """The confirmation block's frozen choices (:func:`analysis.confirm.frozen_line`)."""
+    from analysis import confirm
+
+    return confirm.frozen_line(folder)
+
+
+def _values(text: object) -> str:
+    """A scale's grid as a reader writes it: ``0.003,0.01`` → ``0.003, 0.01``; ``range(5)`` → ``0–4``."""
+    m = re.fullmatch(r"range\((\d+)(?:,\s*(\d+))?\)", str(text).strip())
+    if m:
+        lo, hi = (0, int(m.group(1))) if m.group(2) is None else (int(m.group(1)), int(m.group(2)))
+        return f"{lo}–{hi - 1}"
+    return ", ".join(x.strip() for x in str(text).split(","))
+
+
+def _header(cfg: DictConfig, bundle: pd.DataFrame, source: str, counts: tuple[int, int, int],
+            folder: Path, processors: str) -> list[str]:
+    """Title, provenance (generation time in ISO 8601, source, commits: the first registration,
+    the last change of a part, HEAD; the frozen choices; the processors) and the scale."""
+    scale, tiny, plan = cfg.scale, cfg.scale.name not in EVIDENCE_SCALES, planned(bundle)
+    head, margins = commit_line()
+    total, n_longer, n_ablations = counts  # trial runs, budget-ablation reruns, ablations
+    factor = int(cfg.report.budget_factor)
+    return [
+        "# The paper, tested: Ma & Ying (2022) against the harness", "",
+        f"Generated by `python -m analysis.report` on {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
+        f"from {source}, harness commit `{head}`.", "",
+        f"**Registration trail**: parts first registered in the ablation files at commit `{first_registration()}`, "
+        f"last changed at `{margins}` (a part changed after a verdict run is marked *re-registered* in its "
+        f"claim's table); confirmation block: {_frozen(folder)}.", "",
+        processors, "",
+        f"**Scale: `{scale.name}`**: seeds {_values(scale.seeds)}, n_train {_values(scale.n_train)} (parts "
+        f"decided at one size: {scale.n_train_max}), learning rates {_values(scale.lrs)} ({_values(scale.lrs_high)} "
+        "too where an ablation says so; " + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10"
+                                             if not tiny else "no reruns past an edge at this scale") + "), "
+        f"{scale.steps} steps per trial ({scale.long_steps} where an ablation says so), validation every "
+        f"{scale.eval_every} steps ({scale.long_eval_every}). {total} trial runs in {n_ablations} "
+        "ablations" + (f" ({sum(plan.values())} trials composed; the rest are reruns past an lr grid edge, or "
+                       "missing where fewer)" if plan else "") +
+        (f", and {n_longer} budget-ablation reruns at ×{factor} steps" if n_longer else "") + ". "
+        "Do not edit by hand: rerun the command.", ""]
+
+
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
                  source: str) -> dict[str, str]:
-    """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`); returns
-    ``{claim id: verdict}``."""
-    from harness.counterexample import measure_counterexample, measure_gram_identity
+    """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`), its figures and tables
+    in the folder of the same name without ``.md``; returns ``{claim id: verdict}``."""
     from harness.fip import enumerate_terms
-    from harness.variant_table import measure_presets
 
     tiny = cfg.scale.name not in EVIDENCE_SCALES
     folder = out.with_suffix("")
@@ -351,91 +497,73 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     for name, conf in configs.items():
         runs[name], longer[name] = split_budget(runs[name], int(conf.train.max_steps))
     factor = int(cfg.report.budget_factor)
-    budget = budget_lines(configs, runs, longer, factor) if any(not d.empty for d in longer.values()) else []
-    presets = pd.DataFrame(measure_presets())
-    evidence = Evidence(runs, presets, enumerate_terms(6), {**measure_counterexample(), **measure_gram_identity()})
-    scale = cfg.scale
+    shown = verdicts_of.exploratory_runs(configs, runs)  # figures, tables, health: no rerun among them
+    budget = budget_lines(configs, shown, longer, factor) if any(not d.empty for d in longer.values()) else []
+    presets, identities = _measured(bundle)
+    evidence = Evidence(shown, presets, enumerate_terms(6), identities)
     parts = verdicts_of.decide_parts(configs, runs)
-    head, margins = commit_line()
-    verdicts, lines_claims, lines_checks, evidence_lines = {}, [], [], []
-    for claim in CLAIMS:
-        status, checks = check(claim, evidence)
-        mine = [r for r in parts if r.spec["claim"] == claim.id]
-        if claim.kind in ("E", "E/S"):  # C5b's S half (Adam deviates) is a measured check too
-            verdict, why = f"check {status}", "implementation check (E), not evidence"
-        else:
-            protocol.adjust(mine)
-            verdict, why = protocol.combine(mine)
-        shown = PATH_CHECK if tiny else verdict
-        verdicts[claim.id] = shown
-        if claim.kind in ("E", "E/S"):
-            lines_checks.append(f"| {claim.id} | {claim.statement} | {len(checks)} | **{shown}** |")
-        else:
-            n_dec = sum(r.spec["role"] == "deciding" for r in mine)
-            lines_claims.append(f"| {claim.id} | {claim.statement} | {claim.paper or '–'} | {n_dec} | "
-                                f"**{shown}** | {why} |")
-        evidence_lines += [f"### {claim.id}: {claim.statement} — **{shown}**", ""]
-        if claim.paper:
-            evidence_lines += [f"*The paper*: {claim.paper}.", ""]
-        if mine:
-            evidence_lines += _part_rows(mine, tiny) + [""]
-        if checks:
-            evidence_lines += ["Exact checks (implementation, not evidence):", "",
-                               "| check | status | measured |", "|---|---|---|",
-                               *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in checks], ""]
-    sections = []
-    for name, conf in configs.items():
-        if not runs[name].empty:
-            write_all(runs[name], folder / name, ablation=name, scale=scale.name,
-                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
-                      formats=("png",) if tiny else FORMATS)  # the report shows PNGs; PDFs for papers
-        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
-                                      planned(bundle).get(name))
-    total = sum(len(df) for df in runs.values())
-    health = task_health(runs, {name: list(conf.ablation.parts) for name, conf in configs.items()})
+    stab = verdicts_of.stability_frame(configs, runs, longer)
+    claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
+    sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name)
+    n_longer = sum(len(d) for d in longer.values())
+    health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
     lines = [
-        "# The paper, tested: Ma & Ying (2022) against the harness", "",
-        f"Generated by `python -m analysis.report` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC "
-        f"from {source}, harness commit `{head}`.",
-        "",
-        f"**Scale: `{scale.name}`**: seeds `{scale.seeds}`, n_train `{scale.n_train}` (parts decided at "
-        f"one size: `{scale.n_train_max}`), learning rates `{scale.lrs}` (`{scale.lrs_high}` too where an "
-        "ablation says so; " + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10" if not tiny
-          else "no reruns past an edge at this scale") + "), "
-        f"{scale.steps} steps per trial ({scale.long_steps} where an ablation says so), validation every "
-        f"{scale.eval_every} steps ({scale.long_eval_every}). {total} trial runs "
-        f"in {len(configs)} ablations" + (f" ({sum(planned(bundle).values())} trials composed; the rest are "
-        "reruns past an lr grid edge, or missing where fewer)" if planned(bundle) else "") +
-        (f", and {sum(len(d) for d in longer.values())} budget-ablation reruns at ×{factor} steps"
-         if budget else "") + ". "
-        f"Margins pre-registered in the ablation files at commit `{margins}`. "
-        "Do not edit by hand: rerun the command.", "",
+        *_header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
+                                       len(configs)), folder, processor_line(runs, longer)),
         *_completeness(runs, planned(bundle)),
-        *([f"**This is a check of the path at scale `{scale.name}`, not evidence**: budgets and seeds "
+        *([f"**This is a check of the path at scale `{cfg.scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
+        *(prose.what_matters(CLAIMS, claims["decided"], parts, claims["checks"]) if not tiny else []),
+        *prose.legend(presets.to_dict("records")),
         "## Verdicts (statistical claims)", "",
-        "| claim | statement | the paper says | deciding parts | verdict | why |",
-        "|---|---|---|---|---|---|", *lines_claims, "",
-        "## Checks (exact identities: implementation checks, not evidence)", "",
-        "| claim | statement | checks | status |", "|---|---|---|---|", *lines_checks, "",
+        "| claim | statement | deciding parts | verdict | why |", "|---|---|---|---|---|",
+        *claims["claim_rows"], "",
+        *_stability(stab, folder),
+        '## <a id="checks"></a>Checks (exact identities: implementation checks, not evidence)', "",
+        "| claim | statement | checks | status |", "|---|---|---|---|", *claims["check_rows"], "",
         "## Parts by role, verdict and reason", "", *_summary_table(parts),
         "## Task health", "", *health_lines(health),
         *(["## Budget ablation: do the verdicts move with more steps?", "",
            f"Each deciding part's arms rerun at ×{factor} the steps (validation ×{factor} as far apart), "
            "at the size the part was decided at and each arm's lr chosen on validation, every seed; "
            "the part decided again on those runs alone (lr fixed: no lr-edge precondition). "
-           f"{sum(len(d) for d in longer.values())} reruns.", "", *budget, ""] if budget else []),
+           f"{n_longer} reruns.", "", *budget, ""] if budget else []),
         "## How verdicts are decided", "", (protocol.__doc__ or "").split("\n\n", 1)[1].strip(), "",
-        "## Evidence per claim", "", *evidence_lines,
+        "## Evidence per claim", "", *claims["evidence"],
         "## Exact symmetry of every variant (random O(1) weights, float64)", "",
         sym.to_markdown(index=False, floatfmt=".1e"), "",
         "## Ablations", "", *sections,
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines) + "\n")
-    return verdicts
+    out.write_text(_for_reader("\n".join(lines) + "\n", cfg.scale, out))
+    return claims["shown"]
+
+
+def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
+    """:func:`analysis.prose.for_reader` with theory.md linked relative to the report where the
+    report is inside the repository (elsewhere it is named, not linked: no machine path)."""
+    theory = ROOT / "docs" / "theory.md"
+    inside = out.resolve().is_relative_to(ROOT)
+    link = os.path.relpath(theory, out.resolve().parent) if inside else None
+    return prose.for_reader(text, OmegaConf.to_container(scale, resolve=True), theory, link)
+
+
+def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], sweeps: pd.DataFrame,
+              bundle: pd.DataFrame, folder: Path, scale: str) -> list[str]:
+    """Every ablation's figures and tables (PNG only: the report shows PNGs, and a PDF for a
+    paper is ``python -m analysis``'s job; redrawn only when their inputs changed,
+    :mod:`analysis.reuse`) and its section of the report."""
+    sections = []
+    for name, conf in configs.items():
+        if not runs[name].empty:
+            write_once(runs[name], folder / name, ablation=name, scale=scale,
+                      axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
+                      formats=("png",))
+        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
+                                      planned(bundle).get(name))
+    return sections
 
 
 def _out_path(cfg: DictConfig) -> Path:
@@ -464,16 +592,6 @@ def _out_path(cfg: DictConfig) -> Path:
     if cfg.scale.name in EVIDENCE_SCALES:
         return ROOT / "docs" / "report.md"
     return Path.cwd() / "outputs" / f"report-{cfg.scale.name}" / "report.md"
-
-
-def write_stability(configs: dict[str, DictConfig], bundle: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """The stability table of the bundle's runs, every phase (:func:`analysis.verdicts.stability_frame`),
-    written to ``path`` (``stability.csv`` next to the bundle) where some part is deciding."""
-    runs, _ = split(bundle)
-    frame = verdicts_of.stability_frame(configs, {n: stats.add_error(df) for n, df in runs.items()})
-    if not frame.empty:
-        stability.write_csv(frame, path)
-    return frame
 
 
 def generate(cfg: DictConfig, cli: list[str]) -> None:
@@ -506,7 +624,6 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)
         source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
-    write_stability(configs, bundle, bundle_path.parent / "stability.csv")
     verdicts = write_report(cfg, configs, bundle, out, source)
     for claim, verdict in verdicts.items():
         print(f"{claim}: {verdict}")

@@ -33,28 +33,47 @@ def _g(x: float) -> str:
     return "–" if x is None or np.isnan(x) else f"{x:.3g}"
 
 
+VALUES = {"test error": "error", "test error on absent answers": "absent_error",
+          "mean log test error over n_train": "auc"}
+
+
+def _row(name: str, kind: tuple[str, str], task: str, sizes: str, arms: str, effect_cell: str,
+         lr_cell: str) -> dict:
+    arms_m = re.fullmatch(r"`(.+)` (\S+)(?: \([\d,]+ params\))? vs `(.+)` (\S+)(?: \([\d,]+ params\))?", arms)
+    effect = re.match(r"(\S+) \[(\S+), (\S+)\]", effect_cell)
+    return {"name": name, "task": task, "sizes": [float(n) for n in sizes.split(", ") if n != "–"],  # – : no runs
+            "test": "difference" if kind[0] == "difference" else "equivalence", "value": VALUES[kind[1]],
+            "a": arms_m[1], "mean_a": arms_m[2], "b": arms_m[3], "mean_b": arms_m[4],
+            "effect": effect[1], "lo": effect[2], "hi": effect[3],
+            "lr": dict(re.findall(r"(?:^|<br>)([^<>]+? @ \d+): (\S+) of", lr_cell)),
+            "choice": re.findall(r"`([^`]+)` ([-\d.e+]+)", lr_cell.split("<br>")[0].split(" (", 1)[1])
+            if lr_cell.startswith("b chosen") else []}
+
+
 def _deciding_rows() -> list[dict]:
-    text = REPORT.read_text()
-    evidence = text.split("## Evidence per claim", 1)[1].split("\n## ", 1)[0]
-    rows = []
+    """The deciding parts of the report's evidence section: from the one wide table per claim of
+    older reports, or from the short table (part, arms, effect, δ, verdict) and the folded detail
+    list beside it (issue 29 item 6: tables a Markdown viewer shows without scrolling)."""
+    evidence = REPORT.read_text().split("## Evidence per claim", 1)[1].split("\n## ", 1)[0]
+    rows, short, detail = [], [], []
     for line in evidence.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if len(cells) < 8 or cells[1] != "deciding":
-            continue
-        kind = re.search(r"\((difference|equivalence \((\d)-sided\)); ([^)]*)\)$", cells[0])
-        task, sizes, _ = cells[2].split(" · ")
-        arms = re.fullmatch(r"`(.+)` (\S+)(?: \([\d,]+ params\))? vs `(.+)` (\S+)(?: \([\d,]+ params\))?", cells[3])
-        effect = re.match(r"(\S+) \[(\S+), (\S+)\]", cells[4])
-        lr_cell = next(c for c in cells if " @ " in c and " of [" in c)
-        rows.append({"name": cells[0], "task": task, "sizes": [float(n) for n in sizes.split(", ")],
-                     "test": "difference" if kind[1] == "difference" else "equivalence",
-                     "value": {"test error": "error", "test error on absent answers": "absent_error",
-                               "mean log test error over n_train": "auc"}[kind[3]],
-                     "a": arms[1], "mean_a": arms[2], "b": arms[3], "mean_b": arms[4],
-                     "effect": effect[1], "lo": effect[2], "hi": effect[3],
-                     "lr": dict(re.findall(r"(?:^|<br>)([^<>]+? @ \d+): (\S+) of", lr_cell)),
-                     "choice": re.findall(r"`([^`]+)` ([-\d.e+]+)", lr_cell.split("<br>")[0].split(" (", 1)[1])
-                     if lr_cell.startswith("b chosen") else []})
+        if len(cells) >= 8 and cells[1] == "deciding":  # the older, wide table
+            kind = re.search(r"\((difference|equivalence \((\d)-sided\)); ([^)]*)\)$", cells[0])
+            task, sizes, _ = cells[2].split(" · ")
+            lr_cell = next(c for c in cells if " @ " in c and " of " in c)
+            rows.append(_row(cells[0], (kind[1], kind[3]), task, sizes, cells[3], cells[4], lr_cell))
+        elif len(cells) == 5 and re.match(r"\d+\. ", cells[0]):
+            short.append(cells)
+        elif m := re.match(r"(\d+)\. \*\*(.+)\*\* \((\w+)\): (difference|equivalence \(\d-sided\)) on (.+?); "
+                           r"task `([^`]+)`, n_train (.+?), seeds ", line):
+            detail.append({"m": m})
+        elif line.startswith("   * lr chosen (of grid): ") and detail:
+            detail[-1]["lr"] = line.split(": ", 1)[1]
+    for cells, d in zip(short, detail):
+        m = d["m"]
+        if m[3] == "deciding":
+            rows.append(_row(m[2], (m[4], m[5]), m[6], m[7], cells[1], cells[2], d.get("lr", "")))
     return rows
 
 

@@ -1,0 +1,158 @@
+"""The report's text for a reader (issue 29 item 6, issue 28 item 9): the opening summary of
+what the evidence says matters, the legend of variant codes, and the last pass over the
+Markdown that turns the code's own vocabulary into a reader's (config keys as the field's
+terms, Sphinx roles as file names, repr'd lists as lists, ``paper.md §N`` citations as links
+to the sections of ``docs/theory.md`` that hold them).
+
+Nothing here decides anything: the sentences are generated from the verdicts
+(:func:`analysis.protocol.combine`) and the decided parts, never from hard-coded outcomes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from analysis import protocol
+
+# paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
+# a section not listed (or missing from theory.md) links to the page itself.
+PAPER_TO_THEORY = {"2": "1", "3": "4", "4": "2", "5": "2", "6": "3", "7": "4", "8": "5", "9": "6",
+                   "10": "3", "10.2": "3", "10.3": "2", "10.4": "3", "10.5": "4", "10.6": "3",
+                   "11": "7", "11.1": "7", "11.2": "7", "12": "8", "13": "9"}
+MAX_SENTENCES = 10  # issue 28 item 9: "at most 10 sentences"
+
+
+def anchor(claim: str) -> str:
+    """The id of a claim's row in the verdict tables (``verdict-c8``)."""
+    return f"verdict-{claim.lower()}"
+
+
+def theory_anchors(theory: Path) -> dict[str, str]:
+    """``{section number: anchor}`` of ``theory.md``'s numbered ``##`` headings: an explicit
+    ``<a id=…>`` in the heading if it has one, else GitHub's slug of the heading's text."""
+    out = {}
+    for line in theory.read_text().splitlines() if theory.exists() else []:
+        m = re.match(r"##\s+(\d+)\.\s+(.*)", line)
+        if not m:
+            continue
+        explicit = re.search(r'<a id="([^"]+)"', m.group(2))
+        text = re.sub(r"<[^>]+>", "", f"{m.group(1)}. {m.group(2)}").strip().lower()
+        slug = re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", text))
+        out[m.group(1)] = explicit.group(1) if explicit else slug
+    return out
+
+
+def _cite(text: str, theory: Path, link: str | None) -> str:
+    """``paper.md §N`` → ``[theory §M](link#anchor)`` (``link``: theory.md relative to the
+    report, or ``None`` to name ``docs/theory.md`` without a link)."""
+    anchors = theory_anchors(theory)
+
+    def one(m: re.Match) -> str:
+        section = PAPER_TO_THEORY.get(m.group(1)) or PAPER_TO_THEORY.get(m.group(1).split(".")[0], "")
+        if section not in anchors:
+            return f"[the theory]({link})" if link else "`docs/theory.md`"
+        return f"[theory §{section}]({link}#{anchors[section]})" if link else f"`docs/theory.md` §{section}"
+
+    return re.sub(r"`?paper\.md`?\s*§\s*(\d+(?:\.\d+)?)", one, text)
+
+
+def _roles(text: str) -> str:
+    """Sphinx roles as what a reader can open: ``:mod:`analysis.x``` → ``analysis/x.py``,
+    ``:func:`analysis.x.f``` → ``f`` (``analysis/x.py``)."""
+    def one(m: re.Match) -> str:
+        role, target = m.group(1), m.group(2).lstrip("~.")
+        if role == "mod":
+            return f"`{target.replace('.', '/')}.py`"
+        module, _, name = target.rpartition(".")
+        if role == "meth":  # module.Class.method: the file is the module's
+            module = module.rpartition(".")[0]
+        return f"`{name}` (`{module.replace('.', '/')}.py`)" if module else f"`{name}`"
+
+    return re.sub(r":(mod|func|class|meth|data|attr):`([^`]+)`", one, text)
+
+
+def _lists(text: str) -> str:
+    """A repr'd list of strings or numbers (``['0.003', '0.01']``) as ``0.003, 0.01``."""
+    item = r"'[^'\[\]]*'"  # quoted items only: [lo, hi] of an interval is a pair of numbers
+    return re.sub(rf"\[({item}(?:,\s*{item})*)\]", lambda m: m.group(1).replace("'", ""), text)
+
+
+def _names(text: str, scale: Mapping[str, object]) -> str:
+    """Config keys as the field's terms: ``scale.steps`` → its value, ``task.n_train`` →
+    ``n_train`` (RST's double backticks as Markdown's single ones)."""
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    text = re.sub(r"\bscale\.(\w+)", lambda m: str(scale[m.group(1)]) if m.group(1) in scale else m.group(0), text)
+    return re.sub(r"\b(?:task|train|model)\.(?!(?:py|yaml|md)\b)(\w+)", r"\1", text)
+
+
+def for_reader(text: str, scale: Mapping[str, object], theory: Path, link: str | None) -> str:
+    """The report's Markdown with the code's vocabulary replaced (module docstring). Image and
+    link targets (``](…)``) are left alone: they are paths, not prose."""
+    pieces = re.split(r"(\]\([^)]*\))", text)
+    return "".join(p if i % 2 else _cite(_lists(_roles(_names(p, scale))), theory, link)
+                   for i, p in enumerate(pieces))
+
+
+def legend(presets: Sequence[Mapping[str, object]]) -> list[str]:
+    """One paragraph naming every variant code (``M0 = general``, ``B1 = mlp``), from the preset
+    registry's own ids (:func:`harness.variant_table.measure_presets`, ``docs/variants.md``)."""
+    by_code: dict[str, list[str]] = {}  # code → its presets, in the registry's (paper) order
+    for p in presets:
+        if str(p.get("id", "")).strip():
+            by_code.setdefault(str(p["id"]), []).append(f"`{p['preset']}`")
+    codes = [f"{code} = {', '.join(names)}" for code, names in by_code.items()]
+    return ["**Variant codes** (the families and formulas: [variants.md](variants.md)): "
+            + "; ".join(codes) + ".", ""] if codes else []
+
+
+def reason_name(reason: str) -> str:
+    """An inconclusive part's reason in a few words: its precondition's name (``lr at grid
+    edge``), or ``runs missing`` for the many ``no runs of `arm` on task …`` lines."""
+    return "runs missing" if reason.startswith("no runs") else reason.split(":")[0]
+
+
+def _reason(results: Sequence[protocol.PartResult]) -> str:
+    """Why a claim's deciding parts are inconclusive, in a few words: their preconditions' names."""
+    names = sorted({reason_name(r) for x in results if x.verdict == protocol.INCONCLUSIVE for r in x.reasons} - {""})
+    return ", ".join(names) or "the intervals are too wide for either verdict"
+
+
+def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]) -> str:
+    """One plain sentence on a claim: its statement, what the evidence says and why, its link."""
+    deciding = [r for r in mine if r.spec["role"] == "deciding"]
+    against = [r.spec["name"].split(":")[0] for r in deciding if r.verdict == protocol.CONTRADICTED]
+    said = claim.statement[:1].upper() + claim.statement[1:]
+    link = f"([{claim.id}](#{anchor(claim.id)}))"
+    if "unstable" in verdict:
+        return f"{said}: unstable, {why} {link}."
+    if verdict == protocol.SUPPORTED:
+        return f"{said}: supported by the evidence ({why}) {link}."
+    if verdict == protocol.CONTRADICTED:
+        return (f"{said}: the evidence goes against it ({len(against)} of {len(deciding)} deciding parts "
+                f"contradict it: {'; '.join(against)}) {link}.")
+    return f"{said}: still open, inconclusive ({_reason(deciding)}) {link}."
+
+
+def what_matters(claims, verdicts: Mapping[str, tuple[str, str]],
+                 parts: Sequence[protocol.PartResult], checks: Mapping[str, str]) -> list[str]:
+    """The report's opening (issue 28 item 9): one generated sentence per statistical claim
+    (from its verdict and its deciding parts, linking to its row) and one for the exact checks;
+    at most :data:`MAX_SENTENCES`.
+
+    Args:
+        claims: :data:`analysis.paper.CLAIMS`.
+        verdicts: ``{claim id: (verdict, why)}`` of the statistical claims.
+        parts: every decided part (``spec["claim"]`` names its claim).
+        checks: ``{claim id: status}`` of the exact checks (``passed``, ``failed``, …).
+    """
+    sentences = [_sentence(c, *verdicts[c.id], [r for r in parts if r.spec["claim"] == c.id])
+                 for c in claims if c.id in verdicts]
+    if checks:
+        ok = [k for k, v in checks.items() if "passed" in v]
+        bad = [k for k in checks if k not in ok]
+        sentences.append(f"The exact identities ({', '.join(checks)}) test the implementation, not the "
+                         f"paper's argument: {len(ok)} of {len(checks)} hold"
+                         + (f", {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not" if bad else "") + " ([checks](#checks)).")
+    return ["## What the evidence says matters", "", " ".join(sentences[:MAX_SENTENCES]), ""]

@@ -1,0 +1,52 @@
+"""The machine behind the report's runs (issue 28 item 7): which processor model trained each
+phase of the suite. A run records its processor as the tag ``processor`` (``harness.trial.processor``:
+the CPU's model name, or the GPU's on CUDA); results reproduce bit for bit only per processor
+model, so the report names them per phase. A bundle exported before the tag existed says
+"not recorded".
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from analysis.stability import CONFIRM_FIRST  # the confirmation block's first seed
+NOT_RECORDED = "not recorded"
+REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
+             "model gives other last digits, and a part near a threshold can change its verdict.")
+
+
+def _phase(df: pd.DataFrame) -> pd.Series:
+    """Each run's phase: the suite's grid, a rerun past an lr grid edge, or the confirmation block."""
+    phase = pd.Series("the suite's grid", index=df.index)
+    if "extends" in df:
+        phase[df["extends"].fillna("").astype(str) != ""] = "reruns past an lr grid edge"
+    if "seed" in df:
+        phase[pd.to_numeric(df["seed"], errors="coerce") >= CONFIRM_FIRST] = "the confirmation block"
+    return phase
+
+
+def processors(runs: Mapping[str, pd.DataFrame], longer: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+    """``{phase: "model (N runs); model (M runs)"}`` over every ablation's runs (``runs``: at
+    the suite's step budget; ``longer``: the budget ablation's reruns), "not recorded" where no
+    run of the phase carries the tag."""
+    frames = [df.assign(phase=_phase(df)) for df in runs.values() if not df.empty]
+    frames += [df.assign(phase="the budget ablation") for df in longer.values() if not df.empty]
+    if not frames:
+        return {}
+    every = pd.concat(frames, ignore_index=True)
+    tag = every["processor"] if "processor" in every else pd.Series("", index=every.index)
+    every = every.assign(processor=tag.fillna("").astype(str).str.strip())
+    out = {}
+    for phase, grp in every.groupby("phase", sort=False):
+        counts = grp.loc[grp["processor"] != "", "processor"].value_counts()
+        out[phase] = ", ".join(f"{name} ({n} runs)" for name, n in counts.items()) or NOT_RECORDED
+    return out
+
+
+def processor_line(runs: Mapping[str, pd.DataFrame], longer: Mapping[str, pd.DataFrame]) -> str:
+    """One paragraph: the processors per phase and what that means for reproducing them."""
+    per_phase = processors(runs, longer)
+    listed = "; ".join(f"{phase}: {names}" for phase, names in per_phase.items()) or NOT_RECORDED
+    return f"**Processors** per phase: {listed}. {REPRODUCE}"
