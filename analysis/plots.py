@@ -3,10 +3,13 @@
 One look for every figure: a panel per task (and per rotation mode × optimiser where those are
 swept, :data:`analysis.curves.FACET_AXES`); one colour per arm, the same in every panel, in
 natural order (``k=2 < k=4 < k=16``) in one figure legend; markers at the seed mean, joined by a
-line only where there is more than one x (a single x is drawn as points with error bars on a
-categorical axis); bands and bars are a 95% percentile bootstrap of the mean over seeds, for
-the plot only (tables carry Student-t intervals, paper.md §13); reference lines gray and
-labelled; x ticks at the values used; the title names the ablation and scale; each panel says
+line only where there is more than one x (at a single x the arms are the x axis, a point with
+an error bar each); an ablation's swept model value (k, σ) on the x axis where it is the one
+factor; bands and bars are a 95% percentile bootstrap of the mean over seeds with at least 3
+seeds, else the seeds' range, said so (plot only; tables carry Student-t intervals, paper.md
+§13); reference lines gray, one style each, named in the legend; at most :data:`MAX_COLS`
+panels a row and at most :data:`MAX_WIDTH_PX` pixels wide; a panel whose runs another panel
+shows is drawn once; x ticks at the values used; the title names the ablation and scale; each panel says
 how many runs it uses and which it leaves out (failed, killed, diverged); a caption under the
 figure says what is drawn. Every figure is written as ``<out>.png`` and ``<out>.pdf`` (``formats``
 chooses; the tiny report writes PNG only); each function returns those paths.
