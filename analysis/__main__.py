@@ -49,7 +49,7 @@ def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from analysis.summary import analyse, report
     from harness.store import resolve_store
-    from harness.sweep import SweepError, expand
+    from harness.sweep import SweepError, expand, experiment_name
 
     global _ENTERED
     _ENTERED = True
@@ -64,6 +64,7 @@ def main(cfg: DictConfig) -> None:
         trials = expand(cfg, [*hydra_cfg.overrides.task, *_SWEEPS, *searchpath])
     except SweepError as err:
         _fail(str(err))
+    name = experiment_name(cfg, trials)  # a one-off run's experiment: single/<task>/<model>
     # the store of the directory the command started from, also with hydra.job.chdir=True
     store = resolve_store(OmegaConf.to_object(cfg.tracking), Path(hydra_cfg.runtime.cwd))
     out = Path(hydra_cfg.runtime.output_dir)

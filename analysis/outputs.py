@@ -80,6 +80,7 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
                 print(f"{name}: {err}", file=sys.stderr)
     runs = curve_runs(df) if tracking_uri else []
     if runs:
-        title = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None, CURVES_PICK) if p)
-        paths += plots.learning_curves(tracking_uri, runs, out / "learning_curves", title=title)
+        title = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None) if p) or None
+        paths += plots.learning_curves(tracking_uri, runs, out / "learning_curves", title=title,
+                                       caption=f"Runs shown: {CURVES_PICK}.", of=len(df))
     return paths

@@ -3,10 +3,13 @@
 One look for every figure: a panel per task (and per rotation mode × optimiser where those are
 swept, :data:`analysis.curves.FACET_AXES`); one colour per arm, the same in every panel, in
 natural order (``k=2 < k=4 < k=16``) in one figure legend; markers at the seed mean, joined by a
-line only where there is more than one x (a single x is drawn as points with error bars on a
-categorical axis); bands and bars are a 95% percentile bootstrap of the mean over seeds, for
-the plot only (tables carry Student-t intervals, paper.md §13); reference lines gray and
-labelled; x ticks at the values used; the title names the ablation and scale; each panel says
+line only where there is more than one x (at a single x the arms are the x axis, a point with
+an error bar each); an ablation's swept model value (k, σ) on the x axis where it is the one
+factor; bands and bars are a 95% percentile bootstrap of the mean over seeds with at least 3
+seeds, else the seeds' range, said so (plot only; tables carry Student-t intervals, paper.md
+§13); reference lines gray, one style each, named in the legend; at most :data:`MAX_COLS`
+panels a row and at most :data:`MAX_WIDTH_PX` pixels wide; a panel whose runs another panel
+shows is drawn once; x ticks at the values used; the title names the ablation and scale; each panel says
 how many runs it uses and which it leaves out (failed, killed, diverged); a caption under the
 figure says what is drawn. Every figure is written as ``<out>.png`` and ``<out>.pdf`` (``formats``
 chooses; the tiny report writes PNG only); each function returns those paths.
@@ -41,6 +44,11 @@ from analysis.stats import add_error as with_error  # noqa: E402,F401  (older na
 logging.getLogger("matplotlib.category").setLevel(logging.WARNING)
 
 N_BOOT = 2000
+DPI = 150  # the saved resolution, lowered for a figure wider than MAX_WIDTH_PX at it
+MAX_WIDTH_PX = 1800  # a report page shows about this many pixels; the 4-panel row was 3,097
+MAX_COLS = 2  # panels per row beside the right-hand legend (3 made a 2,300-px canvas)
+# reference lines of one figure, one style each in order (two dashed grays read as one)
+REF_STYLES = ("--", "-.", (0, (1, 1.5)), (0, (6, 2, 1, 2, 1, 2)))
 FORMATS = ("png", "pdf")  # the files each figure is written to, by suffix
 TOLERANCE = {"float64": 1e-10, "float32": 1e-5}  # exact-identity tolerances, paper.md §13 (E rows)
 
@@ -98,9 +106,10 @@ def _palette(labels: Sequence[str]) -> dict[str, tuple]:
 def _grid(data: pd.DataFrame, faxes: Sequence[str], sharey: bool = False) -> sns.FacetGrid:
     """A panel per ``facet`` in natural order; rows follow the last faceted axis."""
     facets = curves.ordered(data["facet"])
-    wrap = data[faxes[-1]].nunique() if faxes else min(4, len(facets))
-    return sns.FacetGrid(data, col="facet", col_order=facets, col_wrap=max(1, min(wrap, len(facets))),
-                         sharex=False, sharey=sharey, height=3.3, aspect=1.3, despine=False)
+    wrap = data[faxes[-1]].nunique() if faxes else len(facets)
+    return sns.FacetGrid(data, col="facet", col_order=facets,
+                         col_wrap=max(1, min(wrap, len(facets), MAX_COLS)),
+                         sharex=False, sharey=sharey, height=3.0, aspect=1.35, despine=False)
 
 
 def _yscale(ax: plt.Axes, values: pd.Series) -> None:
@@ -120,8 +129,8 @@ def _yscale(ax: plt.Axes, values: pd.Series) -> None:
 
 def _hline(ax: plt.Axes, y: float, text: str | None, style: str = "--", color: str = "0.45") -> Line2D:
     """A horizontal reference line, labelled in the panel with ``text``, or (``None``) unlabelled
-    there: its legend entry (:func:`_refs_legend`) names it, so two close lines' labels never
-    overlap. Returns the legend handle."""
+    there: the figure legend names it (the returned handle), so a label never overlaps another
+    line's or the data. Every figure of the report passes ``None``. Returns the legend handle."""
     ax.axhline(y, ls=style, color=color, lw=1.2, zorder=1)
     if text:
         ax.text(0.02, y, f" {text}", transform=ax.get_yaxis_transform(), va="bottom", ha="left",
@@ -139,7 +148,12 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
     values = curves.ordered(data[x]) if categorical else sorted(data[x].unique())
     common = dict(hue="label", hue_order=labels, palette=palette, errorbar=errorbar or _interval,
                   ax=ax, legend=False)
-    if len(values) == 1 or categorical:
+    if len(values) == 1 and not categorical and "short" in data:
+        # one x value (the xlabel says which): the arms are the x axis, one point and bar each
+        sns.pointplot(data=data, x="short", y=y, order=curves.ordered(data["short"]),
+                      linestyle="none", marker="o", capsize=0.15, err_kws={"linewidth": 1.2}, **common)
+        _slanted(ax)
+    elif len(values) == 1 or categorical:
         shown = data[x].astype(str) if categorical else data[x].map(_fmt)
         sns.pointplot(data=data.assign(**{x: shown}), x=x, y=y, order=[str(v) if categorical else _fmt(v) for v in values],
                       dodge=0.45 if len(labels) > 1 else False,
@@ -151,6 +165,25 @@ def _curve(data: pd.DataFrame, *, x: str, y: str, palette: Mapping[str, tuple], 
         ax.set_xscale("log")
         ax.set_xticks(values, [_fmt(v) for v in values])
         ax.minorticks_off()
+
+
+def _slanted(ax: plt.Axes) -> None:
+    """x tick labels (arm names) slanted, right-aligned under their tick."""
+    ax.tick_params(axis="x", labelrotation=30)
+    for tick in ax.get_xticklabels():
+        tick.set_horizontalalignment("right")
+
+
+def _one_x(data: pd.DataFrame, x: str) -> str | None:
+    """``"task.n_train = 512"`` where every run has one value of ``x`` (the arms go on the x
+    axis, :func:`_curve`), else ``None``."""
+    values = data[x].dropna().unique() if x in data else []
+    return f"{x} = {_fmt(values[0])}" if len(values) == 1 and pd.api.types.is_numeric_dtype(data[x]) else None
+
+
+def _ref_styles(names: Sequence[str]) -> dict[str, object]:
+    """One line style per reference predictor of a figure (:data:`REF_STYLES`)."""
+    return {name: REF_STYLES[i % len(REF_STYLES)] for i, name in enumerate(names)}
 
 
 def _band(ok: pd.DataFrame, x: str) -> tuple[object, str]:
@@ -185,7 +218,9 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
         for facet, ax in g.axes_dict.items():
             if not one or ax in g._left_axes:
                 ax.set_ylabel(ylabels.get(facet, ""))
-    g.figure.subplots_adjust(hspace=0.45, wspace=0.25)
+    # slanted arm names under a panel need more room before the next row's title
+    slanted = any(t.get_rotation() for ax in g.axes.flat for t in ax.get_xticklabels())
+    g.figure.subplots_adjust(hspace=0.8 if slanted else 0.45, wspace=0.25)
     for facet, ax in g.axes_dict.items():
         ax.set_title(f"{facet}\n{curves.describe_excluded(data[data['facet'] == facet], value)}",
                      fontsize=8)
@@ -229,7 +264,15 @@ def _save(fig, path: Path) -> None:
     """Save ``fig`` to ``path`` (PNG or PDF) reproducibly: a PDF carries no creation date, so
     the same runs give the same bytes."""
     metadata = {"CreationDate": None} if path.suffix == ".pdf" else None
-    fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
+    fig.savefig(path, dpi=_dpi(fig), bbox_inches="tight", metadata=metadata)
+
+
+def _dpi(fig) -> float:
+    """:data:`DPI`, or less where the figure's tight box would be wider than
+    :data:`MAX_WIDTH_PX` at it (a report page shows about that many pixels)."""
+    # inches, with the padding that bbox_inches="tight" adds on both sides
+    width = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * plt.rcParams["savefig.pad_inches"]
+    return min(DPI, MAX_WIDTH_PX / width) if width > 0 else DPI
 
 
 def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D]:
@@ -266,9 +309,11 @@ def _model_factor(data: pd.DataFrame) -> tuple[str, pd.Series, pd.Series] | None
 
 def _same_runs(data: pd.DataFrame) -> dict[str, str]:
     """``{facet: earlier facet}`` for each panel whose runs are all another panel's (the same
-    arm, seed and error): e.g. ``sigma_vs_softmax``'s ``nearest_length`` at its training length
+    arm without its faceted parts, seed and error): e.g. ``rotation``'s ``rotation=none``
+    panels are its ``rotation=eval`` ones (the mode changes only the evaluation), and ``sigma_vs_softmax``'s ``nearest_length`` at its training length
     is ``nearest``; one panel shows them."""
-    cols = [c for c in ("arm", "seed", "error") if c in data]
+    # the arm without its faceted parts: rotation=none and rotation=eval train the same models
+    cols = [c for c in ("short" if "short" in data else "arm", "seed", "error") if c in data]
     keys = {f: set(map(tuple, grp[cols].round({"error": 12}).astype(str).to_numpy()))
             for f, grp in data.groupby("facet", sort=False)}
     order = curves.ordered(data["facet"])
@@ -315,27 +360,33 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     errorbar, band = _band(ok, x)
     g, palette = _draw(ok, faxes, _curve, x=x, y="error", errorbar=errorbar)
     lines: dict[str, Line2D] = {}  # reference lines, named in the legend (labels in panels overlapped)
+    styles = _ref_styles(curves.ordered(data.loc[data["reference_error"].notna(), "reference_name"]))
     for facet, ax in g.axes_dict.items():
         here = data[data["facet"] == facet]
         refs = [ok.loc[ok["facet"] == facet, "error"]]
         ref = here["reference_error"].dropna()
         if len(ref):
-            lines[f"{here['reference_name'].iloc[0]} predictor"] = _hline(ax, ref.mean(), None)
+            name = here.loc[ref.index, "reference_name"].iloc[0]
+            lines[f"{name} predictor"] = _hline(ax, ref.mean(), None, styles[name])
             refs.append(ref)
         if (here["error_name"] == "test relative MSE").any():
             lines["zero predictor (rel. MSE = 1)"] = _hline(ax, 1.0, None, ":", "black")
             refs.append(pd.Series([1.0]))
         _yscale(ax, pd.concat(refs))
     names = curves.ordered(data["error_name"])
-    zero = "; dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
+    zero = "; black dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
+    one = None if factor else _one_x(ok, x)
     caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
                + (f"(against {x} at one training-set size)" if factor else
+                  f"(one training-set size, {one}: a point per arm)" if one else
                   "(several training-set sizes: a line; one: points)")
-               + f"; bands and bars: {band}. Dashed: "
-               f"the task's trivial reference predictor{zero}. Panel titles count the runs used "
+               + f"; bands and bars: {band}. Gray lines, "
+               f"one style each: the task's trivial reference predictor{zero}. Panel titles count the runs used "
                "and those left out (failed, killed, diverged)."
                + "".join(f" {b}: the same runs as {a}, shown once." for b, a in same.items()))
     title, xlabel = "test error against training-set size", f"{x} (training examples)"
+    if one:
+        title, xlabel = f"test error per arm at {one}", f"arm ({one})"
     if factor:
         title, xlabel = f"test error against {x}", f"{x} (model.{x}; {size} = {_fmt(data[size].iloc[0])})"
     return _finish(g, data, title, caption, out, ablation, scale,
@@ -365,34 +416,59 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
         raise ValueError("no run has test/n_<n>/<metric> columns; nothing to plot")
     trained = lengths.training_lengths(data)
     ok = curves.usable(long[long["supported"]])
-    g, palette = _draw(ok, faxes, _curve, x="n", y="error")
-    refused = []
+    errorbar, band = _band(ok.assign(**{SIZE: ok["n"]}), SIZE)
+    g, palette = _draw(ok, faxes, _curve, x="n", y="error", errorbar=errorbar)
+    refused, lines = [], {}
     for facet, ax in g.axes_dict.items():
         here = long[long["facet"] == facet]
         task = here["task"].iloc[0]
-        # one row per arm: coincident markers of several arms at one length hid each other
-        for row, (label, grp) in enumerate(here[~here["supported"]].groupby("label")):
-            ns = sorted(grp["n"].unique())
-            ax.plot(ns, [0.97 - 0.05 * row] * len(ns), "x", ms=7, mew=2, color=palette.get(label, "black"),
-                    transform=ax.get_xaxis_transform(), clip_on=False)
-            refused.append(f"{curves.strip_arm(label, ())} at n = {', '.join(map(str, ns))}")
         ref = here.groupby("n")["reference_error"].mean().dropna()
         if len(ref):
-            ax.plot(ref.index, ref.values, "--", color="0.45", lw=1.2, label="reference")
+            ax.plot(ref.index, ref.values, "--", color="0.45", lw=1.2)
+            lines["trivial reference predictor"] = Line2D([], [], ls="--", color="0.45", lw=1.2)
         for n in trained.get(task, []):
             ax.axvline(n, color="black", ls=":", lw=1)
+            lines["training length"] = Line2D([], [], ls=":", color="black", lw=1)
         ticks = sorted({*here["n"], *trained.get(task, [])})
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
         _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, "error"], ref]))
-    caption = (f"Mean test error over seeds per arm against the test sequence length; bands: {BAND}. "
+        rows = _refused(ax, here[~here["supported"]], palette)
+        refused += rows
+        if rows:
+            lines["length not supported (x, a row per arm above the data)"] = Line2D(
+                [], [], ls="none", marker="x", ms=7, mew=2, color="0.3")
+    caption = (f"Mean test error over seeds per arm against the test sequence length; bands: {band}. "
                "Dotted vertical lines: training lengths; dashed gray: the trivial reference predictor. "
-               + (f"x at the top (one row per arm): length not supported ({'; '.join(refused)})."
+               + (f"x in the band above the data, one row per arm: length not supported ({'; '.join(refused)})."
                   if refused else ""))
     return _finish(g, data, "length generalisation", caption, out, ablation, scale,
-                   _legend(palette), labels=("test sequence length n", ""), formats=formats,
+                   {**_legend(palette), **lines}, labels=("test sequence length n", ""), formats=formats,
                    ylabels=_metric_labels(g, data))
+
+
+def _refused(ax: plt.Axes, refused: pd.DataFrame, palette: Mapping[str, tuple]) -> list[str]:
+    """Mark the lengths each arm refused (rows of ``refused``) with an ``x`` in the arm's colour,
+    one row per arm in a band that the y axis gains above the data (on the data they hid the
+    lines, and at one height they hid each other). Returns ``"<arm> at n = …"`` per arm."""
+    groups = list(refused.groupby("label"))
+    if not groups:
+        return []
+    lo, hi = ax.get_ylim()
+    log = ax.get_yscale() in ("log", "symlog") and lo > 0
+    span = np.log10(hi / lo) if log else hi - lo
+    frac = 0.07 * (len(groups) + 1)  # the band's share of the new axis
+    top = span / (1 - frac)
+    ax.set_ylim(lo, lo * 10 ** top if log else lo + top)
+    out = []
+    for row, (label, grp) in enumerate(groups):
+        ns = sorted(grp["n"].unique())
+        y = 1 - 0.07 * (row + 1)  # axes fraction, inside the band
+        ax.plot(ns, [y] * len(ns), "x", ms=7, mew=2, color=palette.get(label, "black"),
+                transform=ax.get_xaxis_transform(), clip_on=False)
+        out.append(f"{curves.strip_arm(label, ())} at n = {', '.join(map(str, ns))}")
+    return out
 
 
 def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hue: str = "label",
@@ -408,9 +484,7 @@ def _categorical(data: pd.DataFrame, *, y: str, palette: Mapping[str, tuple], hu
     sns.stripplot(alpha=0.45, size=4, jitter=False, dodge=bool(dodge), **kw)
     sns.pointplot(errorbar=_interval, dodge=dodge, linestyle="none",
                   marker="D", markersize=6, capsize=0.1, markeredgecolor="black", **kw)
-    ax.tick_params(axis="x", labelrotation=30)
-    for tick in ax.get_xticklabels():
-        tick.set_horizontalalignment("right")
+    _slanted(ax)
     ax.set_xlabel("")
 
 
@@ -438,8 +512,9 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
     ok = ok.assign(**{value: ok[value].clip(lower=ZERO_AT)})
     g, palette = _draw(ok, faxes, _categorical, y=value)
     tol, dtype = _tolerance(data)
+    line = {}  # named in the legend: in the panel its label ran into the points near it
     for facet, ax in g.axes_dict.items():
-        _hline(ax, tol, f"exact within {dtype} tolerance ({tol:g})")
+        line = {f"exact within {dtype} tolerance ({tol:g})": _hline(ax, tol, None)}
         _yscale(ax, pd.concat([ok.loc[ok["facet"] == facet, value], pd.Series([tol])]))
     sizes = ", ".join(_fmt(v) for v in curves.ordered(data[SIZE])) if SIZE in data else "all"
     caption = (f"Each trained model's relative permutation-equivariance error (dots: seeds; diamonds: "
@@ -447,7 +522,7 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
                f"of {dtype} (paper.md §13). Below it the model is permutation equivariant; an error of exactly 0 "
                f"is drawn at {ZERO_AT:g}.")
     return _finish(g, data, "permutation error of the trained models", caption, out, ablation, scale,
-                   _legend(palette, "D"), value=value,
+                   {**_legend(palette, "D"), **line}, value=value,
                    labels=("", "permutation error ‖f(XP) − f(X)P‖ / ‖f(X)‖"), formats=formats)
 
 
@@ -490,8 +565,9 @@ def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
     g, _ = _draw(ok, faxes, lambda data, palette, **kw: _categorical(data, palette=colours, **kw),
                  y="gap", hue="knowledge", sharey=True)
     tol, dtype = _tolerance(data)
+    line = {}  # named in the legend, as in every figure
     for facet, ax in g.axes_dict.items():
-        _hline(ax, tol, f"{dtype} tolerance ({tol:g})")
+        line = {f"exact within {dtype} tolerance ({tol:g})": _hline(ax, tol, None)}
         _yscale(ax, pd.concat([ok["gap"], pd.Series([tol])]))
     caption = ("Trained on the embedding E, evaluated on QE. Per arm, the relative gap between the "
                "test loss on QE and on E: with every knowledge tensor rotated (QZ) it must vanish for "
@@ -501,7 +577,7 @@ def rotation_transfer(df: pd.DataFrame, out: Path, ablation: str | None = None,
                + (f" Modes without a transfer measurement (not drawn): {', '.join(map(str, others))}."
                   if others else ""))
     return _finish(g, data[data["facet"].isin(measured)], "rotation transfer gap", caption, out,
-                   ablation, scale, _legend(colours, "D"), value="test/rotated/loss",
+                   ablation, scale, {**_legend(colours, "D"), **line}, value="test/rotated/loss",
                    legend_title="knowledge on QE", labels=("", "relative transfer gap |L(QE) − L(E)| / L(E)"),
                    formats=formats)
 
@@ -532,29 +608,34 @@ def absent_answers(df: pd.DataFrame, out: Path, ablation: str | None = None,
     ok = curves.usable(long, "acc")
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has a finite test/acc_not_answer_in_input")
-    g, palette = _draw(ok, faxes, _curve, x=SIZE, y="acc")
+    errorbar, band = _band(ok, SIZE)
+    g, palette = _draw(ok, faxes, _curve, x=SIZE, y="acc", errorbar=errorbar)
+    line = {}  # named in the legend: in the panel its label lay on the points at 0
     for facet, ax in g.axes_dict.items():
         ax.set_ylim(-0.03, 1.03)
         if facet.endswith(ABSENT["test/acc_not_answer_in_input"]):
-            _hline(ax, 0.0, "0: exact for tied-readout Xg1 forms", ":", "black")
+            line = {"0: exact for tied-readout Xg1 forms": _hline(ax, 0.0, None, ":", "black")}
+    one = _one_x(ok, SIZE)
     caption = (f"Mean test accuracy over seeds per arm, split by whether the answer token occurs in "
-               f"the input; bands and bars: {BAND}. Xg1-only forms with a tied readout must score "
-               "exactly 0 on absent answers (paper.md §12 T1).")
+               f"the input{f' ({one}: a point per arm)' if one else ''}; bands and bars: {band}. "
+               "Xg1-only forms with a tied readout must score exactly 0 on absent answers (paper.md §12 T1).")
     return _finish(g, long, "accuracy on answers absent from the input", caption, out, ablation,
-                   scale, _legend(palette), value="acc",
-                   labels=(f"{SIZE} (training examples)", "test accuracy (strict argmax)"),
+                   scale, {**_legend(palette), **line}, value="acc",
+                   labels=(f"arm ({one})" if one else f"{SIZE} (training examples)", "test accuracy (strict argmax)"),
                    formats=formats)
 
 
 def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
                     metrics: Sequence[str] = ("train/loss", "val/loss"),
-                    title: str | None = None) -> list[Path]:
+                    title: str | None = None, caption: str | None = None,
+                    of: int | None = None) -> list[Path]:
     """Learning curves of the given runs from MLflow's metric histories (one panel per metric,
     one line per run labelled ``task arm seed=… n_train=…``, log-scaled loss against step).
-    ``title`` says which runs these are (e.g. how they were picked); by default the figure says
-    "learning curves of N runs" and the seeds shown. A diverged run (tag ``diverged``) is left
-    out of the panels, whose loss axis it would stretch over dozens of decades, and the title
-    names it as left out.
+    The suptitle is short: ``title`` (the ablation and scale), "learning curves of N runs" (``of
+    M`` where ``of`` gives how many runs the ablation has) and the seeds shown; ``caption``, a
+    line under the figure, says how the runs were picked (it was a 40-word suptitle). A diverged
+    run (tag ``diverged``) is left out of the panels, whose loss axis it would stretch over
+    dozens of decades, and the title names it as left out.
 
     Returns:
         ``[png, pdf]``.
@@ -579,17 +660,21 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
         for ax, key in zip(axes[0], metrics):
             hist = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
             if hist:
-                ax.plot([m.step for m in hist], [m.value for m in hist], label=label)
+                # markers: a short run has one evaluation, and a line of one point is not drawn
+                ax.plot([m.step for m in hist], [m.value for m in hist], label=label, marker="o",
+                        markersize=3)
     for ax, key in zip(axes[0], metrics):
         ax.set(xlabel="step", ylabel=key, title=key)
-        if ax.lines and all(min(line.get_ydata()) > 0 for line in ax.lines):
-            ax.set_yscale("log")
+        if ax.lines:  # log where every value is positive; plain tick numbers within a decade
+            _yscale(ax, pd.Series(np.concatenate([line.get_ydata() for line in ax.lines])))
         ax.legend(fontsize=6)
-    shown = f"learning curves of {len(run_ids) - len(diverged)} runs"
+    shown = f"learning curves of {len(run_ids) - len(diverged)}" + (f" of {of}" if of else "") + " runs"
     shown += f", seed {', '.join(curves.ordered(seeds))}" if seeds else ""
     if diverged:
         shown += f"\nleft out, diverged: {'; '.join(diverged)}"
-    fig.suptitle(f"{title} ({shown})" if title else shown, fontsize=9)
+    fig.suptitle(f"{title}: {shown}" if title else shown, fontsize=10)
+    if caption:
+        fig.text(0.01, -0.01, textwrap.fill(caption, 110), va="top", ha="left", fontsize=7)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]

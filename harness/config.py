@@ -244,6 +244,15 @@ def ablation_from(overrides: Sequence[str]) -> str:
     return str(given.get("ablation.name") or given.get("ablation") or "single")
 
 
+def experiment_of(ablation: str, task: str, model: str) -> str:
+    """``hydra.run.dir``'s experiment: ``ablation``, or for a one-off run (``single``) the
+    experiment of its task and model presets (:func:`harness.naming.one_off_experiment`; the
+    composed presets, so a command-line sweep over presets keeps the first one's folder)."""
+    from harness.naming import SINGLE, one_off_experiment
+
+    return one_off_experiment([task], [model]) if ablation == SINGLE else ablation
+
+
 def register_configs() -> None:
     """Register the schemas: ``base_config``, ``train/cluster/tracking`` bases, and one
     ``<name>_schema`` per model family and task family."""
@@ -251,6 +260,7 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
     OmegaConf.register_new_resolver("ablation_from", ablation_from, replace=True)
     OmegaConf.register_new_resolver("folder_name", folder_name, replace=True)
+    OmegaConf.register_new_resolver("experiment", experiment_of, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     cs.store(group="train", name="train_schema", node=TrainConfig)

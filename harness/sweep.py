@@ -27,6 +27,7 @@ from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
 from harness.models.external import variant_name
+from harness.naming import SINGLE, one_off_experiment, preset
 from harness.records import NOT_IDENTITY, Trial, drop_neutral  # the shared types (importers of harness.sweep.Trial too)
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
@@ -310,7 +311,7 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     """
     if cfg.ablation.suite:
         raise SweepError(f"{cfg.ablation.name!r} is a suite; expand it with expand_suite()")
-    if cfg.ablation.name != "single" and not cfg.ablation.grid:
+    if cfg.ablation.name != SINGLE and not cfg.ablation.grid:
         raise SweepError(f"ablation {cfg.ablation.name!r} has an empty grid; give ablation.grid "
                          "at least one axis, e.g. seed: range(5)")
     parser = OverridesParser.create()
@@ -347,7 +348,8 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
         SweepError: as :func:`expand`, or for a suite naming an unknown ablation.
     """
     if not cfg.ablation.suite:
-        return [(cfg.ablation.name, expand(cfg, cli_overrides))]
+        trials = expand(cfg, cli_overrides)
+        return [(experiment_name(cfg, trials), trials)]
     rest = [o for o in cli_overrides if not o.lstrip("+~").startswith("ablation=")]
     out = []
     for name in cfg.ablation.suite:
@@ -358,6 +360,15 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
             raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
         out.append((sub.ablation.name, expand(sub, cli)))
     return out
+
+
+def experiment_name(cfg: DictConfig, trials: Sequence[Trial]) -> str:
+    """The MLflow experiment of the ablation ``cfg`` whose trials are ``trials``: its
+    ``ablation.name``, or for a one-off run (no ``+ablation``, no grid) one experiment per task
+    and model preset (:func:`harness.naming.one_off_experiment`, ``single/teacher/softmax``)."""
+    if cfg.ablation.name != SINGLE or cfg.ablation.grid or not trials:
+        return str(cfg.ablation.name)
+    return one_off_experiment([t.task for t in trials], [preset(t.variant) for t in trials])
 
 
 CONF = Path(__file__).resolve().parent.parent / "conf"

@@ -68,7 +68,7 @@ def test_single_trial_of_the_defaults_serially(tmp_path):
     proc = _run(["harness", "cluster=serial", "train.max_steps=20", "train.eval_every=10"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("single")
+    experiment = client.get_experiment_by_name("single/teacher/softmax")  # one-off runs: an experiment per task/model
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 2  # parent + one child
 

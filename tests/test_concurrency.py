@@ -218,7 +218,7 @@ def test_cluster_local_starts_its_own_ray_even_beside_a_running_cluster(tmp_path
             env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": cluster.address})
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert f"RAY_ADDRESS={cluster.address} is not used" in proc.stderr
-        (run,) = [r for r in _runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "single") if "trial_id" in r.data.tags]
+        (run,) = [r for r in _runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "single/teacher/softmax") if "trial_id" in r.data.tags]
         assert run.data.tags["node"].split("/")[1] not in foreign
     finally:
         cluster.shutdown()

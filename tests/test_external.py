@@ -229,7 +229,7 @@ def test_external_task_module_on_pythonpath(tmp_path, run_cli, trial_runs):
                     "model=external", f"model.target={POSITIONAL}", *SHORT, "cluster.num_cpus=1"],
                    elsewhere, env={"PYTHONPATH": path})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = trial_runs(f"sqlite:///{elsewhere / 'mlflow.db'}", "single")
+    (run,) = trial_runs(f"sqlite:///{elsewhere / 'mlflow.db'}", "single/external/PositionalAttention")
     assert run.info.status == "FINISHED" and run.data.params["task.target"] == "my_tasks:RunningMean"
     assert 0 < run.data.metrics["test/rel_mse"] and "test/uniform_rel_mse" in run.data.metrics
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.paths import folder_name
+
 FAST = ["train.max_steps=40", "train.eval_every=20", "task.n_val=64", "task.n_test=128"]
 
 
@@ -80,7 +82,7 @@ def test_only_runs_whose_driver_lease_expired_are_closed_as_stale(tmp_path, run_
     args = ["harness", "cluster=serial", *FAST]
     assert run_cli(args, tmp_path).returncode == 0
     client = MlflowClient(_uri(tmp_path))
-    exp = client.get_experiment_by_name("single").experiment_id
+    exp = client.get_experiment_by_name("single/teacher/softmax").experiment_id
     now_ms = int(time.time() * 1000)
     dead = client.create_run(exp, tags={"role": "sweep", "lease_s": "60",
                                         "heartbeat_ms": str(now_ms - 600_000)}).info.run_id
@@ -103,7 +105,7 @@ def test_force_reruns_and_leaves_one_finished_run_per_trial(tmp_path, run_cli, t
     proc = run_cli([*args, "force=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "0 already finished (skipped), 1 finished now" in proc.stdout
-    runs = trial_runs(_uri(tmp_path), "single")
+    runs = trial_runs(_uri(tmp_path), "single/teacher/softmax")
     assert [r.info.status for r in runs] == ["FINISHED"]
 
 
@@ -112,18 +114,18 @@ def test_changed_config_gets_a_new_trial(tmp_path, run_cli, trial_runs):
     assert run_cli(args, tmp_path).returncode == 0
     proc = run_cli([*args, "train.lr=0.001"], tmp_path)
     assert "0 already finished (skipped), 1 finished now" in proc.stdout
-    assert len(trial_runs(_uri(tmp_path), "single")) == 2
+    assert len(trial_runs(_uri(tmp_path), "single/teacher/softmax")) == 2
 
 
 def test_sigint_closes_the_running_trial_as_killed_and_exits_130(tmp_path, trial_runs):
     proc = _popen(["harness", "cluster=serial", "model=mlp", "train.max_steps=100000"], tmp_path)
-    _wait_for(lambda: [r for r in trial_runs(_uri(tmp_path), "single") if r.info.status == "RUNNING"],
+    _wait_for(lambda: [r for r in trial_runs(_uri(tmp_path), "single/teacher/mlp") if r.info.status == "RUNNING"],
               proc=proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted: running trials cancelled and closed as KILLED" in err
-    assert [r.info.status for r in trial_runs(_uri(tmp_path), "single")] == ["KILLED"]
+    assert [r.info.status for r in trial_runs(_uri(tmp_path), "single/teacher/mlp")] == ["KILLED"]
 
 
 def _kill_running_trials(proc: subprocess.Popen) -> list[int]:
@@ -257,8 +259,8 @@ def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_p
     shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
     shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
     # the copy keeps its artifacts beside it (else every run stops at the moved-store check)
-    relocate_artifacts(tmp_path / "mlflow.db", "1", (populated / "mlartifacts" / "single").as_uri(),
-                       (tmp_path / "mlartifacts" / "single").as_uri())
+    relocate_artifacts(tmp_path / "mlflow.db", "1", (populated / "mlartifacts" / folder_name("single/teacher/softmax")).as_uri(),
+                       (tmp_path / "mlartifacts" / folder_name("single/teacher/softmax")).as_uri())
     before = _digest(tmp_path / "mlflow.db")
     extra = tmp_path / "extra_conf" / "ablation"
     extra.mkdir(parents=True)
@@ -278,11 +280,11 @@ def test_deleted_experiment_exits_2_naming_it_and_the_ways_out(tmp_path, run_cli
     shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
     shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
     client = MlflowClient(_uri(tmp_path))
-    client.delete_experiment(client.get_experiment_by_name("single").experiment_id)
+    client.delete_experiment(client.get_experiment_by_name("single/teacher/softmax").experiment_id)
     before = _digest(tmp_path / "mlflow.db")
     proc = run_cli(["harness", "cluster=serial", *FAST], tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "'single'" in proc.stderr and "is deleted" in proc.stderr
+    assert "'single/teacher/softmax'" in proc.stderr and "is deleted" in proc.stderr
     assert all(way in proc.stderr for way in ("restore", "mlflow gc", "ablation.name="))
     assert "Traceback" not in proc.stderr
     assert _digest(tmp_path / "mlflow.db") == before
@@ -299,12 +301,12 @@ def test_analysis_of_a_deleted_experiment_exits_2_naming_it(tmp_path, run_cli, p
     shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
     shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")
     client = MlflowClient(_uri(tmp_path))
-    client.delete_experiment(client.get_experiment_by_name("single").experiment_id)
+    client.delete_experiment(client.get_experiment_by_name("single/teacher/softmax").experiment_id)
     before = _digest(tmp_path / "mlflow.db")
     proc = run_cli(["analysis"], tmp_path)
     assert "Traceback" not in proc.stderr and "KeyError" not in proc.stderr, proc.stderr[-2000:]
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "'single'" in proc.stderr and "is deleted" in proc.stderr
+    assert "'single/teacher/softmax'" in proc.stderr and "is deleted" in proc.stderr
     assert all(way in proc.stderr for way in ("restore", "mlflow gc", "ablation.name="))
     assert _digest(tmp_path / "mlflow.db") == before
 

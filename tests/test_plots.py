@@ -72,7 +72,9 @@ def test_single_size_is_points_on_a_categorical_axis(tmp_path, grids):
     plots.sample_efficiency(df, tmp_path / "se")
     ax = grids[0].axes.flat[0]
     assert ax.get_xscale() == "linear"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["256"]
+    # one size: the arms are the x axis (a point and bar each), the size is in the x label
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "softmax_free[k=2]"]
+    assert ax.get_xlabel() == "arm (task.n_train = 256)"
     drawn = [line for line in ax.lines if len(line.get_xdata()) and line.get_linestyle() != "--"
              and len(set(line.get_ydata())) > 1 and line.get_marker() not in (None, "None", "")]
     assert all(line.get_linestyle() in ("None", "none", "") for line in drawn)  # no connecting line
@@ -94,14 +96,16 @@ def test_permutation_rotation_and_absent_answer_figures(tmp_path, grids):
     ax = grids[-1].axes.flat[0]
     assert ax.get_yscale() == "log"
     assert [t.get_text() for t in ax.get_xticklabels()] == K_ORDER
-    assert any("1e-05" in t.get_text() for t in ax.texts)  # float32 tolerance line
+    # the float32 tolerance line, named in the legend (an in-panel label ran into the points)
+    assert not ax.texts and "exact within float32 tolerance (1e-05)" in _legend(grids[-1])
 
     paths += plots.rotation_transfer(S.rotation(seeds=range(3)), tmp_path / "rot",
                                      axes=["task.rotation", "train.optimizer"])
     g = grids[-1]
     assert list(g.axes_dict) == ["arithmetic_rotation · rotation=eval · optimizer=adam",
                                  "arithmetic_rotation · rotation=eval · optimizer=sgd"]
-    assert _legend(g) == [plots.ROTATED, plots.FIXED]
+    assert _legend(g) == [plots.ROTATED, plots.FIXED, "exact within float64 tolerance (1e-10)"]
+    assert not any(ax.texts for ax in g.axes.flat)
     assert [t.get_text() for t in g.axes.flat[0].get_xticklabels()] == ["coordwise", "softmax"]
 
     paths += plots.absent_answers(S.tokens(seeds=range(3)), tmp_path / "absent")
@@ -247,3 +251,79 @@ def test_a_panel_of_the_same_runs_as_another_is_drawn_once(tmp_path, grids):
     assert "teacher_twin: the same runs as teacher" in " ".join(t.get_text() for t in g.figure.texts).replace("\n", " ")
     ax = g.axes.flat[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["relu", "softmax"]
+
+
+def test_four_panels_wrap_to_a_canvas_a_page_shows(tmp_path, grids):
+    """sigma_vs_softmax's four panels were one row on a 2,946-px canvas (3,097 before): at most
+    MAX_COLS panels a row, and the saved PNG at most MAX_WIDTH_PX wide."""
+    from PIL import Image
+
+    df = S.knowledge_size(seeds=range(3), ks=(2, 8))
+    four = pd.concat([df.assign(task=t, run_id=df["run_id"] + t, error=df["error"] * (i + 1),
+                                **{"test/rel_mse": df["test/rel_mse"] * (i + 1)})
+                      for i, t in enumerate(("teacher", "teacher_a", "teacher_b", "teacher_c"))],
+                     ignore_index=True)
+    (png,) = plots.sample_efficiency(four, tmp_path / "se", formats=("png",))
+    g = grids[0]
+    assert len(g.axes_dict) == 4 and g._ncol == plots.MAX_COLS == 2
+    assert Image.open(png).size[0] <= plots.MAX_WIDTH_PX
+    g.figure.set_size_inches(40, 5)  # however wide a figure grows, its file fits a page
+    plots._save(g.figure, tmp_path / "wide.png")
+    assert Image.open(tmp_path / "wide.png").size[0] <= plots.MAX_WIDTH_PX
+
+
+def test_two_reference_predictors_get_two_line_styles(tmp_path, grids):
+    """A regression and a token task in one figure: the uniform-mixing and majority-class lines
+    were both dashed gray, one legend entry read as the other."""
+    reg = S.knowledge_size(seeds=range(3), ks=(2,))
+    tok = S.tokens(seeds=range(3), variants=("value",))
+    plots.sample_efficiency(pd.concat([reg, tok], ignore_index=True), tmp_path / "se")
+    g = grids[0]
+    legend = dict(zip(_legend(g), g._legend.get_lines()))
+    styles = {name: legend[name].get_linestyle() for name in legend if name.endswith("class predictor")
+              or name.startswith("uniform mixing")}
+    assert len(styles) == 2 and len(set(styles.values())) == 2, styles
+    ylabels = {facet: ax.get_ylabel() for facet, ax in g.axes_dict.items()}
+    assert ylabels == {"arithmetic": "test error (1 − accuracy)", "teacher": "test relative MSE"}
+
+
+def test_faceted_panels_of_the_same_models_are_drawn_once(tmp_path, grids):
+    """rotation's rotation=none panels showed the same models and errors as its rotation=eval
+    ones (the mode changes only the evaluation): every panel left shows runs no other shows,
+    and the caption says which panel stands for which."""
+    df = S.rotation(seeds=range(3))
+    for opt in ("sgd", "adam"):  # the same trained models: eval's errors in none's rows
+        eval_, none = ((df["task.rotation"] == m) & (df["train.optimizer"] == opt) for m in ("eval", "none"))
+        df.loc[none, ["error", "test/acc"]] = df.loc[eval_, ["error", "test/acc"]].to_numpy()
+    plots.sample_efficiency(df, tmp_path / "se", axes=["task.rotation", "train.optimizer"])
+    g = grids[0]
+    assert not any("rotation=none" in facet for facet in g.axes_dict)
+    panels = [tuple(np.round(np.sort(np.concatenate([line.get_ydata() for line in ax.lines])), 12))
+              for ax in g.axes.flat if ax.lines]
+    assert len(panels) == 4 and len(set(panels)) == 4  # no two panels show the same data
+    caption = " ".join(t.get_text() for t in g.figure.texts).replace("\n", " ")
+    assert "rotation=none · optimizer=adam: the same runs as arithmetic_rotation · rotation=eval" in caption
+    ax = g.axes_dict["arithmetic_rotation · rotation=eval · optimizer=adam"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["coordwise", "softmax"]  # one size: arms on x
+    assert ax.get_xlabel() == "arm (task.n_train = 512)" or not ax.get_xlabel()
+
+
+def test_refused_lengths_sit_one_row_per_arm_above_the_data(tmp_path, grids):
+    """Coincident "length not supported" markers of several arms hid each other, and sat on the
+    curves near the top: one row per arm, every row above the highest point of the panel."""
+    df = S.knowledge_size(seeds=range(3), ks=(2, 4, 8), sizes=(64,))
+    df["task.train_lengths"], df["task.n"] = "[]", 8
+    for n in (8, 16, 32):
+        df[f"test/n_{n}/rel_mse"], df[f"test/n_{n}/supported"] = 0.1 * n / 8, 1.0
+    for arm in ("softmax_free[k=2]", "softmax_free[k=4]"):  # both refuse n = 32
+        df.loc[df["arm"] == arm, ["test/n_32/rel_mse", "test/n_32/supported"]] = [np.nan, 0.0]
+    plots.length_generalisation(df, tmp_path / "len")
+    ax = grids[0].axes.flat[0]
+    marks = [line for line in ax.lines if line.get_marker() == "x"]
+    heights = [line.get_ydata()[0] for line in marks]  # axes fraction
+    assert len(marks) == 2 and len(set(heights)) == 2
+    lo, hi = ax.get_ylim()
+    top_data = max(np.nanmax(line.get_ydata()) for line in ax.lines if line.get_marker() == "o")
+    data_at = (np.log10(top_data) - np.log10(lo)) / (np.log10(hi) - np.log10(lo))
+    assert min(heights) > data_at
+    assert any(t.startswith("length not supported") for t in _legend(grids[0]))

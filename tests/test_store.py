@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.paths import folder_name
 from harness.store import sqlite_uri
 
 FAST = ["train.max_steps=40", "train.eval_every=20", "task.n_val=64", "task.n_test=128"]
@@ -82,8 +83,8 @@ def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_cli, 
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.relative_to(populated) for p in (populated / "mlartifacts").rglob("*")) == original
     client = MlflowClient(sqlite_uri(copy / "mlflow.db"))
-    experiment = client.get_experiment_by_name("single")
-    assert experiment.artifact_location == (copy / "mlartifacts" / "single").as_uri()
+    experiment = client.get_experiment_by_name("single/teacher/softmax")
+    assert experiment.artifact_location == (copy / "mlartifacts" / folder_name("single/teacher/softmax")).as_uri()
     newest = client.search_runs([experiment.experiment_id], "tags.trial_id != ''",
                                 order_by=["attributes.start_time DESC"])[0]
     assert newest.info.artifact_uri.startswith((copy / "mlartifacts").as_uri())
@@ -111,5 +112,5 @@ def test_finished_ids_of_a_server_store(tmp_path, run_cli, mlflow_server_uri):
 
     proc = run_cli([*RUN, "tracking=server", f"tracking.uri={mlflow_server_uri}"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(finished_ids(Store(mlflow_server_uri, None), "single")) == 1
+    assert len(finished_ids(Store(mlflow_server_uri, None), "single/teacher/softmax")) == 1
     assert finished_ids(Store(mlflow_server_uri, None), "nope") == set()
