@@ -407,7 +407,8 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
         else:
             verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
             out["decided"][claim.id] = (verdict, why)
-            marks = [r.spec["name"].split(":")[0] for r in mine if (claim.id, r.spec["name"]) in rereg]
+            marks = list(dict.fromkeys(r.spec["name"].split(":")[0] for r in mine  # once each, deciding only
+                                       if (claim.id, r.spec["name"]) in rereg and r.spec["role"] == "deciding"))
             why += f"; re-registered after a verdict run: {', '.join(marks)}" if marks else ""
         shown = PATH_CHECK if tiny else verdict
         out["shown"][claim.id] = shown
@@ -442,7 +443,7 @@ def _frozen(folder: Path) -> str:
     """The confirmation block's frozen choices (:func:`analysis.confirm.frozen_line`)."""
     from analysis import confirm
 
-    return confirm.frozen_line(folder)
+    return confirm.frozen_line(folder).rstrip(".")  # the header's sentence ends it
 
 
 def _values(text: object) -> str:
