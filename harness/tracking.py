@@ -35,7 +35,8 @@ from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
 from harness.paths import folder_name
-from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
+from harness.store import (Store, StoreError, deleted_experiment_error, finished_runs, sqlite_path,
+                           sqlite_uri)
 from harness.leases import LEASE_S, Heartbeat, Leases, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
 
@@ -215,7 +216,12 @@ class Tracker:
         return found.experiment_id
 
     def finished_trials(self, experiment_id: str) -> dict[str, list[str]]:
-        """``trial_id → run ids`` of the experiment's FINISHED trial runs."""
+        """``trial_id → run ids`` of the experiment's FINISHED trial runs: on a SQLite store one
+        query of the ``trial_id`` tags (:func:`harness.store.finished_runs`, flat with the
+        store's size); on a server, MLflow's search (it returns whole runs)."""
+        db = sqlite_path(self.store.uri)
+        if db is not None:
+            return finished_runs(db, experiment_id)
         found: dict[str, list[str]] = {}
         for run in search_all(self.client, experiment_id, "attributes.status = 'FINISHED'"):
             if "trial_id" in run.data.tags:

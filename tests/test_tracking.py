@@ -221,3 +221,39 @@ def test_config_yaml_is_the_resolved_config_as_omegaconf_writes_it(hydra_conf, g
     assert to_plain(config) == expected
     assert yaml.safe_load(yaml.safe_dump(to_plain(config), sort_keys=False)) == expected
     assert expected["train"]["optimizer"] == "adam"  # an enum, by name
+
+
+def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
+    """The resume listing of a SQLite store (one SQL query of the trial_id tags,
+    harness.store.finished_runs) answers what MLflow's own search answers: FINISHED runs with a
+    trial_id, of this experiment only, deleted runs left out, every run id of a trial kept."""
+    from harness.leases import search_all
+
+    store = resolve_store(TrackingConfig(), tmp_path)
+    tracker = Tracker(store)
+    client = tracker.client
+    experiment, other = tracker.experiment("unit"), tracker.experiment("other")
+
+    def run(exp: str, status: str | None, **tags: str) -> str:
+        run_id = client.create_run(exp, tags=tags).info.run_id
+        if status is not None:
+            client.set_terminated(run_id, status)
+        return run_id
+
+    twice = [run(experiment, "FINISHED", trial_id="a"), run(experiment, "FINISHED", trial_id="a")]
+    run(experiment, "FINISHED", trial_id="b")
+    client.delete_run(run(experiment, "FINISHED", trial_id="deleted"))
+    run(experiment, "FAILED", trial_id="failed")
+    run(experiment, "KILLED", trial_id="killed")
+    run(experiment, None, trial_id="running")
+    run(experiment, "FINISHED")  # a parent run: no trial_id
+    run(other, "FINISHED", trial_id="elsewhere")
+
+    listed = tracker.finished_trials(experiment)
+    searched: dict[str, list[str]] = {}
+    for found in search_all(client, experiment, "attributes.status = 'FINISHED'"):
+        if "trial_id" in found.data.tags:
+            searched.setdefault(found.data.tags["trial_id"], []).append(found.info.run_id)
+    assert sorted(listed) == ["a", "b"]
+    assert {k: sorted(v) for k, v in listed.items()} == {k: sorted(v) for k, v in searched.items()}
+    assert sorted(listed["a"]) == sorted(twice)
