@@ -9,7 +9,9 @@ it, claim + record through :class:`harness.tracking.Tracker` (:func:`track_trial
 this benchmark calls the tracker's trial API). The floor is one bare record in an experiment of
 its own: ``create_run``, one ``log_batch`` with 40 params and 50 metrics, ``set_terminated``.
 Each figure is the median over the trials, wall and CPU (``getrusage`` of this process: the SQLite
-store runs in it). Also timed once per size: the resume listing (``Tracker.finished_trials``).
+store runs in it). Also timed once per size: the resume listing (``Tracker.finished_trials``),
+of every finished trial and of a sweep's 200 trial ids (half finished), as a resume reads it
+(medians of 5 reads).
 The tracked trials stay in the store (each invocation's count is printed), so sizes drift up by
 ``--trials`` per invocation. Prints a Markdown table; paste it into ``benchmarks/RESULTS.md``.
 """
@@ -20,16 +22,19 @@ import argparse
 import dataclasses
 import os
 import resource
+import sqlite3
 import statistics
 import tempfile
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 N_PARAMS, N_METRICS = 40, 50
+SWEEP = 200  # trial ids of the resumed sweep (+ablation=load's size), half of them finished
 
 
 def _cpu() -> float:
@@ -65,13 +70,36 @@ def _payload():
     return params, metrics
 
 
+def count_runs(client, experiment_id: str) -> int:
+    """The experiment's active runs: one read-only SQL count on a SQLite store (MLflow's search
+    would read 10^4 whole runs, minutes under load), MLflow's search elsewhere."""
+    from harness.store import sqlite_path
+
+    db = sqlite_path(client.tracking_uri)
+    if db is None:
+        return len(client.search_runs([experiment_id], max_results=50000))
+    with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)) as con:
+        return con.execute("SELECT COUNT(*) FROM runs WHERE experiment_id = ? "
+                           "AND lifecycle_stage = 'active'", (int(experiment_id),)).fetchone()[0]
+
+
+def _listing_ms(tracker, experiment_id: str, trial_ids=None, repeat: int = 5) -> float:
+    """Median wall ms of the resume listing over ``repeat`` reads."""
+    walls = []
+    for _ in range(repeat):
+        wall = time.perf_counter()
+        tracker.finished_trials(experiment_id, trial_ids)
+        walls.append(time.perf_counter() - wall)
+    return _median_ms(walls)
+
+
 def fill(client, experiment_id: str, parent_id: str, n: int) -> int:
     """Top the experiment up to ``n`` runs shaped like finished trial runs (MLflow's client:
     ``create_run`` with the trial tags, one ``log_batch``, ``set_terminated``); returns the count
     it had before."""
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    have = len(client.search_runs([experiment_id], max_results=50000))
+    have = count_runs(client, experiment_id)
     params, metrics = _payload()
     for i in range(have, n):
         tags = {MLFLOW_PARENT_RUN_ID: parent_id, "trial_id": uuid.uuid4().hex[:16],
@@ -154,28 +182,30 @@ def main() -> None:
         cpus.append(_cpu() - cpu)
     floor = (_median_ms(walls), _median_ms(cpus))
     rows.append(("floor: bare record (create_run, log_batch 40 params + 50 metrics, set_terminated)",
-                 "-", *floor, None, None, None))
+                 "-", *floor, None, None, None, None))
 
     for n in sizes:
         experiment_id = tracker.experiment(f"scale-{n}")
         parent_id = tracker.start_parent(experiment_id, "bench", n, 0, [])
         print(f"experiment scale-{n}: filling to {n} runs", flush=True)
         have = fill(client, experiment_id, parent_id, n)
-        count = len(client.search_runs([experiment_id], max_results=50000))
-        wall = time.perf_counter()
-        tracker.finished_trials(experiment_id)
-        listing_ms = (time.perf_counter() - wall) * 1000
+        count = count_runs(client, experiment_id)
+        listing_ms = _listing_ms(tracker, experiment_id)
+        every = tracker.finished_trials(experiment_id)
+        sweep_ids = sorted(every)[:SWEEP // 2] + [uuid.uuid4().hex[:16] for _ in range(SWEEP // 2)]
+        sweep_ms = _listing_ms(tracker, experiment_id, sweep_ids)  # what a resume of SWEEP trials reads
         track_trial(tracker, experiment_id, parent_id, *_fresh(trial, outcome))  # warm-up
         figures = measure(tracker, experiment_id, parent_id, trial, outcome, args.trials)
         tracker.end_run(parent_id)
-        rows.append((f"claim + record (had {have} runs before the fill)", count, *figures, listing_ms))
+        rows.append((f"claim + record (had {have} runs before the fill)", count, *figures, listing_ms,
+                     sweep_ms))
         print(rows[-1], flush=True)
 
     print(f"\nstore: {store.uri.split('/')[-1]} (SQLite, in-process); {args.trials} trials per row,"
           " medians\n")
     print("| what | runs in experiment | wall ms/trial | CPU ms/trial | claim wall ms | record wall ms"
-          " | finished_trials listing ms |")
-    print("|---|---|---|---|---|---|---|")
+          f" | listing: every finished trial ms | listing: a sweep's {SWEEP} trial ids ms |")
+    print("|---|---|---|---|---|---|---|---|")
     for what, count, *figures in rows:
         cells = ["-" if v is None else f"{v:.1f}" for v in figures]
         print(f"| {what} | {count} | " + " | ".join(cells) + " |")

@@ -90,7 +90,7 @@ class Sweep:
                 if trials:
                     return False
                 continue
-            done = tracker.finished_trials(found.experiment_id)
+            done = tracker.finished_trials(found.experiment_id, {t.trial_id for t in trials})
             if any(t.trial_id not in done for t in trials):
                 return False
         return True

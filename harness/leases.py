@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -226,16 +227,19 @@ class Leases:
         return live
 
     def bakery(self, experiment_id: str, trial_id: str, run_id: str,
-               ignore: set[str] = frozenset(), poll_s: float = 0.25) -> bool:
+               ignore: set[str] = frozenset(), poll_s: float = 0.25, params: list = ()) -> bool:
         """Lamport's bakery over the trial's runs for the just-created, ticketless ``run_id``
         (module docstring): True if it won the trial; False if the trial is another driver's,
         and then ``run_id`` is closed KILLED and deleted.
 
         ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
+        ``params``: up to 100 of the run's params (``mlflow.entities.Param``), written in the same
+        ``log_batch`` as the ticket: one call fewer per claim; a lost claim's run is deleted with
+        them.
         """
         rivals = self._rivals(experiment_id, trial_id, run_id, ignore)
         ticket = 1 + max((int(r.data.tags.get("ticket", 0)) for r in rivals), default=0)
-        self.client.set_tag(run_id, "ticket", str(ticket))
+        self.client.log_batch(run_id, params=list(params), tags=[RunTag("ticket", str(ticket))])
         mine = (ticket, run_id)
         while True:
             live = self._live_rivals(experiment_id, trial_id, run_id, ignore)

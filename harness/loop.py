@@ -109,7 +109,7 @@ class Queue:
         for ablation, trials in groups:
             experiment = self.tracker.experiment(ablation)
             stale = self.tracker.close_stale(experiment)
-            finished = self.tracker.finished_trials(experiment)
+            finished = self.tracker.finished_trials(experiment, {t.trial_id for t in trials})
             todo = trials if self.force else [t for t in trials if t.trial_id not in finished]
             todo = [replace(t) if id(t) in self.owner else t for t in todo]  # one object per queued trial
             superseded = ({run for t in todo for run in finished.get(t.trial_id, [])}

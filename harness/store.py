@@ -5,6 +5,7 @@ import MLflow (about 2 s of a dry run's 7; ``benchmarks/cli_latency.py``).
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 import tempfile
@@ -14,7 +15,7 @@ import urllib.request
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 from harness.config import TrackingConfig, TrackingKind
 from harness.paths import folder_name
@@ -209,6 +210,29 @@ def _probe_writable(folder: Path) -> None:
             pass
     except OSError as err:
         raise StoreError(f"tracking store folder {folder} is read-only: {err}") from err
+
+
+def finished_runs(db: Path, experiment_id: str,
+                  trial_ids: Collection[str] | None = None) -> dict[str, list[str]]:
+    """``trial_id → run ids`` of the FINISHED, not deleted trial runs of experiment
+    ``experiment_id`` in the SQLite store ``db``, restricted to ``trial_ids`` if given (a
+    sweep's own trials): one read-only SQL query on MLflow's schema that returns the matching
+    ``trial_id`` tags and run ids only. The resume listing of a sweep: reading the runs whole
+    through MLflow's search took 1.7 / 13.5 / 79.5 s at 10^2 / 10^3 / 10^4 runs
+    (``benchmarks/store_scale.py``); with ``trial_ids`` what Python reads grows with the sweep,
+    not with the store (SQLite walks the ``trial_id`` tags by their index)."""
+    sql = ("SELECT t.value, r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+           "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
+           "AND t.key = 'trial_id'")
+    args: list = [int(experiment_id)]
+    if trial_ids is not None:  # one JSON parameter: no limit on the number of ids
+        sql += " AND t.value IN (SELECT value FROM json_each(?))"
+        args.append(json.dumps(sorted(trial_ids)))
+    found: dict[str, list[str]] = {}
+    with closing(_read_only(db)) as con:
+        for trial_id, run_id in con.execute(sql, args):
+            found.setdefault(trial_id, []).append(run_id)
+    return found
 
 
 def finished_ids(store: Store, ablation: str) -> set[str]:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 import torch
 import yaml
@@ -35,7 +35,8 @@ from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
 from harness.paths import folder_name
-from harness.store import Store, StoreError, deleted_experiment_error, sqlite_path, sqlite_uri
+from harness.store import (Store, StoreError, deleted_experiment_error, finished_runs, sqlite_path,
+                           sqlite_uri)
 from harness.leases import LEASE_S, Heartbeat, Leases, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
 
@@ -214,11 +215,19 @@ class Tracker:
             raise StoreError(deleted_experiment_error(name, found.experiment_id, self.store.uri))
         return found.experiment_id
 
-    def finished_trials(self, experiment_id: str) -> dict[str, list[str]]:
-        """``trial_id → run ids`` of the experiment's FINISHED trial runs."""
+    def finished_trials(self, experiment_id: str,
+                        trial_ids: Collection[str] | None = None) -> dict[str, list[str]]:
+        """``trial_id → run ids`` of the experiment's FINISHED trial runs (of ``trial_ids`` only,
+        if given): on a SQLite store one query of the ``trial_id`` tags
+        (:func:`harness.store.finished_runs`; with ``trial_ids`` flat with the store's size); on
+        a server, MLflow's search (it returns whole runs)."""
+        db = sqlite_path(self.store.uri)
+        if db is not None:
+            return finished_runs(db, experiment_id, trial_ids)
+        wanted = None if trial_ids is None else set(trial_ids)
         found: dict[str, list[str]] = {}
         for run in search_all(self.client, experiment_id, "attributes.status = 'FINISHED'"):
-            if "trial_id" in run.data.tags:
+            if "trial_id" in run.data.tags and (wanted is None or run.data.tags["trial_id"] in wanted):
                 found.setdefault(run.data.tags["trial_id"], []).append(run.info.run_id)
         return found
 
@@ -291,10 +300,12 @@ class Tracker:
         self.leases.confirm(parent_id)
         tags = self._trial_tags(parent_id, ablation, trial)
         run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
-        try:
-            if not self.leases.bakery(experiment_id, trial.trial_id, run_id, ignore, poll_s):
+        params = list(_chunks(self._params(trial), _BATCH["params"])) or [[]]
+        try:  # the first 100 params go with the ticket (one log_batch), the rest once it won
+            if not self.leases.bakery(experiment_id, trial.trial_id, run_id, ignore, poll_s,
+                                      params=params[0]):
                 return None
-            self._log_config(run_id, trial)
+            self._log_config(run_id, trial, params[1:])
         except BaseException:  # an interrupt mid-claim: close the claim run (retrying while locked)
             with contextlib.suppress(Exception):
                 self.end_run(run_id, "KILLED")
@@ -316,10 +327,15 @@ class Tracker:
             self.client.log_batch(run_id, metrics=chunk)
         self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
-    def _log_config(self, run_id: str, trial: Trial) -> None:
+    @staticmethod
+    def _params(trial: Trial) -> list[Param]:
         identity = trial.identity or config_identity(trial.config)  # composed once (Trial.identity)
-        params = [Param(k, param_value(v)) for k, v in flatten(identity).items()]
-        for chunk in _chunks(params, _BATCH["params"]):
+        return [Param(k, param_value(v)) for k, v in flatten(identity).items()]
+
+    def _log_config(self, run_id: str, trial: Trial, chunks: list[list[Param]]) -> None:
+        """The params past the first 100 (``chunks``, logged with the ticket otherwise) and
+        ``config.yaml``."""
+        for chunk in chunks:
             self.client.log_batch(run_id, params=chunk)
         config = yaml.safe_dump(to_plain(trial.config), sort_keys=False, allow_unicode=True)
         self.client.log_text(run_id, config, "config.yaml")
@@ -342,20 +358,23 @@ class Tracker:
             return False
         if parent_id is not None and not self.leases.holds(parent_id):
             return False
-        self.client.set_tag(run_id, "node", outcome.node)
         result = outcome.result
+        node = RunTag("node", outcome.node)
         if result is None:
-            self.client.set_tag(run_id, "error", outcome.error[-5000:])
+            self.client.log_batch(run_id, tags=[node, RunTag("error", outcome.error[-5000:])])
             self.client.log_text(run_id, outcome.error, "error.txt")
             self.client.set_terminated(run_id, "FAILED")
             return True
-        self._log_result(run_id, result)
+        self._log_result(run_id, result, node)
         self.client.set_terminated(run_id, "FINISHED", end_time=result.end_ms)
         for old in supersede:
             self.client.delete_run(old)
         return True
 
-    def _log_result(self, run_id: str, result) -> None:
+    def _log_result(self, run_id: str, result, node: RunTag) -> None:
+        """Metrics, curve and tags in as few ``log_batch`` calls as MLflow's limits allow (one for
+        a trial of up to 1,000 values: each call costs a SQLite store about 8 ms of CPU, more
+        than its rows), then the ``model_state.pt`` artifact."""
         ts = result.end_ms
         finite, nonfinite = split_finite(result.metrics)
         last = int(result.curve[-1]["step"]) if result.curve else 0  # summaries at the last step,
@@ -368,14 +387,13 @@ class Tracker:
             nonfinite.update({f"{k}@{step}": v for k, v in bad.items()})
             if step not in live:
                 metrics += [Metric(k, v, when, step) for k, v in ok.items()]
-        for chunk in _chunks(metrics, _BATCH["metrics"]):
-            self.client.log_batch(run_id, metrics=chunk)
-        tags = [RunTag("diverged", str(result.diverged).lower()),
+        tags = [node, RunTag("diverged", str(result.diverged).lower()),
                 RunTag("device", result.info.get("device", "")),
                 RunTag("processor", result.info.get("processor", ""))]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
-        self.client.log_batch(run_id, tags=tags)
+        for i, chunk in enumerate(_chunks(metrics, _BATCH["metrics"]) if metrics else [[]]):
+            self.client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [])
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "model_state.pt"
             torch.save(result.state_dict, path)

@@ -221,3 +221,82 @@ def test_config_yaml_is_the_resolved_config_as_omegaconf_writes_it(hydra_conf, g
     assert to_plain(config) == expected
     assert yaml.safe_load(yaml.safe_dump(to_plain(config), sort_keys=False)) == expected
     assert expected["train"]["optimizer"] == "adam"  # an enum, by name
+
+
+def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
+    """The resume listing of a SQLite store (one SQL query of the trial_id tags,
+    harness.store.finished_runs) answers what MLflow's own search answers: FINISHED runs with a
+    trial_id, of this experiment only, deleted runs left out, every run id of a trial kept; given
+    a sweep's trial ids, of those only."""
+    from harness.leases import search_all
+
+    store = resolve_store(TrackingConfig(), tmp_path)
+    tracker = Tracker(store)
+    client = tracker.client
+    experiment, other = tracker.experiment("unit"), tracker.experiment("other")
+
+    def run(exp: str, status: str | None, **tags: str) -> str:
+        run_id = client.create_run(exp, tags=tags).info.run_id
+        if status is not None:
+            client.set_terminated(run_id, status)
+        return run_id
+
+    twice = [run(experiment, "FINISHED", trial_id="a"), run(experiment, "FINISHED", trial_id="a")]
+    run(experiment, "FINISHED", trial_id="b")
+    client.delete_run(run(experiment, "FINISHED", trial_id="deleted"))
+    run(experiment, "FAILED", trial_id="failed")
+    run(experiment, "KILLED", trial_id="killed")
+    run(experiment, None, trial_id="running")
+    run(experiment, "FINISHED")  # a parent run: no trial_id
+    run(other, "FINISHED", trial_id="elsewhere")
+
+    listed = tracker.finished_trials(experiment)
+    searched: dict[str, list[str]] = {}
+    for found in search_all(client, experiment, "attributes.status = 'FINISHED'"):
+        if "trial_id" in found.data.tags:
+            searched.setdefault(found.data.tags["trial_id"], []).append(found.info.run_id)
+    assert sorted(listed) == ["a", "b"]
+    assert {k: sorted(v) for k, v in listed.items()} == {k: sorted(v) for k, v in searched.items()}
+    assert sorted(listed["a"]) == sorted(twice)
+    only = tracker.finished_trials(experiment, {"a", "failed", "elsewhere", "nope"})  # a sweep's own
+    assert {k: sorted(v) for k, v in only.items()} == {"a": sorted(twice)}
+    assert tracker.finished_trials(experiment, set()) == {}
+
+
+def test_a_claim_and_record_make_eleven_mlflow_calls_and_keep_every_value(hydra_conf, tmp_path):
+    """A trial's claim and record go through MLflow's client in 11 calls (14 before: the ticket
+    now travels with the params, the node tag and the result tags with the metrics) and the run
+    still holds every tag, param, metric and artifact."""
+    trial = compose_trial(FAST, ["seed=0"])
+    store = resolve_store(TrackingConfig(), tmp_path)
+    tracker = Tracker(store)
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", 1, 0, FAST)
+    with SerialScheduler(trial.config.cluster) as scheduler:
+        (outcome,) = scheduler.run([trial])
+    calls: list[str] = []
+    depth = [0]  # calls made by MLflow's own methods (log_text → log_artifact) are not counted
+    client = tracker.client
+    for name in ("create_run", "get_run", "search_runs", "set_tag", "log_batch", "log_text",
+                 "log_artifact", "set_terminated", "delete_run"):
+        def counted(*args, _name=name, _call=getattr(client, name), **kwargs):
+            if not depth[0]:
+                calls.append(_name)
+            depth[0] += 1
+            try:
+                return _call(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+        setattr(client, name, counted)
+    run_id = tracker.claim(experiment, parent, "unit", trial)
+    assert tracker.finish_trial(run_id, outcome)
+    assert len(calls) == 11, " ".join(calls)
+    assert calls.count("log_batch") == 2 and "set_tag" not in calls, calls
+
+    run = MlflowClient(store.uri).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert {"trial_id", "ticket", "node", "diverged", "device", "processor"} <= set(run.data.tags)
+    assert run.data.params["seed"] == "0" and len(run.data.params) == len(tracker._params(trial))
+    assert run.data.metrics["test/rel_mse"] == outcome.result.metrics["test/rel_mse"]
+    names = {a.path for a in MlflowClient(store.uri).list_artifacts(run_id)}
+    assert {"config.yaml", "model_state.pt"} <= names
