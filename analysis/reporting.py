@@ -263,9 +263,12 @@ def _p_text(result: protocol.PartResult) -> str:
 
 
 def _value_name(spec: dict[str, Any]) -> str:
+    value = str(spec["value"])
+    if value.startswith("steps_to_"):  # protocol's steps-to-target value kind
+        return f"steps to validation error ≤ {value.removeprefix('steps_to_')} (fraction of the step budget)"
     return {"error": "test error", "auc": "mean log test error over n_train",
             "absent_error": "test error on absent answers"}.get(
-        spec["value"], str(spec["value"]).replace("error_n", "test error at length n = "))
+        value, value.replace("error_n", "test error at length n = "))
 
 
 def _rereg(spec: dict[str, Any], rereg: dict[tuple[str, str], str]) -> str:

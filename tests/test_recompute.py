@@ -38,11 +38,13 @@ VALUES = {"test error": "error", "test error on absent answers": "absent_error",
 
 
 def _row(name: str, kind: tuple[str, str], task: str, sizes: str, arms: str, effect_cell: str,
-         lr_cell: str) -> dict:
+         lr_cell: str, seeds: str = "") -> dict:
     arms_m = re.fullmatch(r"`(.+)` (\S+)(?: \([\d,]+ params\))? vs `(.+)` (\S+)(?: \([\d,]+ params\))?", arms)
     effect = re.match(r"(\S+) \[(\S+), (\S+)\]", effect_cell)
+    steps_to = re.fullmatch(r"steps to validation error ≤ (\S+) \(fraction of the step budget\)", kind[1])
     return {"name": name, "task": task, "sizes": [float(n) for n in sizes.split(", ") if n != "–"],  # – : no runs
-            "test": "difference" if kind[0] == "difference" else "equivalence", "value": VALUES[kind[1]],
+            "test": "difference" if kind[0] == "difference" else "equivalence",
+            "value": f"steps_to_{steps_to[1]}" if steps_to else VALUES[kind[1]], "seeds": seeds,
             "a": arms_m[1], "mean_a": arms_m[2], "b": arms_m[3], "mean_b": arms_m[4],
             "effect": effect[1], "lo": effect[2], "hi": effect[3],
             "lr": dict(re.findall(r"(?:^|<br>)([^<>]+? @ \d+): (\S+) of", lr_cell)),
@@ -66,14 +68,14 @@ def _deciding_rows() -> list[dict]:
         elif len(cells) == 5 and re.match(r"\d+\. ", cells[0]):
             short.append(cells)
         elif m := re.match(r"(\d+)\. \*\*(.+)\*\* \((\w+)\): (difference|equivalence \(\d-sided\)) on (.+?); "
-                           r"task `([^`]+)`, n_train (.+?), seeds ", line):
+                           r"task `([^`]+)`, n_train (.+?), seeds (\S+)", line):
             detail.append({"m": m})
         elif line.startswith("   * lr chosen (of grid): ") and detail:
             detail[-1]["lr"] = line.split(": ", 1)[1]
     for cells, d in zip(short, detail):
         m = d["m"]
         if m[3] == "deciding":
-            rows.append(_row(m[2], (m[4], m[5]), m[6], m[7], cells[1], cells[2], d.get("lr", "")))
+            rows.append(_row(m[2], (m[4], m[5]), m[6], m[7], cells[1], cells[2], d.get("lr", ""), m[8]))
     return rows
 
 
@@ -93,7 +95,22 @@ def load_runs() -> pd.DataFrame:
     df["absent_error"] = 1.0 - pd.to_numeric(df.get("test/acc_not_answer_in_input"), errors="coerce")
     df["auc"] = np.log(df["error"].clip(lower=1e-12))
     df["bad"] = df["diverged"].astype(str).str.lower().eq("true")
+    for col in [c for c in df.columns if c.startswith("val/first_step_below/")]:  # never reached: the budget
+        step = pd.to_numeric(df[col], errors="coerce")
+        df[f"steps_to_{col.rsplit('/', 1)[1]}"] = (step / pd.to_numeric(df["train.max_steps"])).where(step >= 0, 1.0)
+    # a readout rerun (tagged extends, another task.readout than the run it extends) is a stability row
+    mine = df.get("task.readout", pd.Series("", index=df.index)).fillna("").astype(str)  # "": no readout (regression)
+    readout = dict(zip(df["trial_id"], mine))
+    rerun = df.get("extends", pd.Series("", index=df.index)).fillna("").astype(str)
+    moved = [bool(e) and e in readout and readout[e] != r for e, r in zip(rerun, mine)]
+    df = df[~np.asarray(moved, dtype=bool)]
     return df[df["status"] == "FINISHED"]
+
+
+def _seeds(text: str) -> set[int]:
+    """The seeds a part row names: ``1000–1009`` or ``0–4`` (a range), or ``0, 1``."""
+    lo, _, hi = text.partition("–")
+    return set(range(int(lo), int(hi) + 1)) if hi else {int(s) for s in text.split(",") if s.strip()}
 
 
 def _chosen(arm_runs: pd.DataFrame) -> tuple[float, pd.DataFrame]:
@@ -141,9 +158,20 @@ def _choice(df: pd.DataFrame, row: dict) -> list[tuple[str, str]]:
     return out
 
 
+def _registered_deciding() -> int:
+    """The deciding parts the paper suite's ablation files register (a part's role defaults to
+    deciding, harness.config.PartConfig)."""
+    from omegaconf import OmegaConf
+
+    conf = ROOT / "conf" / "ablation"
+    suite = OmegaConf.load(conf / "paper.yaml").ablation.suite
+    return sum(str(p.get("role", "deciding")) == "deciding"
+               for name in suite for p in OmegaConf.load(conf / f"{name}.yaml").ablation.get("parts", []))
+
+
 def test_the_report_has_every_deciding_part():
     rows = _deciding_rows()
-    assert len(rows) >= 17
+    assert len(rows) == _registered_deciding() >= 14
     for row in rows:  # a choice among arms names b, the lowest on validation
         if row["choice"]:
             assert min(row["choice"], key=lambda c: float(c[1]))[0] == row["b"]
@@ -169,11 +197,19 @@ def test_the_recomputation_sees_a_changed_run():
 def test_a_deciding_part_recomputes_from_the_bundle(runs, row):
     printed = {k: row[k] for k in ("mean_a", "mean_b", "effect", "lo", "hi", "lr")}
     tried = []
+    seeds = _seeds(row["seeds"]) if row["seeds"] else None
     for ablation, df in runs[runs["task"] == row["task"]].groupby("ablation"):
         if not {row["a"], row["b"]} <= set(df["arm"]):
             continue
-        got = _recompute(df, row)
+        seed = pd.to_numeric(df["seed"], errors="coerce")
+        block = df[seed.isin(seeds)] if seeds else df  # the seeds the part was decided on
+        # a choice among arms (C10's σ) is made on the exploratory seeds and frozen for a block
+        explore = df[~seed.isin(seeds)] if seeds and min(seeds) >= 1000 else block
+        try:
+            got = _recompute(block, row)
+        except IndexError:  # this ablation shares the task and arms but did not run this block
+            continue
         tried.append((ablation, got))
-        if got == printed and (not row["choice"] or _choice(df, row) == row["choice"]):
+        if got == printed and (not row["choice"] or _choice(explore, row) == row["choice"]):
             return
     pytest.fail(f"printed {printed}, recomputed {tried}")
