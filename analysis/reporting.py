@@ -480,8 +480,8 @@ def _header(cfg: DictConfig, bundle: pd.DataFrame, source: str, counts: tuple[in
                                              if not tiny else "no reruns past an edge at this scale") + "), "
         f"{scale.steps} steps per trial ({scale.long_steps} where an ablation says so), validation every "
         f"{scale.eval_every} steps ({scale.long_eval_every}). {total} trial runs in {n_ablations} "
-        "ablations" + (f" ({sum(plan.values())} trials composed; the rest are reruns past an lr grid edge, or "
-                       "missing where fewer)" if plan else "") +
+        "ablations" + (f" ({sum(plan.values())} trials composed; the rest are reruns past an lr grid edge, the "
+                       "confirmation block and readout reruns, counted per phase under Processors)" if plan else "") +
         (f", and {n_longer} budget-ablation reruns at ×{factor} steps" if n_longer else "") + ". "
         "Do not edit by hand: rerun the command.", ""]
 

@@ -11,20 +11,22 @@ from typing import Mapping
 
 import pandas as pd
 
-from analysis.stability import CONFIRM_FIRST  # the confirmation block's first seed
+from analysis import phases
 NOT_RECORDED = "not recorded"
 REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
              "model gives other last digits, and a part near a threshold can change its verdict.")
 
 
+WORDS = {phases.EXPLORATORY: "the suite's grid", phases.LR_EXTENSION: "reruns past an lr grid edge",
+         phases.CONFIRMATION: "the confirmation block", phases.READOUT: "readout reruns",
+         phases.BUDGET: "the budget ablation"}
+
+
 def _phase(df: pd.DataFrame) -> pd.Series:
-    """Each run's phase: the suite's grid, a rerun past an lr grid edge, or the confirmation block."""
-    phase = pd.Series("the suite's grid", index=df.index)
-    if "extends" in df:
-        phase[df["extends"].fillna("").astype(str) != ""] = "reruns past an lr grid edge"
-    if "seed" in df:
-        phase[pd.to_numeric(df["seed"], errors="coerce") >= CONFIRM_FIRST] = "the confirmation block"
-    return phase
+    """Each run's phase in words (:func:`analysis.phases.phase_column`; ``df`` at the suite's
+    step budget, so its smallest ``train.max_steps`` is the ablation's own)."""
+    steps = pd.to_numeric(df.get(phases.STEPS, pd.Series(dtype=float)), errors="coerce").min()
+    return phases.phase_column(df, int(steps) if pd.notna(steps) else 0).map(WORDS)
 
 
 def processors(runs: Mapping[str, pd.DataFrame], longer: Mapping[str, pd.DataFrame]) -> dict[str, str]:

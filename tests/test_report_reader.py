@@ -175,13 +175,16 @@ def test_a_reregistered_part_is_marked_with_its_original_design():
 def test_processors_are_named_per_phase():
     from analysis import trail
 
-    runs = {"a": pd.DataFrame({"seed": [0, 1, 1000], "extends": ["", "t1", ""],
-                               "processor": ["Intel Xeon", "Intel Xeon", "AMD EPYC"]}),
+    runs = {"a": pd.DataFrame({"seed": [0, 1, 1000, 0], "extends": ["", "t1", "", "t0"],
+                               "trial_id": ["t0", "t2", "t3", "t4"],
+                               "task.readout": ["scaled", "scaled", "scaled", "tied"],  # t4: a readout rerun
+                               "processor": ["Intel Xeon", "Intel Xeon", "AMD EPYC", "AMD EPYC"]}),
             "b": pd.DataFrame({"seed": [0]})}
     longer = {"a": pd.DataFrame({"seed": [0, 1]})}
     assert trail.processors(runs, longer) == {
         "the suite's grid": "Intel Xeon (1 runs)", "reruns past an lr grid edge": "Intel Xeon (1 runs)",
-        "the confirmation block": "AMD EPYC (1 runs)", "the budget ablation": trail.NOT_RECORDED}
+        "the confirmation block": "AMD EPYC (1 runs)", "readout reruns": "AMD EPYC (1 runs)",
+        "the budget ablation": trail.NOT_RECORDED}
 
 
 def test_figures_are_redrawn_only_when_their_inputs_change(tmp_path, monkeypatch):
