@@ -302,6 +302,8 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
                    f"   * interval: {r.method or '–'}{_also95(r)}; p for contradiction (Holm within the "
                    f"claim): {_p_text(r)}",
                    f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
+        if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
+            detail.append(f"   * positive control (the same test must contradict it): {r.control}")
         if not tiny and (r.reasons or r.test_alone):
             detail.append(f"   * why: {'; '.join(r.reasons) or '–'}"
                           + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
