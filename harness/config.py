@@ -18,7 +18,7 @@ from omegaconf import MISSING, OmegaConf
 
 from harness.models import MODELS
 from harness.models.external import ExternalConfig
-from harness.paths import folder_name
+from harness.paths import SINGLE, folder_name, one_off_experiment
 from tasks import TASKS
 from tasks.external import ExternalTaskConfig
 
@@ -246,9 +246,8 @@ def ablation_from(overrides: Sequence[str]) -> str:
 
 def experiment_of(ablation: str, task: str, model: str) -> str:
     """``hydra.run.dir``'s experiment: ``ablation``, or for a one-off run (``single``) the
-    experiment of its task and model presets (:func:`harness.naming.one_off_experiment`; the
+    experiment of its task and model presets (:func:`harness.paths.one_off_experiment`; the
     composed presets, so a command-line sweep over presets keeps the first one's folder)."""
-    from harness.naming import SINGLE, one_off_experiment
 
     return one_off_experiment([task], [model]) if ablation == SINGLE else ablation
 

@@ -18,9 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from harness.sweep import Trial
+    from harness.records import Trial
 
-SINGLE = "single"  # ablation.name of a run without +ablation (harness.config.AblationConfig)
 
 NOT_IN_NAME = ("cluster", "tracking", "hydra", "ablation", "scale", "report", "dry_run", "force",
                "summary")
@@ -52,24 +51,6 @@ def run_name(trial: Trial, cli: Sequence[str] = ()) -> str:
     parts = [trial.variant] + [v if k == "task" else f"{k.rsplit('.', 1)[-1]}={v}"
                                for k, v in [*point, *off_grid]]
     return " ".join(parts)
-
-
-def one_off_experiment(tasks: Sequence[str], models: Sequence[str]) -> str:
-    """The MLflow experiment of a one-off invocation (``python -m harness`` without
-    ``+ablation``): ``single/<task>/<model>`` from the task and model presets of its trials
-    (``single/teacher/softmax``; a command-line sweep over presets joins them with ``,`` in
-    natural order: ``single/teacher/mlp,softmax``), so unrelated one-off runs no longer share
-    one ``single`` table and plot. Its folders (``outputs/``, the artifact location) are
-    :func:`harness.paths.folder_name` of it, e.g. ``single_teacher_softmax-<hash>``.
-
-    Raises:
-        ValueError: ``tasks`` or ``models`` is empty.
-    """
-    from natsort import natsorted
-
-    if not tasks or not models:
-        raise ValueError("a one-off experiment needs at least one task and one model preset")
-    return "/".join([SINGLE, ",".join(natsorted(set(tasks))), ",".join(natsorted(set(models)))])
 
 
 def preset(variant: str) -> str:

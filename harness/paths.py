@@ -1,6 +1,9 @@
 """Folder names derived from user-given names (an ablation's name is an MLflow experiment name,
 stored as given): one safe path component each, by a mapping that cannot merge two names.
 
+The experiment of a one-off run (:func:`one_off_experiment`) is named here too: the
+``hydra.run.dir`` resolver needs it below :mod:`harness.config`.
+
 Used by ``hydra.run.dir`` (``outputs/<folder>/...``, through the ``folder_name`` resolver that
 :func:`harness.config.register_configs` registers) and by the experiment's artifact location
 ``<artifact_root>/<folder>`` (:meth:`harness.tracking.Tracker.experiment`).
@@ -10,6 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Sequence
+
+SINGLE = "single"  # ablation.name of a run without +ablation (harness.config.AblationConfig)
 
 # Kept as it is: lower-case letters, digits, ``_`` and ``-``, not starting with ``-``, at most 64
 # characters (every conf/ablation name). Upper case is left out because macOS and Windows
@@ -40,3 +46,21 @@ def folder_name(name: str) -> str:
         return name
     slug = _UNSAFE.sub("_", name).strip("_-")[:48] or "name"
     return f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def one_off_experiment(tasks: Sequence[str], models: Sequence[str]) -> str:
+    """The MLflow experiment of a one-off invocation (``python -m harness`` without
+    ``+ablation``): ``single/<task>/<model>`` from the task and model presets of its trials
+    (``single/teacher/softmax``; a command-line sweep over presets joins them with ``,`` in
+    natural order: ``single/teacher/mlp,softmax``), so unrelated one-off runs no longer share
+    one ``single`` table and plot. Its folders (``outputs/``, the artifact location) are
+    :func:`harness.paths.folder_name` of it, e.g. ``single_teacher_softmax-<hash>``.
+
+    Raises:
+        ValueError: ``tasks`` or ``models`` is empty.
+    """
+    from natsort import natsorted
+
+    if not tasks or not models:
+        raise ValueError("a one-off experiment needs at least one task and one model preset")
+    return "/".join([SINGLE, ",".join(natsorted(set(tasks))), ",".join(natsorted(set(models)))])

@@ -14,7 +14,7 @@ import itertools
 import json
 import re
 from enum import Enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,7 +27,8 @@ from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
 from harness.models.external import variant_name
-from harness.naming import SINGLE, one_off_experiment, preset
+from harness.naming import preset
+from harness.paths import SINGLE, one_off_experiment
 from harness.records import NOT_IDENTITY, Trial, drop_neutral  # the shared types (importers of harness.sweep.Trial too)
 
 # Bump whenever a code change alters what a trial computes (training, data, metrics): every
@@ -365,7 +366,7 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
 def experiment_name(cfg: DictConfig, trials: Sequence[Trial]) -> str:
     """The MLflow experiment of the ablation ``cfg`` whose trials are ``trials``: its
     ``ablation.name``, or for a one-off run (no ``+ablation``, no grid) one experiment per task
-    and model preset (:func:`harness.naming.one_off_experiment`, ``single/teacher/softmax``)."""
+    and model preset (:func:`harness.paths.one_off_experiment`, ``single/teacher/softmax``)."""
     if cfg.ablation.name != SINGLE or cfg.ablation.grid or not trials:
         return str(cfg.ablation.name)
     return one_off_experiment([t.task for t in trials], [preset(t.variant) for t in trials])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.naming import one_off_experiment
+from harness.paths import one_off_experiment
 from harness.paths import folder_name
 
 FAST = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_train=32",
