@@ -41,7 +41,8 @@ def processors(runs: Mapping[str, pd.DataFrame], longer: Mapping[str, pd.DataFra
     tag = every["processor"] if "processor" in every else pd.Series("", index=every.index)
     every = every.assign(processor=tag.fillna("").astype(str).str.strip())
     out = {}
-    for phase, grp in every.groupby("phase", sort=False):
+    order = [*WORDS.values()]  # the order the protocol runs them in, whatever order the runs come in
+    for phase, grp in sorted(every.groupby("phase", sort=False), key=lambda kv: order.index(kv[0])):
         counts = grp.loc[grp["processor"] != "", "processor"].value_counts()
         out[phase] = ", ".join(f"{name} ({n} runs)" for name, n in counts.items()) or NOT_RECORDED
     return out
