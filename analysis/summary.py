@@ -15,21 +15,26 @@ evaluation (listed in the ``nonfinite`` tag) is not a divergence.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
-from analysis import curves, tables
+from analysis import curves, reuse, tables
 from analysis.load import load_runs
-from analysis.outputs import write_all
 from analysis.trials import restrict, swept_axes
 
 if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
     from harness.sweep import Trial
     from harness.tracking import Store, Tracker
 
 COUNTS = ("used", "failed", "killed", "diverged")
+PLOT = "sample_efficiency.png"
+# parent-run tag: the digest (analysis.reuse.digest) of the runs and drawing the figures logged to
+# that run were drawn from; a no-op resume looks it up instead of drawing them again
+STAMP_TAG = "summary_inputs_sha256"
 
 
 def analyse(name: str, trials: Sequence[Trial], store_uri: str, out: Path, *, scale: str | None = None,
@@ -43,9 +48,17 @@ def analyse(name: str, trials: Sequence[Trial], store_uri: str, out: Path, *, sc
     df = restrict(load_runs(name, store_uri), trials, name)
     if df.empty:
         return df, []
-    paths = write_all(df, out, tracking_uri=store_uri, runs_csv=runs_csv, ablation=name, scale=scale,
-                      axes=swept_axes(trials), figures=figures)
-    return df, paths
+    from analysis.outputs import write_all  # matplotlib: only where figures are drawn
+
+    return df, write_all(df, out, **drawing(name, trials, store_uri, scale, figures, runs_csv))
+
+
+def drawing(name: str, trials: Sequence[Trial], store_uri: str, scale: str | None = None,
+            figures: Sequence[str] | None = None, runs_csv: bool = False) -> dict[str, Any]:
+    """The keyword arguments of :func:`analysis.outputs.write_all` for ablation ``name``'s
+    ``trials`` (those of :func:`analyse`; the figures' digest covers them)."""
+    return dict(tracking_uri=store_uri, runs_csv=runs_csv, ablation=name, scale=scale,
+                axes=swept_axes(trials), figures=figures)
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -77,6 +90,7 @@ def report(df: pd.DataFrame, out: Path) -> Path | None:
         print("no finished trial with test/rel_mse or test/acc: no table", file=sys.stderr)
         return None
     print(format_table(table))
+    Path(out).mkdir(parents=True, exist_ok=True)  # a no-op resume that reuses its figures drew none
     path = Path(out) / "sample_efficiency.csv"
     table.to_csv(path, index=False)
     return path
@@ -84,30 +98,76 @@ def report(df: pd.DataFrame, out: Path) -> Path | None:
 
 def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tracker, parent: str,
               out_dir: Path, scale: str | None = None, figures: Sequence[str] | None = None) -> None:
-    """The end-of-sweep summary of ``python -m harness``: :func:`analyse` and :func:`report` on
-    the sweep's ``trials``, exactly what ``python -m analysis`` with the same overrides writes and
-    prints. Every file goes to ``out_dir`` and is logged as an artifact of the parent run
-    ``parent``; the printed plot location is its artifact URI in the store (under a Ray job,
-    ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent`` empty: every
-    trial had finished, no run was written) still prints the table and writes the files."""
-    df, paths = analyse(ablation, trials, store.uri, out_dir, scale=scale, figures=figures)
-    table = report(df, out_dir) if not df.empty else None
+    """The end-of-sweep summary of ``python -m harness``: the runs, figures and table of
+    :func:`analyse` and :func:`report` on the sweep's ``trials``, exactly what ``python -m
+    analysis`` with the same overrides writes and prints.
+
+    A sweep that recorded trials draws into ``out_dir`` and logs every file, with the stamp of
+    :mod:`analysis.reuse`, as artifacts of its parent run ``parent``, which it tags
+    :data:`STAMP_TAG`; the printed plot location is its artifact URI in the store (under a Ray
+    job, ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent``
+    empty: every trial had finished, no run was written) writes nothing to the store: it prints
+    the table (written to ``out_dir``) and the figures of the latest parent run stamped with the
+    same digest (:func:`recorded_figures`), or, where none is (e.g. a run changed since), draws
+    them into ``out_dir``.
+    """
+    df = restrict(load_runs(ablation, store.uri), trials, ablation)
+    how = drawing(ablation, trials, store.uri, scale, figures)
     if not parent:
-        experiment = tracker.client.get_experiment_by_name(ablation)
-        if paths:
-            print(f"plot: {out_dir / 'sample_efficiency.png'}")
-        if experiment is not None:
-            print(f"records: {store.uri} (experiment {ablation!r}; nothing new recorded)\n"
-                  f"browse: {ui_link(store, experiment.experiment_id)}")
+        _no_op(ablation, df, how, store, tracker.client, out_dir)
         return
-    for path in [*paths, *([table] if table else [])]:
+    paths = reuse.write_once(df, out_dir, **how) if not df.empty else []
+    table = report(df, out_dir) if not df.empty else None
+    stamp = out_dir / reuse.STAMP
+    for path in [*paths, *([table] if table else []), *([stamp] if paths else [])]:
         tracker.log_artifact(parent, path)
+    if paths:  # last: the tag promises that the stamp and every file it lists are logged
+        tracker.client.set_tag(parent, STAMP_TAG, reuse.read_stamp(stamp.read_text())[0])
     info = tracker.client.get_run(parent).info
-    plot = next((p.name for p in paths if p.name == "sample_efficiency.png"), None)
-    if plot:
-        print(f"plot: {info.artifact_uri}/{plot}")
+    if any(p.name == PLOT for p in paths):
+        print(f"plot: {info.artifact_uri}/{PLOT}")
     print(f"records: {store.uri} (experiment {ablation!r}, parent run {parent})\n"
           f"browse: {ui_link(store, info.experiment_id)}")
+
+
+def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, client: MlflowClient,
+           out_dir: Path) -> None:
+    """:func:`summarise` of a no-op resume: nothing is written to the store."""
+    experiment = client.get_experiment_by_name(ablation)
+    plot = None
+    if not df.empty:
+        found = experiment and recorded_figures(client, experiment.experiment_id, reuse.digest(df, **how))
+        if found:
+            plot = f"{found[0]}/{PLOT}" if PLOT in found[1] else None
+        else:
+            paths = reuse.write_once(df, out_dir, **how)
+            plot = str(out_dir / PLOT) if out_dir / PLOT in paths else None
+        report(df, out_dir)
+    if plot:
+        print(f"plot: {plot}")
+    if experiment is not None:
+        print(f"records: {store.uri} (experiment {ablation!r}; nothing new recorded)\n"
+              f"browse: {ui_link(store, experiment.experiment_id)}")
+
+
+def recorded_figures(client: MlflowClient, experiment_id: str, key: str) -> tuple[str, set[str]] | None:
+    """The artifact URI and the logged file names of the latest parent run of experiment
+    ``experiment_id`` tagged :data:`STAMP_TAG` = ``key`` that still holds its stamp
+    (:data:`analysis.reuse.STAMP`); ``None`` if there is none. Reads only, with MLflow's client:
+    one search, and one listing of each candidate's artifacts. The tag is set only once the
+    stamp and every file it lists are logged (:func:`summarise`)."""
+    from mlflow.exceptions import MlflowException
+
+    runs = client.search_runs([experiment_id], f"tags.role = 'sweep' AND tags.{STAMP_TAG} = '{key}'",
+                              max_results=10, order_by=["attributes.start_time DESC"])
+    for run in runs:
+        try:
+            logged = {PurePosixPath(f.path).name for f in client.list_artifacts(run.info.run_id)}
+        except (MlflowException, OSError):  # its artifacts cannot be read: look further
+            continue
+        if reuse.STAMP in logged:
+            return run.info.artifact_uri, logged
+    return None
 
 
 def ui_link(store: Store, experiment_id: str) -> str:

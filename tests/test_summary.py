@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -116,3 +117,95 @@ def test_an_ordinary_run_prints_no_ray_token_line_and_no_matplotlib_info(tmp_pat
     out = proc.stdout + proc.stderr
     assert "Token authentication" not in out and "token-auth" not in out, out[-3000:]
     assert "matplotlib" not in out and "plot: " in proc.stdout
+
+
+def _runs_rows(db) -> int:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(db)) as con:
+        return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs_changed(
+        tmp_path, hydra_conf, monkeypatch, capsys):
+    """The sweep that recorded the trials logs its figures, their stamp and the stamp's tag to its
+    parent run; a no-op resume (``parent`` empty) whose runs digest the same prints that run's
+    plot and draws nothing, writing nothing to the store; once a run changed (or with another
+    set of trials) it draws into its own folder (the old summary redrew on every resume)."""
+    import os
+    import subprocess
+    import sys
+
+    from analysis import outputs, plots, reuse, summary
+    from analysis.load import load_runs
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.driver import run_suite
+    from harness.sweep import compose_trial
+    from harness.tracking import Store, Tracker
+
+    assert outputs.plots.FORMATS == plots.FORMATS
+    trials = [compose_trial(["train.max_steps=4", "train.eval_every=2", "task.n_val=16",
+                             "task.n_test=16"], [f"seed={s}"]) for s in range(2)]
+    db = tmp_path / "mlflow.db"
+    store = Store(f"sqlite:///{db}", (tmp_path / "mlartifacts").as_uri())
+    assert run_suite([("unit", trials)], ClusterConfig(scheduler=SchedulerKind.serial), store, [], 60.0) is False
+    tracker = Tracker(store)
+    experiment = tracker.client.get_experiment_by_name("unit").experiment_id
+    (parent,) = tracker.client.search_runs([experiment], "tags.role = 'sweep'")
+    drawn = []
+    real = outputs.write_all
+    monkeypatch.setattr(outputs, "write_all", lambda *a, **k: drawn.append(a[1]) or real(*a, **k))
+
+    summary.summarise("unit", trials, store, tracker, parent.info.run_id, tmp_path / "sweep")
+    recorded = f"{parent.info.artifact_uri}/sample_efficiency.png"
+    assert drawn == [tmp_path / "sweep"] and f"plot: {recorded}\n" in capsys.readouterr().out
+    logged = {f.path for f in tracker.client.list_artifacts(parent.info.run_id)}
+    assert {reuse.STAMP, "sample_efficiency.png"} <= logged
+    assert tracker.client.get_run(parent.info.run_id).data.tags[summary.STAMP_TAG] == \
+        (tmp_path / "sweep" / reuse.STAMP).read_text().splitlines()[0]
+
+    # the same runs load as the same frame in another process (MLflow's column order follows the
+    # hash seed): the digest a later invocation computes is this one
+    other = subprocess.run([sys.executable, "-c", "import sys; from analysis.load import load_runs; "
+                            "print(list(load_runs('unit', sys.argv[1]).columns))", store.uri],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "1"})
+    assert other.stdout.strip() == str(list(load_runs("unit", store.uri).columns)), other.stderr[-2000:]
+
+    rows = _runs_rows(db)
+    monkeypatch.delitem(sys.modules, "matplotlib")  # what a no-op that reuses its figures imports
+    summary.summarise("unit", trials, store, tracker, "", tmp_path / "resume")
+    out = capsys.readouterr().out
+    assert drawn == [tmp_path / "sweep"] and "matplotlib" not in sys.modules  # nothing drawn
+    assert f"plot: {recorded}\n" in out and "nothing new recorded" in out and TABLE_HEAD.search(out)
+    assert (tmp_path / "resume" / "sample_efficiency.csv").exists()
+    assert not (tmp_path / "resume" / "sample_efficiency.png").exists()
+    assert _runs_rows(db) == rows
+
+    summary.summarise("unit", trials[:1], store, tracker, "", tmp_path / "one")  # other trials
+    assert drawn[-1] == tmp_path / "one"
+    assert f"plot: {tmp_path / 'one' / 'sample_efficiency.png'}\n" in capsys.readouterr().out
+
+    child = next(r for r in tracker.client.search_runs([experiment], "tags.trial_id != ''"))
+    tracker.client.log_metric(child.info.run_id, "test/rel_mse", 123.0, step=10**9)  # a run changed
+    summary.summarise("unit", trials, store, tracker, "", tmp_path / "changed")
+    assert drawn[-1] == tmp_path / "changed" and len(drawn) == 3
+    out = capsys.readouterr().out
+    assert f"plot: {tmp_path / 'changed' / 'sample_efficiency.png'}\n" in out
+    assert (tmp_path / "changed" / "sample_efficiency.png").exists() and _runs_rows(db) == rows
+
+    # the runs are read with SQL on a SQLite store: exactly MLflow's search, also once a run is
+    # deleted and a metric is NaN (the parent run, without trial_id, is left out by both)
+    import mlflow
+
+    from analysis.load import TRIAL_RUNS, search_sqlite
+
+    tracker.client.log_metric(child.info.run_id, "val/loss", float("nan"), step=10**9)
+    tracker.client.delete_run(next(r for r in tracker.client.search_runs([experiment], "tags.trial_id != ''")
+                                   if r.info.run_id != child.info.run_id).info.run_id)
+    mlflow.set_tracking_uri(store.uri)
+    theirs = mlflow.search_runs([experiment], TRIAL_RUNS, output_format="pandas")
+    ours = search_sqlite(db, experiment)
+    assert len(ours) == 1 and np.isnan(ours["metrics.val/loss"].iloc[0])
+    pd.testing.assert_frame_equal(ours, theirs[list(ours.columns)])
+    assert sorted(ours.columns) == sorted(theirs.columns)
