@@ -17,23 +17,31 @@ recorded twice (README, "Many invocations, one store").
   that another driver closed (its driver ends with :class:`LeaseLost`, exit status 1). That
   check is check-then-act (another driver can close the parent right after it), so the analysis
   is the final guard: :func:`analysis.load.load_runs` never pools two FINISHED runs of one trial.
-* **Claims.** MLflow has no atomic test-and-set, so a trial is claimed with Lamport's bakery
-  algorithm over runs (:meth:`Leases.bakery`): the driver creates the trial's run without a
-  ticket ("choosing"), reads the trial's live runs, tags its own with ``ticket`` = 1 + the largest
-  ticket seen, reads them again (waiting while any live rival is still choosing) and wins only if
-  no rival is FINISHED and none holds a smaller ``(ticket, run id)``. A loser closes and deletes
-  its run and skips the trial. So at most one live run of a trial runs at a time and no trial
-  gets two FINISHED runs.
+* **Claims.** MLflow has no atomic test-and-set, so trials are claimed with Lamport's bakery
+  algorithm (:meth:`Leases.claim`), one round for a whole batch of trials (a pack, or several
+  lone trials), so that its reads and writes are paid once per batch, not once per trial. The
+  driver marks its parent run ``choosing`` (tag ``choosing`` = ``1:<round>``), reads the batch's
+  live rival runs, creates its runs with ``ticket`` = 1 + the largest ticket seen, clears the mark
+  (``0:<round>``), waits while any live rival driver that was choosing when it looked is still
+  in that same round, reads the rivals again, and wins a trial only if no rival run of it is
+  FINISHED and none holds a smaller ``(ticket, run id)``. A loser closes and deletes its run and
+  skips the trial. So at most one live run of a trial runs at a time and no trial gets two
+  FINISHED runs. A rival run without a ticket (a driver of the older per-run protocol, still
+  choosing) is waited for. The rivals of a batch are the other drivers' RUNNING runs of its
+  trials and their runs FINISHED since ``since_ms`` (the sweep's plan, less the lease: what
+  finished before the plan was skipped by it), so the reads grow with the other drivers' work
+  in flight, not with the store.
 
 Below :mod:`harness.tracking` (which opens runs and records results); imports no scheduling.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional, Sequence
 
 from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
@@ -43,6 +51,10 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from harness.records import TrackingError
 
 LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds
+CHOOSING = "choosing"  # tag of a parent run: "1:<round>" while it picks tickets, then "0:<round>"
+# how long a read that found the lease held is trusted (seconds, at most this share of the lease):
+# one read of the parent a second instead of one per claim and per record
+FRESH_S, FRESH_SHARE = 1.0, 0.125
 
 
 class LeaseLost(TrackingError):
@@ -128,6 +140,8 @@ class Leases:
         self.client, self.lease_s = client, lease_s
         self.own: set[str] = set()  # parent runs this driver opened
         self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
+        self._read: dict[str, tuple[float, float]] = {}  # parent id → when a read found it held
+        self._round = 0  # bakery rounds of this driver (the parent's ``choosing`` mark)
 
     def hold(self, parent_id: str) -> None:
         """Count ``parent_id`` (just opened by this driver) as its own."""
@@ -139,19 +153,34 @@ class Leases:
             self.lost = reason
 
     def holds(self, parent_id: str) -> bool:
-        """Whether ``parent_id`` is this driver's own parent and still RUNNING (one read); once
-        not, the lease is lost for good (:attr:`lost`). A read that fails for a busy store
-        raises (the caller's write would fail the same way)."""
+        """Whether ``parent_id`` is this driver's own parent and still RUNNING (one read, or none
+        within :meth:`_fresh` of the last read that found it so); once not, the lease is lost for
+        good (:attr:`lost`). A read that fails for a busy store raises (the caller's write would
+        fail the same way)."""
         if self.lost is not None:
             return False
         if parent_id not in self.own:
             self.lose(f"parent run {parent_id} is not this invocation's")
             return False
+        if self._fresh(parent_id):
+            return True
         run = self.client.get_run(parent_id)
         if run.info.status != "RUNNING" or run.info.lifecycle_stage != "active" or "closed_by" in run.data.tags:
             self.lose(_closed_reason(run))
             return False
+        self._read[parent_id] = (time.time(), time.monotonic())
         return True
+
+    def _fresh(self, parent_id: str) -> bool:
+        """Whether a read that found ``parent_id`` held is recent enough to trust again: younger
+        than ``min(FRESH_S, FRESH_SHARE · lease_s)`` by both the wall clock and the monotonic one
+        (the monotonic clock stops while a machine sleeps, the wall clock can step back), so a
+        driver paused for longer than its lease always reads its parent again."""
+        if parent_id not in self._read:
+            return False
+        wall, mono = self._read[parent_id]
+        limit = min(FRESH_S, FRESH_SHARE * self.lease_s)
+        return 0 <= time.time() - wall < limit and 0 <= time.monotonic() - mono < limit
 
     def confirm(self, parent_id: str) -> None:
         """Raise :class:`LeaseLost` unless :meth:`holds` (before a claim)."""
@@ -209,47 +238,117 @@ class Leases:
             self.client.set_terminated(run.info.run_id, "KILLED")
         return len(stale)
 
-    def _rivals(self, experiment_id: str, trial_id: str, own: str, ignore: set[str]) -> list:
-        runs = search_all(self.client, experiment_id, f"tags.trial_id = '{trial_id}'")
-        return [r for r in runs if r.info.status in ("RUNNING", "FINISHED")
-                and r.info.run_id != own and r.info.run_id not in ignore]
+    # ------------------------------------------------------------------ the batch bakery
+    def _rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
+                ignore: Collection[str], since_ms: Optional[int]) -> list:
+        """Other drivers' RUNNING runs of ``trial_ids`` and (unless ``since_ms`` is None) their
+        runs FINISHED since ``since_ms`` (module docstring), ``ignore`` left out: searches whose
+        answers hold only other drivers' live work, never the store's history."""
+        others = f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
+        runs = search_all(self.client, experiment_id, f"attributes.status = 'RUNNING' AND {others}")
+        if since_ms is not None:
+            runs += search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
+                                                           f"attributes.end_time >= {int(since_ms)} AND {others}")
+        return [r for r in runs if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore]
 
-    def _live_rivals(self, experiment_id: str, trial_id: str, run_id: str, ignore: set[str]) -> list:
-        """The trial's other runs that count: FINISHED, or RUNNING under a live lease (read
-        again after their parent, as :meth:`close_stale` reads them)."""
-        parents: dict = {}
-        now = now_ms()
-        live = []
-        for r in self._rivals(experiment_id, trial_id, run_id, ignore):
-            now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
-            if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
-                live.append(r if now_r is None else now_r)
-        return live
+    def _live_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
+                     ignore: Collection[str], since_ms: int, poll_s: float) -> list:
+        """The rivals that count: FINISHED, or RUNNING under a live lease (read again after their
+        parent, as :meth:`close_stale` reads them); waits while a live one has no ticket yet (a
+        driver of the per-run protocol, still choosing)."""
+        while True:
+            parents: dict = {}
+            now = now_ms()
+            live = []
+            for r in self._rivals(experiment_id, trial_ids, own_parent, ignore, since_ms):
+                now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
+                if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
+                    live.append(r if now_r is None else now_r)
+            if all("ticket" in r.data.tags for r in live):
+                return live
+            time.sleep(poll_s)
 
-    def bakery(self, experiment_id: str, trial_id: str, run_id: str,
-               ignore: set[str] = frozenset(), poll_s: float = 0.25, params: list = ()) -> bool:
-        """Lamport's bakery over the trial's runs for the just-created, ticketless ``run_id``
-        (module docstring): True if it won the trial; False if the trial is another driver's,
-        and then ``run_id`` is closed KILLED and deleted.
+    def _await_choosers(self, experiment_id: str, own_parent: str, poll_s: float) -> None:
+        """Wait until every live rival driver that is choosing its tickets now has left that
+        round (Lamport's ``while choosing[j]``): a rival's round number, not a flag, so that a
+        driver claiming batch after batch never starves this one."""
+        query = f"tags.role = 'sweep' AND attributes.status = 'RUNNING' AND tags.{CHOOSING} LIKE '1:%'"
+        first: Optional[dict[str, str]] = None
+        while True:
+            now = now_ms()
+            choosing = {r.info.run_id: r.data.tags[CHOOSING] for r in search_all(self.client, experiment_id, query)
+                        if r.info.run_id != own_parent and self._alive(r, {}, now)}
+            first = choosing if first is None else first
+            if not any(choosing.get(run_id) == mark for run_id, mark in first.items()):
+                return
+            time.sleep(poll_s)
+
+    def _create(self, experiment_id: str, runs: Sequence[dict[str, str]], ticket: int) -> list:
+        """Create the batch's runs (tags ``runs[i]`` and the ticket); on any error close and
+        delete those already created, so that a failed claim leaves no RUNNING run behind."""
+        created = []
+        try:
+            for tags in runs:
+                created.append(self.client.create_run(experiment_id, tags={**tags, "ticket": str(ticket)}).info)
+        except BaseException:
+            for info in created:
+                with contextlib.suppress(Exception):
+                    self.drop(info.run_id, "lost: the claim failed")
+            raise
+        return created
+
+    def drop(self, run_id: str, why: str) -> None:
+        """Close a claimed run that never ran (a lost claim, a claim the sweep no longer needs)
+        KILLED and delete it (MLflow's soft delete), tagged ``claim`` with why."""
+        self.client.set_tag(run_id, "claim", why)
+        self.client.set_terminated(run_id, "KILLED")
+        self.client.delete_run(run_id)
+
+    def claim(self, experiment_id: str, parent_id: str, runs: Sequence[dict[str, str]],
+              ignore: Collection[str] = frozenset(), since_ms: int = 0, poll_s: float = 0.25) -> list:
+        """Claim a batch of trials in one bakery round (module docstring): one new RUNNING run per
+        item of ``runs`` (its tags; ``trial_id`` among them, each trial once), under
+        ``parent_id``. Returns, per item, the won run's ``RunInfo`` or None where the trial is
+        another driver's (that run is then closed KILLED and deleted).
 
         ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
-        ``params``: up to 100 of the run's params (``mlflow.entities.Param``), written in the same
-        ``log_batch`` as the ticket: one call fewer per claim; a lost claim's run is deleted with
-        them.
+        ``since_ms``: rival runs FINISHED before this time (ms since the epoch) are not read (the
+        caller skipped their trials); 0 reads them all.
+
+        Raises:
+            LeaseLost: ``parent_id`` is no longer this driver's RUNNING parent: nothing is claimed.
         """
-        rivals = self._rivals(experiment_id, trial_id, run_id, ignore)
-        ticket = 1 + max((int(r.data.tags.get("ticket", 0)) for r in rivals), default=0)
-        self.client.log_batch(run_id, params=list(params), tags=[RunTag("ticket", str(ticket))])
-        mine = (ticket, run_id)
-        while True:
-            live = self._live_rivals(experiment_id, trial_id, run_id, ignore)
-            if any(r.info.status == "FINISHED" or
-                   ("ticket" in r.data.tags and (int(r.data.tags["ticket"]), r.info.run_id) < mine)
-                   for r in live):
-                self.client.set_tag(run_id, "claim", "lost: another invocation has this trial")
-                self.client.set_terminated(run_id, "KILLED")
-                self.client.delete_run(run_id)
-                return False
-            if all("ticket" in r.data.tags for r in live):
-                return True
-            time.sleep(poll_s)  # a live rival is still choosing its ticket
+        self.confirm(parent_id)
+        trial_ids = {tags["trial_id"] for tags in runs}
+        self._round += 1
+        self.client.set_tag(parent_id, CHOOSING, f"1:{self._round}")
+        try:
+            # the ticket outnumbers the live rivals' (a FINISHED rival wins whatever the tickets)
+            seen = self._rivals(experiment_id, trial_ids, parent_id, ignore, None)
+            ticket = 1 + max((_ticket(r) for r in seen), default=0)
+            created = self._create(experiment_id, runs, ticket)
+        finally:
+            self.client.set_tag(parent_id, CHOOSING, f"0:{self._round}")
+        try:
+            self._await_choosers(experiment_id, parent_id, poll_s)
+            live = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s)
+        except BaseException:
+            for info in created:
+                with contextlib.suppress(Exception):
+                    self.drop(info.run_id, "lost: interrupted while claiming")
+            raise
+        won = []
+        for tags, info in zip(runs, created):
+            mine = (ticket, info.run_id)
+            if any(r.data.tags.get("trial_id") == tags["trial_id"] and
+                   (r.info.status == "FINISHED" or (_ticket(r), r.info.run_id) < mine) for r in live):
+                self.drop(info.run_id, "lost: another invocation has this trial")
+                won.append(None)
+            else:
+                won.append(info)
+        return won
+
+
+def _ticket(run) -> int:
+    """A run's bakery ticket (0 while it has none)."""
+    return int(run.data.tags.get("ticket", 0))

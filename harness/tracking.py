@@ -18,11 +18,10 @@ import hashlib
 import math
 import os
 import subprocess
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Sequence
 
 import torch
 import yaml
@@ -31,6 +30,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
+from harness.artifacts import Artifacts
 from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
@@ -46,6 +46,8 @@ _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch lim
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 # MLflow prints a "View run … at" link per closed run on a server store: noise in sweep logs.
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+# libyaml's emitter where PyYAML has it (10× the pure-Python one; the same text)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 MAX_PARAM = 6000  # MLflow's longest param value (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)
 
 
@@ -192,6 +194,8 @@ class Tracker:
         self.leases = Leases(self.client, lease_s)
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
+        self._parent: dict[str, str] = {}  # trial run id → its parent, for the runs this tracker claimed
+        self.artifacts = Artifacts(store.uri)  # where each claimed run's files go
         self.cli: list[str] = []  # the command line's overrides (start_parent)
 
     def experiment(self, name: str) -> str:
@@ -271,6 +275,7 @@ class Tracker:
             try:
                 if self.client.get_run(run_id).info.status == "RUNNING":
                     self.client.set_terminated(run_id, status)
+                self._forget(run_id)
                 return
             except Exception as err:  # noqa: BLE001 - sqlalchemy's OperationalError, MLflow's wrapper
                 if "locked" not in str(err) or time.monotonic() > deadline:
@@ -285,32 +290,43 @@ class Tracker:
             tags["extends"] = trial.extends
         return tags
 
-    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
-              ignore: set[str] = frozenset(), poll_s: float = 0.25) -> str | None:
-        """Open a RUNNING child run for ``trial`` if no other live driver runs it and none has
-        finished it (:meth:`harness.leases.Leases.bakery`); returns the run id, or None when the
-        trial is another driver's (the claim run is then closed and deleted).
+    def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: Sequence[Trial],
+                    ignore: Collection[str] = frozenset(), since_ms: int = 0) -> list[str | None]:
+        """Open a RUNNING child run for each of ``trials`` that no other live driver runs and
+        none has finished, in one bakery round (:meth:`harness.leases.Leases.claim`); each won
+        run gets its params and ``config.yaml``. Returns one run id per trial, None where the
+        trial is another driver's (its claim run is then closed and deleted).
 
         ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
+        ``since_ms``: the sweep's plan time less the lease (rivals that finished before it
+        were skipped by the plan); 0 reads every finished rival.
 
         Raises:
             harness.leases.LeaseLost: ``parent_id`` is no longer this driver's RUNNING parent
                 (another invocation closed it): nothing is claimed.
         """
-        self.leases.confirm(parent_id)
-        tags = self._trial_tags(parent_id, ablation, trial)
-        run_id = self.client.create_run(experiment_id, tags=tags).info.run_id
-        params = list(_chunks(self._params(trial), _BATCH["params"])) or [[]]
-        try:  # the first 100 params go with the ticket (one log_batch), the rest once it won
-            if not self.leases.bakery(experiment_id, trial.trial_id, run_id, ignore, poll_s,
-                                      params=params[0]):
-                return None
-            self._log_config(run_id, trial, params[1:])
-        except BaseException:  # an interrupt mid-claim: close the claim run (retrying while locked)
-            with contextlib.suppress(Exception):
-                self.end_run(run_id, "KILLED")
+        infos = self.leases.claim(experiment_id, parent_id, [self._trial_tags(parent_id, ablation, t) for t in trials],
+                                  ignore, since_ms)
+        won: list[str | None] = []
+        try:
+            for trial, info in zip(trials, infos):
+                if info is not None:
+                    self._parent[info.run_id] = parent_id
+                    self.artifacts.known(info.run_id, info.artifact_uri)
+                    self._log_config(info.run_id, trial)
+                won.append(None if info is None else info.run_id)
+        except BaseException:  # an interrupt or a failed write mid-batch: close what it claimed
+            for info in infos:
+                if info is not None:
+                    with contextlib.suppress(Exception):
+                        self.end_run(info.run_id, "KILLED")
             raise
-        return run_id
+        return won
+
+    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
+              ignore: Collection[str] = frozenset(), since_ms: int = 0) -> str | None:
+        """:meth:`claim_batch` of one trial: its run id, or None if it is another driver's."""
+        return self.claim_batch(experiment_id, parent_id, ablation, [trial], ignore, since_ms)[0]
 
     def log_points(self, run_id: str, points: list[dict[str, float]]) -> None:
         """Log learning-curve points of a running trial in one batch, each at the time it was
@@ -332,44 +348,60 @@ class Tracker:
         identity = trial.identity or config_identity(trial.config)  # composed once (Trial.identity)
         return [Param(k, param_value(v)) for k, v in flatten(identity).items()]
 
-    def _log_config(self, run_id: str, trial: Trial, chunks: list[list[Param]]) -> None:
-        """The params past the first 100 (``chunks``, logged with the ticket otherwise) and
-        ``config.yaml``."""
-        for chunk in chunks:
+    def _log_config(self, run_id: str, trial: Trial) -> None:
+        """The run's params (one ``log_batch`` per 100) and ``config.yaml``, while it runs: the
+        UI's columns and a run closed before its record (interrupted, or closed as stale by
+        another invocation) still say what the trial is."""
+        for chunk in _chunks(self._params(trial), _BATCH["params"]):
             self.client.log_batch(run_id, params=chunk)
-        config = yaml.safe_dump(to_plain(trial.config), sort_keys=False, allow_unicode=True)
-        self.client.log_text(run_id, config, "config.yaml")
+        text = yaml.dump(to_plain(trial.config), Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True)
+        self._put(run_id, "config.yaml", lambda path: path.write_text(text))
+
+    def _put(self, run_id: str, name: str, write) -> None:
+        """Write an artifact of a trial run (:class:`harness.artifacts.Artifacts`; a run this
+        tracker did not open is read once for its location)."""
+        uri = None if run_id in self.artifacts else self.client.get_run(run_id).info.artifact_uri
+        self.artifacts.put(run_id, name, write, uri)
+
+    def _parent_of(self, run_id: str) -> str | None:
+        """The parent run of a trial run: known from its claim, else read from the run."""
+        if run_id in self._parent:
+            return self._parent[run_id]
+        return self.client.get_run(run_id).data.tags.get(MLFLOW_PARENT_RUN_ID)
 
     def finish_trial(self, run_id: str, outcome: Outcome, supersede: list[str] = ()) -> bool:
-        """Record an outcome in its run and close it FINISHED or FAILED; returns False (and
-        records nothing) if this driver lost its lease: the run was meanwhile closed as stale by
-        another invocation, or its parent is no longer this driver's RUNNING parent
-        (:meth:`harness.leases.Leases.holds`), so that its trial never gets two FINISHED runs.
+        """Record an outcome in its run and close it FINISHED or FAILED (its end time: now, when
+        it became FINISHED in the store, which the bakery's rivals read); returns False (and
+        records nothing) if this driver lost its lease: its parent is no longer this driver's
+        RUNNING parent (:meth:`harness.leases.Leases.holds`, read at most once a second), so
+        that its trial never gets two FINISHED runs (another invocation that finds the lease
+        expired closes the parent with the runs).
 
         ``supersede``: older FINISHED runs of the same trial (a forced rerun); they are deleted
         (MLflow's soft delete, recoverable) once this one is FINISHED, so that no trial ever has
         two FINISHED runs.
         """
-        run = self.client.get_run(run_id)
-        parent_id = run.data.tags.get(MLFLOW_PARENT_RUN_ID)
-        if run.info.status != "RUNNING":  # closed as stale: another invocation found the lease expired
-            self.leases.lose(f"trial run {run_id} is {run.info.status}, closed by "
-                             f"{run.data.tags.get('closed_by', 'another invocation')}")
-            return False
+        parent_id = self._parent_of(run_id)
         if parent_id is not None and not self.leases.holds(parent_id):
             return False
         result = outcome.result
         node = RunTag("node", outcome.node)
         if result is None:
             self.client.log_batch(run_id, tags=[node, RunTag("error", outcome.error[-5000:])])
-            self.client.log_text(run_id, outcome.error, "error.txt")
+            self._put(run_id, "error.txt", lambda path: path.write_text(outcome.error))
             self.client.set_terminated(run_id, "FAILED")
-            return True
-        self._log_result(run_id, result, node)
-        self.client.set_terminated(run_id, "FINISHED", end_time=result.end_ms)
-        for old in supersede:
-            self.client.delete_run(old)
+        else:
+            self._log_result(run_id, result, node)
+            self.client.set_terminated(run_id, "FINISHED", end_time=now_ms())
+            for old in supersede:
+                self.client.delete_run(old)
+        self._forget(run_id)
         return True
+
+    def _forget(self, run_id: str) -> None:
+        self._parent.pop(run_id, None)
+        self.artifacts.forget(run_id)
+        self._live.pop(run_id, None)
 
     def _log_result(self, run_id: str, result, node: RunTag) -> None:
         """Metrics, curve and tags in as few ``log_batch`` calls as MLflow's limits allow (one for
@@ -380,7 +412,7 @@ class Tracker:
         last = int(result.curve[-1]["step"]) if result.curve else 0  # summaries at the last step,
         metrics = [Metric(k, v, ts, last) for k, v in finite.items()]  # not a step-0 point on a curve
         metrics.append(Metric("n_params", float(result.n_params), ts, last))
-        live = self._live.pop(run_id, set())
+        live = self._live.get(run_id, set())
         for point in result.curve:  # each point carries the time it was measured
             step, when = int(point["step"]), int(point.get("time_ms", ts))
             ok, bad = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
@@ -394,10 +426,12 @@ class Tracker:
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
         for i, chunk in enumerate(_chunks(metrics, _BATCH["metrics"]) if metrics else [[]]):
             self.client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [])
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "model_state.pt"
-            torch.save(result.state_dict, path)
-            self.client.log_artifact(run_id, str(path))
+        self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        """Log ``metrics`` (name → value) in a run at step 0, now (a sweep's own figures)."""
+        ts = now_ms()
+        self.client.log_batch(run_id, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()])
 
     def log_artifact(self, run_id: str, path: Path) -> None:
         """Attach a file (a plot, a table) to a run."""

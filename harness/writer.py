@@ -2,12 +2,14 @@
 writes run in order on one writer thread, so a slow store never holds up starting the next trial
 or collecting the next outcome.
 
-The driver calls :meth:`TrackingWriter.log_progress`, :meth:`~TrackingWriter.finish_trial` and
-:meth:`~TrackingWriter.end_run` as it would the tracker's; they return at once
+The driver calls :meth:`TrackingWriter.log_progress`, :meth:`~TrackingWriter.finish_trial`,
+:meth:`~TrackingWriter.end_run`, :meth:`~TrackingWriter.drop` and
+:meth:`~TrackingWriter.log_metrics` as it would the tracker's; they return at once
 (``finish_trial`` returns a :class:`~concurrent.futures.Future` of the tracker's answer: False
-when the run was closed as stale meanwhile). :meth:`~TrackingWriter.claim` is *not* queued: its
-answer decides whether the trial runs, so it runs on the caller's thread at once (MLflow's client
-and store are thread-safe; the claimed run is a new one that no queued write touches).
+when the run was closed as stale meanwhile). :meth:`~TrackingWriter.claim_batch` is *not* queued: its
+answer decides whether the trials run, so it runs on the caller's thread at once (the scheduler's
+claim thread; MLflow's client and store are thread-safe, and the claimed runs are new ones that
+no queued write touches).
 :meth:`~TrackingWriter.flush` waits
 until every queued write is done; :meth:`~TrackingWriter.close` flushes, stops the thread and
 raises :class:`TrackingError` if any write failed, so a sweep never ends looking recorded when it
@@ -88,6 +90,22 @@ class TrackingWriter:
         (its answer decides whether the trial runs): the run id, or None if the trial is another
         driver's."""
         return self.tracker.claim(experiment_id, parent_id, ablation, trial, ignore)
+
+    def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: list[Trial],
+                    ignore: set[str] = frozenset(), since_ms: int = 0) -> list[Optional[str]]:
+        """The tracker's :meth:`~harness.tracking.Tracker.claim_batch`, at once on the caller's
+        thread (the scheduler's claim thread): one run id per trial, None where it is another
+        driver's."""
+        return self.tracker.claim_batch(experiment_id, parent_id, ablation, trials, ignore, since_ms)
+
+    def drop(self, run_id: str, why: str) -> None:
+        """Queue closing and deleting a claimed run that never started
+        (:meth:`harness.leases.Leases.drop`)."""
+        self._put(f"drop claimed run {run_id}", lambda: self.tracker.leases.drop(run_id, why))
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        """Queue logging ``metrics`` (name → value, at step 0) in a run (a parent's figures)."""
+        self._put(f"log metrics of run {run_id}", lambda: self.tracker.log_metrics(run_id, metrics))
 
     def log_progress(self, run: Run, point: dict[str, float]) -> None:
         """Buffer one learning-curve point of a trial's run (before its finish); the buffered

@@ -16,8 +16,7 @@ def start_trial(tracker, experiment_id: str, parent_id: str, ablation: str, tria
     unconditionally (no claim: a test may record one trial twice); returns its run id."""
     tags = tracker._trial_tags(parent_id, ablation, trial)
     run_id = tracker.client.create_run(experiment_id, tags=tags).info.run_id
-    params = tracker._params(trial)
-    tracker._log_config(run_id, trial, [params[i:i + 100] for i in range(0, len(params), 100)])
+    tracker._log_config(run_id, trial)
     return run_id
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -263,19 +265,24 @@ def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
     assert tracker.finished_trials(experiment, set()) == {}
 
 
-def test_a_claim_and_record_make_eleven_mlflow_calls_and_keep_every_value(hydra_conf, tmp_path):
-    """A trial's claim and record go through MLflow's client in 11 calls (14 before: the ticket
-    now travels with the params, the node tag and the result tags with the metrics) and the run
-    still holds every tag, param, metric and artifact."""
-    trial = compose_trial(FAST, ["seed=0"])
+def test_a_batch_of_claims_and_records_makes_four_mlflow_calls_a_trial_and_keeps_every_value(hydra_conf, tmp_path):
+    """16 trials claimed in one bakery round and recorded go through MLflow's client in 4 calls a
+    trial (create_run with its tags and ticket, log_batch of its params, log_batch of its metrics
+    and result tags, set_terminated) and 7 a round (the lease read, the parent's choosing mark set
+    and cleared, the live rivals read before the tickets, the choosers, then the rivals live and
+    finished), with at most one read of the parent a
+    second for the records' lease checks; artifacts are written without a call (11 calls a trial
+    before batches: 2 before the ticket travelled with the params). Every run still holds every
+    tag, param, metric and artifact."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(16)]
     store = resolve_store(TrackingConfig(), tmp_path)
     tracker = Tracker(store)
     experiment = tracker.experiment("unit")
-    parent = tracker.start_parent(experiment, "unit", 1, 0, FAST)
-    with SerialScheduler(trial.config.cluster) as scheduler:
-        (outcome,) = scheduler.run([trial])
+    parent = tracker.start_parent(experiment, "unit", 16, 0, FAST)
+    with SerialScheduler(trials[0].config.cluster) as scheduler:
+        (outcome,) = scheduler.run([trials[0]])
     calls: list[str] = []
-    depth = [0]  # calls made by MLflow's own methods (log_text → log_artifact) are not counted
+    depth = [0]  # calls made by MLflow's own methods are not counted
     client = tracker.client
     for name in ("create_run", "get_run", "search_runs", "set_tag", "log_batch", "log_text",
                  "log_artifact", "set_terminated", "delete_run"):
@@ -288,15 +295,23 @@ def test_a_claim_and_record_make_eleven_mlflow_calls_and_keep_every_value(hydra_
             finally:
                 depth[0] -= 1
         setattr(client, name, counted)
-    run_id = tracker.claim(experiment, parent, "unit", trial)
-    assert tracker.finish_trial(run_id, outcome)
-    assert len(calls) == 11, " ".join(calls)
-    assert calls.count("log_batch") == 2 and "set_tag" not in calls, calls
+    start = time.monotonic()
+    run_ids = tracker.claim_batch(experiment, parent, "unit", trials)
+    assert all(run_ids) and len(set(run_ids)) == 16
+    assert all(tracker.finish_trial(run_id, outcome) for run_id in run_ids)
+    seconds = time.monotonic() - start
+    counts = Counter(calls)
+    assert {k: v for k, v in counts.items() if k != "get_run"} == {
+        "create_run": 16, "log_batch": 32, "set_terminated": 16, "set_tag": 2, "search_runs": 4}, counts
+    assert 1 <= counts["get_run"] <= 2 + seconds, counts  # the claim's lease read; records' once a second
 
-    run = MlflowClient(store.uri).get_run(run_id)
-    assert run.info.status == "FINISHED"
-    assert {"trial_id", "ticket", "node", "diverged", "device", "processor"} <= set(run.data.tags)
-    assert run.data.params["seed"] == "0" and len(run.data.params) == len(tracker._params(trial))
-    assert run.data.metrics["test/rel_mse"] == outcome.result.metrics["test/rel_mse"]
-    names = {a.path for a in MlflowClient(store.uri).list_artifacts(run_id)}
-    assert {"config.yaml", "model_state.pt"} <= names
+    reader = MlflowClient(store.uri)
+    for run_id, trial in zip(run_ids, trials):
+        run = reader.get_run(run_id)
+        assert run.info.status == "FINISHED"
+        assert {"trial_id", "ticket", "node", "diverged", "device", "processor"} <= set(run.data.tags)
+        assert run.data.tags["trial_id"] == trial.trial_id
+        assert run.data.params["seed"] == str(trial.config.seed) and len(run.data.params) == len(tracker._params(trial))
+        assert run.data.metrics["test/rel_mse"] == outcome.result.metrics["test/rel_mse"]
+        names = {a.path for a in reader.list_artifacts(run_id)}
+        assert {"config.yaml", "model_state.pt"} <= names
