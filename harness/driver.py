@@ -30,7 +30,7 @@ from harness.loop import (OnDone, Scheduler, SweepSummary, print_summary, run_sw
                           run_sweeps)
 from harness.records import TrackingError, Trial
 from harness.scheduler import make_scheduler
-from harness.store import Store, check_store
+from harness.store import Store, check_store, finished_ids
 from harness.tracking import Tracker, check_experiments
 from harness.validate import check_cluster, preflight
 
@@ -58,32 +58,39 @@ class Sweep:
         self.cli, self.lease_s, self.force = cli, lease_s, force
         self.relocate_artifacts = relocate_artifacts
         self.stop = threading.Event()  # this sweep's: set by a first signal while it runs
+        self.finished: dict[str, set[str]] = {}  # ablation → trial ids FINISHED before (check())
 
     def should_stop(self) -> bool:
         """Whether a signal asked this sweep to stop (what the scheduler and queue are given)."""
         return self.stop.is_set()
 
     def check(self, store: bool = True) -> None:
-        """Everything that can be checked before a trial starts: the trials' device, pack size,
-        tasks and models; the cluster values; and (``store``) the store and experiments.
+        """Everything that can be checked before a trial starts: the cluster values; with
+        ``store``, the store and experiments, then the device, pack size, tasks and models of the
+        trials that will run (those already FINISHED in the store are not built again: a no-op
+        resume builds none); without, of every trial (a dry run).
 
         Raises:
             ValueError: bad input (:class:`harness.sweep.SweepError`,
                 :class:`harness.store.StoreError`), one line naming the value.
         """
-        preflight([t for _, trials in self.ablations for t in trials], self.cluster.device,
-                  self.cluster.pack_size)
         check_cluster(self.cluster)
         if store:
             names = [name for name, _ in self.ablations]
             check_store(self.store, names, self.relocate_artifacts)
             check_experiments(self.store, names)
+            self.finished = {name: set() if self.force else finished_ids(self.store, name) for name in names}
+        preflight([t for name, trials in self.ablations for t in trials
+                   if t.trial_id not in self.finished.get(name, ())], self.cluster.device, self.cluster.pack_size)
 
     def _all_finished(self, tracker: Tracker) -> bool:
         """Whether every trial already has a FINISHED run (and no ``force``): a no-op resume,
-        which starts no scheduler (no Ray) and writes no run."""
+        which starts no scheduler (no Ray) and writes no run. Reads the store unless
+        :meth:`check` listed it."""
         if self.force:
             return False
+        if self.finished:
+            return all(t.trial_id in self.finished[name] for name, trials in self.ablations for t in trials)
         for name, trials in self.ablations:
             found = tracker.client.get_experiment_by_name(name)
             if found is None:
@@ -191,9 +198,9 @@ class Sweep:
 class _NoTrials:
     """The scheduler of a sweep with nothing to run."""
 
-    def run(self, trials, on_start=None, on_progress=None):
+    def run(self, trials, on_start=None, on_progress=None, prepare=None):
         assert not trials, "a no-op sweep was given trials to run"
-        return iter(())
+        yield from ()
 
 
 def _error(err: Exception, status: int) -> int:

@@ -5,10 +5,11 @@ is skipped (``force=true`` reruns it and deletes the old run once the new one fi
 Because the id leaves out where a trial runs, a sweep started on a laptop and resumed on a
 cluster against the same store skips what the laptop finished.
 
-Several invocations of one ablation may run at once on one store: each trial is claimed when it
-starts (:meth:`harness.tracking.Tracker.claim`), so each runs in one invocation only and the
-others skip it; a driver's runs stay claimed while its heartbeat renews its lease, and a driver
-that lost its lease stops (:mod:`harness.leases`).
+Several invocations of one ablation may run at once on one store: trials are claimed in batches
+before they start (:meth:`Queue.prepare`, :meth:`harness.tracking.Tracker.claim_batch`), on the
+scheduler's claim thread ahead of the slots, so each runs in one invocation only and the others
+skip it; a driver's runs stay claimed while its heartbeat renews its lease, and a driver that
+lost its lease stops (:mod:`harness.leases`).
 
 No signal handling here: the sweep that owns this loop (:class:`harness.driver.Sweep`) gives a
 ``should_stop`` callable, read at the loop's safe points (a trial's start, each learning-curve
@@ -18,13 +19,15 @@ inside a call to the store.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 from tqdm import tqdm
 
-from harness.leases import lease_lost
+from harness.leases import lease_lost, now_ms
 from harness.records import Outcome, Trial
 from harness.scheduler import RayScheduler, SerialScheduler
 from harness.tracking import Tracker
@@ -46,6 +49,7 @@ class SweepSummary:
     n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
     n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
     n_unrecorded: int = 0  # ran here, but writing its record failed (its run closed FAILED if it could be)
+    trial_phase_s: float = 0.0  # this driver's wall clock from its first claim to its last record written
     finished: int = 0
     failed: list[str] = field(default_factory=list)  # one line per failed trial
     diverged: list[str] = field(default_factory=list)
@@ -67,6 +71,7 @@ class _Ablation:
     superseded: set[str]  # old FINISHED runs a forced rerun replaces (the claim ignores them)
     summary: SweepSummary
     left: int  # trials not yet come back (or skipped as another invocation's)
+    first_claim: Optional[float] = None  # time.perf_counter() of its first claim
     heartbeat: object = None  # the entered Heartbeat of the parent run, until the sweep ends
     recorded: list = field(default_factory=list)
 
@@ -90,6 +95,8 @@ class Queue:
         self.owner: dict[int, _Ablation] = {}  # id(trial) of each queued trial → its ablation
         self.queue: list[Trial] = []
         self.running: dict[int, str] = {}  # id(trial) → its claimed run
+        self.claimed: dict[int, Optional[str]] = {}  # id(trial) → its run claimed ahead (None: lost), not yet started
+        self.since_ms = 0  # rivals that finished before this were skipped by the plan (bakery reads)
         self.open_parents: list[_Ablation] = []
         self.writer = TrackingWriter(tracker)  # per-trial writes on a writer thread
         self.bar: Optional[tqdm] = None
@@ -106,6 +113,7 @@ class Queue:
 
     def plan(self, groups: Sequence[tuple[str, list[Trial]]]) -> None:
         """Per ablation: its experiment, stale runs closed, finished trials skipped (resume)."""
+        self.since_ms = now_ms() - int(self.tracker.lease_s * 1000)  # clocks agree within a lease
         for ablation, trials in groups:
             experiment = self.tracker.experiment(ablation)
             stale = self.tracker.close_stale(experiment)
@@ -142,15 +150,34 @@ class Queue:
         if sweep.left == 0:
             self.end(sweep)
 
+    def prepare(self, trials: list[Trial]) -> None:
+        """Claim ``trials`` before they start, one bakery round per ablation among them (the
+        scheduler calls this on its claim thread, ahead of the slots; :meth:`on_start` then
+        takes each claim). Claims nothing once the sweep should stop."""
+        if self.should_stop():
+            return
+        groups: dict[int, list[Trial]] = {}
+        for trial in trials:
+            groups.setdefault(id(self.owner[id(trial)]), []).append(trial)
+        for group in groups.values():
+            sweep = self.owner[id(group[0])]
+            summary = sweep.summary
+            if sweep.first_claim is None:
+                sweep.first_claim = time.perf_counter()
+            runs = self.writer.claim_batch(summary.experiment_id, summary.parent_id, summary.ablation,
+                                           group, sweep.superseded, self.since_ms)
+            self.claimed.update(zip(map(id, group), runs))
+
     def on_start(self, trial: Trial) -> bool:
-        """The scheduler is about to start ``trial``: claim it (False: another invocation's)."""
+        """The scheduler is about to start ``trial``: take its claim (made now if it was not
+        made ahead); False if the trial is another invocation's."""
         self._safe_point()  # before the claim: an interrupt never stops a claim half done
+        if id(trial) not in self.claimed:
+            self.prepare([trial])
+        run_id = self.claimed.pop(id(trial))
         sweep = self.owner[id(trial)]
-        summary = sweep.summary
-        run_id = self.writer.claim(summary.experiment_id, summary.parent_id, summary.ablation,
-                                   trial, sweep.superseded)
         if run_id is None:  # another invocation runs or finished it
-            summary.n_elsewhere += 1
+            sweep.summary.n_elsewhere += 1
             self.bar.update(1)
             self._back(sweep)
             return False
@@ -181,8 +208,12 @@ class Queue:
         """The ablation's last trial is back: tally it, close its parent (FAILED if a record
         failed; left as it is if another invocation closed it) and report it (``on_done``)."""
         self.writer.flush()  # its trials' records are written: their answers are known
+        if sweep.first_claim is not None:
+            sweep.summary.trial_phase_s = time.perf_counter() - sweep.first_claim
         _tally(sweep)
         if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
+            if sweep.summary.finished and sweep.summary.trial_phase_s > 0:
+                self.writer.log_metrics(sweep.summary.parent_id, _phase_metrics(sweep.summary))
             status = "FAILED" if sweep.summary.n_unrecorded else "FINISHED"
             self.writer.end_run(sweep.summary.parent_id, status)
             self.writer.flush()  # while the heartbeat still holds the lease
@@ -201,8 +232,11 @@ class Queue:
         with tqdm(total=len(self.queue), desc=desc, unit="trial", dynamic_ncols=True) as self.bar:
             for sweep in [s for s in self.ablations if s.left == 0]:  # nothing to run: done at once
                 self.end(sweep)
-            for outcome in scheduler.run(self.queue, self.on_start, self.on_progress):
-                self.record(outcome)
+            # closing: the claim thread stops before close() reads what it claimed
+            with contextlib.closing(scheduler.run(self.queue, self.on_start, self.on_progress,
+                                                  self.prepare)) as outcomes:
+                for outcome in outcomes:
+                    self.record(outcome)
         self._safe_point()  # a record refused in the last ablation's end(): the lease is lost
 
     def close(self, ok: bool) -> None:
@@ -211,6 +245,8 @@ class Queue:
         write. Raises :class:`harness.records.TrackingError` if a write failed (``ok``)."""
         for run_id in self.running.values():
             self.writer.end_run(run_id, "KILLED")
+        for run_id in filter(None, self.claimed.values()):  # claimed ahead, never started
+            self.writer.drop(run_id, "not started: the sweep stopped first")
         for sweep in self.open_parents:  # interrupted (or a parent that failed to open)
             self.writer.end_run(sweep.summary.parent_id, "KILLED")
             if sweep.heartbeat is not None:
@@ -279,6 +315,12 @@ def _tally(sweep: _Ablation) -> None:
                 summary.diverged.append(_describe(outcome))
 
 
+def _phase_metrics(summary: SweepSummary) -> dict[str, float]:
+    """The parent run's figures of its trial phase: seconds, and trials recorded per second."""
+    return {"sweep/trial_phase_s": summary.trial_phase_s,
+            "sweep/trials_per_s": summary.finished / summary.trial_phase_s}
+
+
 def print_summary(summary: SweepSummary) -> None:
     """Counts, then one line per failed or diverged trial (stderr)."""
     print(f"{summary.ablation + ': ' if summary.ablation else ''}"
@@ -290,7 +332,9 @@ def print_summary(summary: SweepSummary) -> None:
            if summary.n_lost else "") +
           (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"
            if summary.n_unrecorded else "") +
-          (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else ""))
+          (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else "") +
+          (f" (trial phase {summary.trial_phase_s:.1f} s, {summary.finished / summary.trial_phase_s:.1f} trials/s)"
+           if summary.finished and summary.trial_phase_s > 0 else ""))
     for line in summary.failed:
         print(f"FAILED {line}", file=sys.stderr)
     for line in summary.diverged:

@@ -18,6 +18,8 @@ import socket
 import sys
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Callable, Iterator, Optional, Sequence
 
 import torch
@@ -164,6 +166,57 @@ def plan(trials: Sequence[Trial], pack_size: str | int, device: str = "cpu",
 # Called just before a trial is started; returning False skips the trial (no outcome is yielded).
 OnStart = Optional[Callable[[Trial], Optional[bool]]]
 OnProgress = Optional[Callable[[Trial, dict], None]]  # (trial, learning-curve point)
+# Called with trials about to be started (a batch of whole units), before their ``on_start``:
+# the claim of a batch, done ahead of the slots on a thread of its own (:class:`Ahead`).
+Prepare = Optional[Callable[[list[Trial]], None]]
+CLAIM_BATCH = 32  # units are prepared (claimed) together up to this many trials: two packs of 16
+
+
+class Ahead:
+    """The units of a plan prepared (claimed) in order on one background thread, ahead of the
+    slots that will run them, so that the store's latency is off the path that feeds the
+    workers: :meth:`wait` for unit ``i`` asks for the units up to ``i + lookahead`` and returns
+    once unit ``i`` is prepared. Consecutive small units are prepared together, up to
+    ``batch`` trials (one claim round for 32 lone trials, or two packs of 16). A context manager: on exit nothing
+    more is prepared and the batch in flight is waited for, so that the caller can close what
+    was claimed.
+    """
+
+    def __init__(self, units: Sequence[Sequence[Trial]], prepare: Callable[[list[Trial]], None],
+                 lookahead: int, batch: int = CLAIM_BATCH) -> None:
+        self.units, self.prepare, self.lookahead, self.batch = units, prepare, lookahead, batch
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-claims")
+        self._futures: dict[int, Future] = {}  # unit index → the future of the batch preparing it
+        self._next = 0  # the first unit not yet asked for
+
+    def __enter__(self) -> "Ahead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def _ask(self, until: int) -> None:
+        while self._next <= min(until, len(self.units) - 1):
+            start, size = self._next, 0
+            while self._next < len(self.units) and (size == 0 or size + len(self.units[self._next]) <= self.batch):
+                size += len(self.units[self._next])
+                self._next += 1
+            future = self._executor.submit(self.prepare, [t for u in self.units[start:self._next] for t in u])
+            for i in range(start, self._next):
+                self._futures[i] = future
+
+    def wait(self, i: int, should_stop: Optional[Callable[[], bool]] = None) -> None:
+        """Block until unit ``i`` is prepared (re-raising what its preparation raised), asking
+        each second whether to stop (``KeyboardInterrupt``)."""
+        self._ask(i + self.lookahead)
+        future = self._futures.pop(i)
+        while True:
+            try:
+                future.result(timeout=1.0)
+                return
+            except FutureTimeout:
+                if should_stop is not None and should_stop():
+                    raise KeyboardInterrupt("interrupt requested")
 
 
 class SerialScheduler:
@@ -182,11 +235,15 @@ class SerialScheduler:
         return None
 
     def run(self, trials: Sequence[Trial], on_start: OnStart = None,
-            on_progress: OnProgress = None) -> Iterator[Outcome]:
-        """Yield each trial's outcome in order; ``on_start(trial)`` is called before each (False
-        skips it), ``on_progress(trial, point)`` with each learning-curve point as it is measured."""
+            on_progress: OnProgress = None, prepare: Prepare = None) -> Iterator[Outcome]:
+        """Yield each trial's outcome in order; ``prepare(unit)`` (the claim) and then
+        ``on_start(trial)`` are called before each unit (False skips a trial), just in time: the
+        trials run in this process, so nothing is claimed ahead; ``on_progress(trial, point)``
+        with each learning-curve point as it is measured."""
         threads = max(1, round(self.cfg.cpus_per_trial))
         for unit in plan(trials, self.cfg.pack_size, self.cfg.device):
+            if prepare is not None:
+                prepare(list(unit))
             unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
             if not unit:
                 continue
@@ -267,57 +324,68 @@ class RayScheduler:
         return max(1, int(slots + 1e-9))
 
     def run(self, trials: Sequence[Trial], on_start: OnStart = None,
-            on_progress: OnProgress = None) -> Iterator[Outcome]:
+            on_progress: OnProgress = None, prepare: Prepare = None) -> Iterator[Outcome]:
         """Run every trial, at most a cluster's worth at once; yield outcomes as they complete,
         each holding the very trial object given (the caller may key on ``id(trial)``).
+        ``prepare`` (the claim) runs on a thread of its own ahead of the slots (:class:`Ahead`:
+        the next ``slots`` units), ``on_start`` on this thread as each trial is submitted.
         Learning-curve points come back through a Ray queue and go to ``on_progress`` while the
         driver waits, and all of a trial's points before its outcome."""
-
-        import ray
         from ray.util.queue import Queue
 
-        remote = ray.remote(execute_unit).options(
-            num_cpus=self.cfg.cpus_per_trial,
-            num_gpus=self.cfg.gpus_per_trial,
-            max_retries=self.cfg.max_retries,
-            retry_exceptions=False,
-        )
-        threads = max(1, round(self.cfg.cpus_per_trial))
         points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
         index = {id(t): i for i, t in enumerate(trials)}
-        queue = plan(trials, self.cfg.pack_size, self.cfg.device, self._slots())
+        units = plan(trials, self.cfg.pack_size, self.cfg.device, self._slots())
         by_ref: dict = {}
-        while queue or self._pending:
-            while queue and len(self._pending) < self._slots():
-                unit = queue.pop(0)
-                unit = [t for t in unit if not on_start or on_start(t) is not False]  # vetoed: dropped
-                if not unit:
-                    continue
-                progress = Progress(points, [index[id(t)] for t in unit]) if points is not None else None
-                ref = remote.remote(unit, self.cfg.device, threads, progress)
-                by_ref[ref] = unit
-                self._pending.append(ref)
-            if not self._pending:  # every remaining trial was skipped
-                continue
-            done, self._pending = ray.wait(self._pending, num_returns=1, timeout=1.0)
-            if self.should_stop is not None and self.should_stop():  # within a second of a signal
-                raise KeyboardInterrupt("interrupt requested")
-            if points is not None:
-                for batch in points.get_nowait_batch(points.qsize()):
-                    for i, point in batch:
-                        on_progress(trials[i], point)
-            if not done:
-                continue
-            ref = done[0]
-            try:
-                outcomes = ray.get(ref)
-                for trial, outcome in zip(by_ref[ref], outcomes):  # the caller's own objects
-                    outcome.trial = trial
-                yield from outcomes
-            except Exception as err:  # noqa: BLE001 - the worker died and its retries are spent
-                for trial in by_ref[ref]:
-                    yield Outcome(trial, None, f"{type(err).__name__}: {err}", "unknown")
-            del by_ref[ref]
+        remote, threads = self._remote(), max(1, round(self.cfg.cpus_per_trial))
+        with Ahead(units, prepare or (lambda batch: None), lookahead=self._slots()) as ahead:
+            taken = 0
+            while taken < len(units) or self._pending:
+                slots = self._slots()
+                while taken < len(units) and len(self._pending) < slots:
+                    ahead.wait(taken, self.should_stop)
+                    unit = [t for t in units[taken] if not on_start or on_start(t) is not False]  # vetoed: dropped
+                    taken += 1
+                    if unit:
+                        progress = Progress(points, [index[id(t)] for t in unit]) if points is not None else None
+                        ref = remote.remote(unit, self.cfg.device, threads, progress)
+                        by_ref[ref] = unit
+                        self._pending.append(ref)
+                if self._pending:  # else every remaining trial was skipped
+                    yield from self._collect(by_ref, points, trials, on_progress)
+
+    def _remote(self):
+        """:func:`execute_unit` as a Ray task with this cluster's resources per unit."""
+        import ray
+
+        return ray.remote(execute_unit).options(num_cpus=self.cfg.cpus_per_trial, num_gpus=self.cfg.gpus_per_trial,
+                                                max_retries=self.cfg.max_retries, retry_exceptions=False)
+
+    def _collect(self, by_ref: dict, points, trials: Sequence[Trial], on_progress: OnProgress) -> Iterator[Outcome]:
+        """Wait up to a second for a unit to finish: pass on the learning-curve points that came
+        meanwhile, then yield the finished unit's outcomes (failed ones if its worker died and
+        its retries are spent)."""
+        import ray
+
+        done, self._pending = ray.wait(self._pending, num_returns=1, timeout=1.0)
+        if self.should_stop is not None and self.should_stop():  # within a second of a signal
+            raise KeyboardInterrupt("interrupt requested")
+        if points is not None:
+            for batch in points.get_nowait_batch(points.qsize()):
+                for i, point in batch:
+                    on_progress(trials[i], point)
+        if not done:
+            return
+        ref = done[0]
+        try:
+            outcomes = ray.get(ref)
+            for trial, outcome in zip(by_ref[ref], outcomes):  # the caller's own objects
+                outcome.trial = trial
+            yield from outcomes
+        except Exception as err:  # noqa: BLE001 - the worker died and its retries are spent
+            for trial in by_ref[ref]:
+                yield Outcome(trial, None, f"{type(err).__name__}: {err}", "unknown")
+        del by_ref[ref]
 
 
 def make_scheduler(cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]] = None,

@@ -26,14 +26,14 @@ def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_pat
 
         seen: dict[str, list[int]] = {}  # trial id → steps of the points that came live
 
-        def spy(todo, on_start=None, on_progress=None):
+        def spy(todo, on_start=None, on_progress=None, prepare=None):
             calls.append(len(todo))
 
             def progress(trial, point):
                 seen.setdefault(trial.trial_id, []).append(int(point["step"]))
                 on_progress(trial, point)
 
-            for outcome in run(todo, on_start, progress):
+            for outcome in run(todo, on_start, progress, prepare):
                 # every point of a trial reaches the driver before its outcome (one batch per unit;
                 # seed 1 runs twice, once per ablation, so its points may have come twice)
                 got, steps = seen.get(outcome.trial.trial_id, []), [p["step"] for p in outcome.result.curve]
