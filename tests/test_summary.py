@@ -137,14 +137,13 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
     import subprocess
     import sys
 
-    from analysis import outputs, plots, reuse, summary
+    from analysis import outputs, reuse, summary
     from analysis.load import load_runs
     from harness.config import ClusterConfig, SchedulerKind
     from harness.driver import run_suite
     from harness.sweep import compose_trial
     from harness.tracking import Store, Tracker
 
-    assert outputs.plots.FORMATS == plots.FORMATS
     trials = [compose_trial(["train.max_steps=4", "train.eval_every=2", "task.n_val=16",
                              "task.n_test=16"], [f"seed={s}"]) for s in range(2)]
     db = tmp_path / "mlflow.db"
