@@ -118,6 +118,11 @@ def execute_pack(trials: Sequence[Trial], device: str, num_threads: int,
     return [Outcome(t, r, None, node) for t, r in zip(trials, results)]
 
 
+def _ready() -> None:
+    """A task that does nothing: the worker that runs it has imported this module, and with it
+    the trial code (:meth:`RayScheduler._warm`)."""
+
+
 def execute_unit(trials: Sequence[Trial], device: str, num_threads: int,
                  progress: Optional[Progress] = None) -> list[Outcome]:
     """:func:`execute_pack` in a Ray worker, its learning-curve points sent through
@@ -290,7 +295,17 @@ class RayScheduler:
                   f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "
                   f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs)", file=sys.stderr)
         self._check_feasible()
+        self._warm()
         return self
+
+    def _warm(self) -> None:
+        """Start one worker per slot now, so that while the driver plans and claims, each
+        imports the trial code (torch, the models: seconds on a small machine) instead of after
+        the first unit arrives; Ray reuses these workers for the units. Not waited for."""
+        import ray
+
+        ready = ray.remote(_ready).options(num_cpus=self.cfg.cpus_per_trial, num_gpus=self.cfg.gpus_per_trial)
+        self._warming = [ready.remote() for _ in range(self._slots())]
 
     def _check_feasible(self) -> None:
         import ray
