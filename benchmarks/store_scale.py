@@ -5,10 +5,10 @@ For each size N, an experiment holding N finished trial runs (each with trial ta
 and 50 metrics: the shape of a real trial run), filled once through MLflow's client
 (``create_run``, one ``log_batch``, ``set_terminated``) and reused by later invocations (the
 fill of 10^4 runs takes many minutes); then ``--trials`` new trials are tracked as the sweep does
-it, claim + record through :class:`harness.tracking.Tracker` (:func:`track_trial`, the one place
-this benchmark calls the tracker's trial API). The floor is one bare record in an experiment of
+it: claimed in rounds of ``--trials`` (one bakery round, :meth:`harness.tracking.Tracker.claim_batch`)
+and recorded (:func:`track_round`, the one place this benchmark calls the tracker's trial API). The floor is one bare record in an experiment of
 its own: ``create_run``, one ``log_batch`` with 40 params and 50 metrics, ``set_terminated``.
-Each figure is the median over the trials, wall and CPU (``getrusage`` of this process: the SQLite
+Each figure is per trial, the median over 3 rounds, wall and CPU (``getrusage`` of this process: the SQLite
 store runs in it). Also timed once per size: the resume listing (``Tracker.finished_trials``),
 of every finished trial and of a sweep's 200 trial ids (half finished), as a resume reads it
 (medians of 5 reads).
@@ -42,15 +42,16 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def track_trial(tracker, experiment_id: str, parent_id: str, trial, outcome) -> tuple[float, float]:
-    """One trial's tracking as the sweep does it: claim its run (the lease-checked search of the
-    experiment for rivals), then record the outcome and close the run; returns the wall seconds
-    of each. Adapt these two calls when the claim moves (``harness/leases.py``)."""
+def track_round(tracker, experiment_id: str, parent_id: str, trials, outcomes, since_ms: int) -> tuple[float, float]:
+    """One claim round as a sweep makes it (:meth:`harness.tracking.Tracker.claim_batch` of the
+    trials, one bakery round; ``since_ms`` as a sweep's plan sets it), then each outcome recorded
+    and its run closed; returns the wall seconds of the claim and of the records."""
     start = time.perf_counter()
-    run_id = tracker.claim(experiment_id, parent_id, "bench", trial)
+    run_ids = tracker.claim_batch(experiment_id, parent_id, "bench", trials, since_ms=since_ms)
     claimed = time.perf_counter()
-    assert run_id is not None, "a fresh trial id was claimed elsewhere"
-    tracker.finish_trial(run_id, outcome)
+    assert all(run_ids), "a fresh trial id was claimed elsewhere"
+    for run_id, outcome in zip(run_ids, outcomes):
+        tracker.finish_trial(run_id, outcome)
     return claimed - start, time.perf_counter() - claimed
 
 
@@ -124,18 +125,22 @@ def _fresh(trial, outcome):
     return fresh, Outcome(fresh, outcome.result, None, "bench")
 
 
-def measure(tracker, experiment_id: str, parent_id: str, trial, outcome, n_trials: int):
-    """Median ms of :func:`track_trial` over ``n_trials`` fresh trial ids: wall, CPU, and the
-    wall of its claim and of its record."""
+def measure(tracker, experiment_id: str, parent_id: str, trial, outcome, n_trials: int, rounds: int = 3):
+    """Median over ``rounds`` claim rounds of ``n_trials`` fresh trial ids (:func:`track_round`),
+    per trial: wall ms, CPU ms, and the wall ms of its share of the claim and of its record."""
+    from harness.leases import now_ms
+
+    since_ms = now_ms() - 120_000  # a sweep planned now, with the default lease
     walls, cpus, claims, records = [], [], [], []
-    for _ in range(n_trials):
-        fresh, done = _fresh(trial, outcome)
+    for _ in range(rounds):
+        fresh = [_fresh(trial, outcome) for _ in range(n_trials)]
         wall, cpu = time.perf_counter(), _cpu()
-        claim_s, record_s = track_trial(tracker, experiment_id, parent_id, fresh, done)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(_cpu() - cpu)
-        claims.append(claim_s)
-        records.append(record_s)
+        claim_s, record_s = track_round(tracker, experiment_id, parent_id, [t for t, _ in fresh],
+                                        [o for _, o in fresh], since_ms)
+        walls.append((time.perf_counter() - wall) / n_trials)
+        cpus.append((_cpu() - cpu) / n_trials)
+        claims.append(claim_s / n_trials)
+        records.append(record_s / n_trials)
     return _median_ms(walls), _median_ms(cpus), _median_ms(claims), _median_ms(records)
 
 
@@ -143,7 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.store_scale",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,10000", help="runs already in the experiment")
-    parser.add_argument("--trials", type=int, default=30, help="trials tracked per size")
+    parser.add_argument("--trials", type=int, default=32, help="trials per claim round (3 rounds per size)")
     parser.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "harness-store-scale"),
                         help="folder of the SQLite store, kept and reused (the fill is slow)")
     args = parser.parse_args()
@@ -194,14 +199,14 @@ def main() -> None:
         every = tracker.finished_trials(experiment_id)
         sweep_ids = sorted(every)[:SWEEP // 2] + [uuid.uuid4().hex[:16] for _ in range(SWEEP // 2)]
         sweep_ms = _listing_ms(tracker, experiment_id, sweep_ids)  # what a resume of SWEEP trials reads
-        track_trial(tracker, experiment_id, parent_id, *_fresh(trial, outcome))  # warm-up
+        measure(tracker, experiment_id, parent_id, trial, outcome, 4, rounds=1)  # warm-up
         figures = measure(tracker, experiment_id, parent_id, trial, outcome, args.trials)
         tracker.end_run(parent_id)
         rows.append((f"claim + record (had {have} runs before the fill)", count, *figures, listing_ms,
                      sweep_ms))
         print(rows[-1], flush=True)
 
-    print(f"\nstore: {store.uri.split('/')[-1]} (SQLite, in-process); {args.trials} trials per row,"
+    print(f"\nstore: {store.uri.split('/')[-1]} (SQLite, in-process); 3 claim rounds of {args.trials} trials per size,"
           " medians\n")
     print("| what | runs in experiment | wall ms/trial | CPU ms/trial | claim wall ms | record wall ms"
           f" | listing: every finished trial ms | listing: a sweep's {SWEEP} trial ids ms |")
