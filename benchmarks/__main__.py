@@ -111,7 +111,6 @@ class NoOpTracker:
     leases = types.SimpleNamespace(lost=None, drop=lambda run_id, why: None)
 
     def start_trial(self, *args): return "run"  # noqa: E704
-    def claim(self, *args): return "run"  # noqa: E704
     def claim_batch(self, experiment_id, parent_id, ablation, trials, *args): return ["run"] * len(trials)  # noqa: E704
     def heartbeat(self, *args): return contextlib.nullcontext()  # noqa: E704
     def log_points(self, *args): return None  # noqa: E704

@@ -252,7 +252,7 @@ class Leases:
         return [r for r in runs if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore]
 
     def _live_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
-                     ignore: Collection[str], since_ms: int, poll_s: float) -> list:
+                     ignore: Collection[str], since_ms: int, poll_s: float, stop: Callable[[], bool]) -> list:
         """The rivals that count: FINISHED, or RUNNING under a live lease (read again after their
         parent, as :meth:`close_stale` reads them); waits while a live one has no ticket yet (a
         driver of the per-run protocol, still choosing)."""
@@ -266,9 +266,9 @@ class Leases:
                     live.append(r if now_r is None else now_r)
             if all("ticket" in r.data.tags for r in live):
                 return live
-            time.sleep(poll_s)
+            _pause(poll_s, stop)
 
-    def _await_choosers(self, experiment_id: str, own_parent: str, poll_s: float) -> None:
+    def _await_choosers(self, experiment_id: str, own_parent: str, poll_s: float, stop: Callable[[], bool]) -> None:
         """Wait until every live rival driver that is choosing its tickets now has left that
         round (Lamport's ``while choosing[j]``): a rival's round number, not a flag, so that a
         driver claiming batch after batch never starves this one."""
@@ -281,7 +281,7 @@ class Leases:
             first = choosing if first is None else first
             if not any(choosing.get(run_id) == mark for run_id, mark in first.items()):
                 return
-            time.sleep(poll_s)
+            _pause(poll_s, stop)
 
     def _create(self, experiment_id: str, runs: Sequence[dict[str, str]], ticket: int) -> list:
         """Create the batch's runs (tags ``runs[i]`` and the ticket); on any error close and
@@ -305,7 +305,8 @@ class Leases:
         self.client.delete_run(run_id)
 
     def claim(self, experiment_id: str, parent_id: str, runs: Sequence[dict[str, str]],
-              ignore: Collection[str] = frozenset(), since_ms: int = 0, poll_s: float = 0.25) -> list:
+              ignore: Collection[str] = frozenset(), since_ms: int = 0, poll_s: float = 0.25,
+              stop: Callable[[], bool] = lambda: False) -> list:
         """Claim a batch of trials in one bakery round (module docstring): one new RUNNING run per
         item of ``runs`` (its tags; ``trial_id`` among them, each trial once), under
         ``parent_id``. Returns, per item, the won run's ``RunInfo`` or None where the trial is
@@ -314,9 +315,12 @@ class Leases:
         ``ignore``: FINISHED runs that do not count (the old runs of a forced rerun).
         ``since_ms``: rival runs FINISHED before this time (ms since the epoch) are not read (the
         caller skipped their trials); 0 reads them all.
+        ``stop``: asked while waiting for a rival (it can take up to a lease for a dead one);
+        True ends the claim with ``KeyboardInterrupt``, its runs closed and deleted.
 
         Raises:
             LeaseLost: ``parent_id`` is no longer this driver's RUNNING parent: nothing is claimed.
+            KeyboardInterrupt: ``stop()`` answered True while waiting.
         """
         self.confirm(parent_id)
         trial_ids = {tags["trial_id"] for tags in runs}
@@ -330,8 +334,8 @@ class Leases:
         finally:
             self.client.set_tag(parent_id, CHOOSING, f"0:{self._round}")
         try:
-            self._await_choosers(experiment_id, parent_id, poll_s)
-            live = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s)
+            self._await_choosers(experiment_id, parent_id, poll_s, stop)
+            live = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s, stop)
         except BaseException:
             for info in created:
                 with contextlib.suppress(Exception):
@@ -347,6 +351,13 @@ class Leases:
             else:
                 won.append(info)
         return won
+
+
+def _pause(seconds: float, stop: Callable[[], bool]) -> None:
+    """Sleep between two reads of a wait, unless the claim should stop (``KeyboardInterrupt``)."""
+    if stop():
+        raise KeyboardInterrupt("interrupt requested while claiming")
+    time.sleep(seconds)
 
 
 def _ticket(run) -> int:

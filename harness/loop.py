@@ -165,7 +165,7 @@ class Queue:
             if sweep.first_claim is None:
                 sweep.first_claim = time.perf_counter()
             runs = self.writer.claim_batch(summary.experiment_id, summary.parent_id, summary.ablation,
-                                           group, sweep.superseded, self.since_ms)
+                                           group, sweep.superseded, self.since_ms, self.should_stop)
             self.claimed.update(zip(map(id, group), runs))
 
     def on_start(self, trial: Trial) -> bool:

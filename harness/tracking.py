@@ -21,7 +21,7 @@ import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Collection, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 import torch
 import yaml
@@ -291,7 +291,8 @@ class Tracker:
         return tags
 
     def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: Sequence[Trial],
-                    ignore: Collection[str] = frozenset(), since_ms: int = 0) -> list[str | None]:
+                    ignore: Collection[str] = frozenset(), since_ms: int = 0,
+                    stop: Callable[[], bool] = lambda: False) -> list[str | None]:
         """Open a RUNNING child run for each of ``trials`` that no other live driver runs and
         none has finished, in one bakery round (:meth:`harness.leases.Leases.claim`); each won
         run gets its params and ``config.yaml``. Returns one run id per trial, None where the
@@ -306,7 +307,7 @@ class Tracker:
                 (another invocation closed it): nothing is claimed.
         """
         infos = self.leases.claim(experiment_id, parent_id, [self._trial_tags(parent_id, ablation, t) for t in trials],
-                                  ignore, since_ms)
+                                  ignore, since_ms, stop=stop)
         won: list[str | None] = []
         try:
             for trial, info in zip(trials, infos):
@@ -322,11 +323,6 @@ class Tracker:
                         self.end_run(info.run_id, "KILLED")
             raise
         return won
-
-    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
-              ignore: Collection[str] = frozenset(), since_ms: int = 0) -> str | None:
-        """:meth:`claim_batch` of one trial: its run id, or None if it is another driver's."""
-        return self.claim_batch(experiment_id, parent_id, ablation, [trial], ignore, since_ms)[0]
 
     def log_points(self, run_id: str, points: list[dict[str, float]]) -> None:
         """Log learning-curve points of a running trial in one batch, each at the time it was

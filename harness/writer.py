@@ -84,19 +84,13 @@ class TrackingWriter:
         self.writes += 1
         self._queue.put((what, call))
 
-    def claim(self, experiment_id: str, parent_id: str, ablation: str, trial: Trial,
-              ignore: set[str] = frozenset()) -> Optional[str]:
-        """The tracker's :meth:`~harness.tracking.Tracker.claim`, at once on the caller's thread
-        (its answer decides whether the trial runs): the run id, or None if the trial is another
-        driver's."""
-        return self.tracker.claim(experiment_id, parent_id, ablation, trial, ignore)
-
     def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: list[Trial],
-                    ignore: set[str] = frozenset(), since_ms: int = 0) -> list[Optional[str]]:
+                    ignore: set[str] = frozenset(), since_ms: int = 0,
+                    stop: Callable[[], bool] = lambda: False) -> list[Optional[str]]:
         """The tracker's :meth:`~harness.tracking.Tracker.claim_batch`, at once on the caller's
         thread (the scheduler's claim thread): one run id per trial, None where it is another
         driver's."""
-        return self.tracker.claim_batch(experiment_id, parent_id, ablation, trials, ignore, since_ms)
+        return self.tracker.claim_batch(experiment_id, parent_id, ablation, trials, ignore, since_ms, stop)
 
     def drop(self, run_id: str, why: str) -> None:
         """Queue closing and deleting a claimed run that never started

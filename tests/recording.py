@@ -1,6 +1,6 @@
 """Test-only recording helpers (they were production API used only by tests): a trial run opened
 without a claim, an outcome recorded in one go, and a writer that queues such opens. The
-harness itself opens every trial run through the claim (:meth:`harness.tracking.Tracker.claim`).
+harness itself opens every trial run through a claim (:meth:`harness.tracking.Tracker.claim_batch`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ def start_trial(tracker, experiment_id: str, parent_id: str, ablation: str, tria
     run_id = tracker.client.create_run(experiment_id, tags=tags).info.run_id
     tracker._log_config(run_id, trial)
     return run_id
+
+
+def claim(tracker, experiment_id: str, parent_id: str, ablation: str, trial) -> Optional[str]:
+    """Claim one trial (a bakery round of one, :meth:`harness.tracking.Tracker.claim_batch`):
+    its run id, or None if it is another driver's."""
+    return tracker.claim_batch(experiment_id, parent_id, ablation, [trial])[0]
 
 
 def log_trial(tracker, experiment_id: str, parent_id: str, ablation: str, outcome) -> str:

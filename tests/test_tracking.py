@@ -19,7 +19,7 @@ from harness.scheduler import SerialScheduler
 from harness.sweep import compose_trial
 from harness.store import resolve_store
 from harness.tracking import Tracker
-from tests.recording import log_trial
+from tests.recording import claim, log_trial
 
 FAST = ["train.max_steps=30", "train.eval_every=10", "task.n_train=32", "task.n_val=32",
         "task.n_test=64", "cluster=serial"]
@@ -92,7 +92,7 @@ def test_long_params_are_kept_in_full_in_config_yaml_and_never_look_alike(hydra_
     tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", 2, 0, [])
-    runs = [tracker.claim(experiment, parent, "unit", t) for t in trials]
+    runs = [claim(tracker, experiment, parent, "unit", t) for t in trials]
     client = MlflowClient(tracker.store.uri)
     params = [client.get_run(r).data.params["task.train_lengths"] for r in runs]
     assert params[0] != params[1] and all("config.yaml" in p and len(p) < 6000 for p in params)
@@ -172,14 +172,14 @@ def test_a_run_finished_while_another_driver_reads_the_store_is_not_taken_for_st
     trials = [compose_trial(FAST, [f"seed={seed}"]) for seed in (0, 1)]
     for trial in trials:
         parent = owner.start_parent(experiment, "unit", 1, 0, [])
-        run_id = owner.claim(experiment, parent, "unit", trial)
+        run_id = claim(owner, experiment, parent, "unit", trial)
         with monkeypatch.context() as patch:
             _finishing_between_reads(patch, reader, owner, parent, run_id)
             if trial is trials[0]:
                 assert reader.close_stale(experiment) == 0
             else:
                 mine = reader.start_parent(experiment, "unit", 1, 0, [])
-                assert reader.claim(experiment, mine, "unit", trial) is None
+                assert claim(reader, experiment, mine, "unit", trial) is None
         assert MlflowClient(store.uri).get_run(run_id).info.status == "FINISHED"
     assert sorted(owner.finished_trials(experiment)) == sorted(t.trial_id for t in trials)
     assert all(len(runs) == 1 for runs in owner.finished_trials(experiment).values())
@@ -195,7 +195,7 @@ def test_a_store_error_reading_a_parent_never_makes_its_runs_stale(hydra_conf, t
     owner, reader = Tracker(store), Tracker(store)
     experiment = owner.experiment("unit")
     parent = owner.start_parent(experiment, "unit", 1, 0, [])
-    run_id = owner.claim(experiment, parent, "unit", compose_trial(FAST, ["seed=0"]))
+    run_id = claim(owner, experiment, parent, "unit", compose_trial(FAST, ["seed=0"]))
     real = reader.client.get_run
     for code, closed in ((TEMPORARILY_UNAVAILABLE, 0), (RESOURCE_DOES_NOT_EXIST, 1)):
         def get_run(wanted: str, code=code):

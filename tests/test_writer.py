@@ -86,8 +86,9 @@ def test_run_sweep_records_every_trial_through_the_writer(tmp_path, hydra_conf, 
 
 def test_claim_answers_at_once_and_finish_answers_through_a_future_after_queued_progress():
     class Claims(SlowStore):
-        def claim(self, experiment_id, parent_id, ablation, trial, ignore=frozenset()):
-            return None if trial.trial_id == "taken" else f"run-{trial.trial_id}"
+        def claim_batch(self, experiment_id, parent_id, ablation, trials, ignore=frozenset(), since_ms=0,
+                        stop=None):
+            return [None if t.trial_id == "taken" else f"run-{t.trial_id}" for t in trials]
 
         def log_points(self, run_id, points):
             self.gate.wait(timeout=120)
@@ -99,8 +100,8 @@ def test_claim_answers_at_once_and_finish_answers_through_a_future_after_queued_
 
     store = Claims()
     writer = TrackingWriter(store, progress_every_s=0)  # each point queued at once
-    assert writer.claim("e", "p", "a", _Trial("taken")) is None  # synchronous: decides the start
-    run_id = writer.claim("e", "p", "a", _Trial("t0"))
+    assert writer.claim_batch("e", "p", "a", [_Trial("taken")]) == [None]  # synchronous: decides the start
+    (run_id,) = writer.claim_batch("e", "p", "a", [_Trial("t0")])
     assert run_id == "run-t0"
     writer.log_progress(run_id, {"step": 5})
     answers = [writer.finish_trial(run_id, outcome=None), writer.finish_trial("run-stale", outcome=None)]
