@@ -282,8 +282,8 @@ def sweep_efficiency(n_trials: int, steps: int):
                 outcomes = []
                 original = scheduler.run
 
-                def run(todo, on_start=None, on_progress=None):
-                    for outcome in original(todo, on_start, on_progress):
+                def run(todo, on_start=None, on_progress=None, prepare=None):
+                    for outcome in original(todo, on_start, on_progress, prepare):
                         outcomes.append(outcome)
                         yield outcome
                 scheduler.run = run
