@@ -306,6 +306,11 @@ class RayScheduler:
 
         ready = ray.remote(_ready).options(num_cpus=self.cfg.cpus_per_trial, num_gpus=self.cfg.gpus_per_trial)
         self._warming = [ready.remote() for _ in range(self._slots())]
+        from ray.util.queue import Queue
+
+        # the learning-curve channel's actor starts (a process of its own: seconds) with the
+        # workers, not when the first run begins (its points are drained at each run's start)
+        self._points = Queue(actor_options={"num_cpus": 0})
 
     def _check_feasible(self) -> None:
         import ray
@@ -346,9 +351,9 @@ class RayScheduler:
         the next ``slots`` units), ``on_start`` on this thread as each trial is submitted.
         Learning-curve points come back through a Ray queue and go to ``on_progress`` while the
         driver waits, and all of a trial's points before its outcome."""
-        from ray.util.queue import Queue
-
-        points = Queue(actor_options={"num_cpus": 0}) if on_progress and trials else None
+        points = self._points if on_progress and trials else None
+        if points is not None:  # a previous run's points (an interrupted one's) are not this run's
+            points.get_nowait_batch(points.qsize())
         index = {id(t): i for i, t in enumerate(trials)}
         units = plan(trials, self.cfg.pack_size, self.cfg.device, self._slots())
         by_ref: dict = {}
