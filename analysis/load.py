@@ -9,9 +9,10 @@ import urllib.parse
 from contextlib import closing
 from pathlib import Path
 
-import mlflow
 import numpy as np
 import pandas as pd
+
+from harness.store import Store, deleted_experiment_error, experiments
 
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
 _FLOAT_MAX = np.finfo(np.float64).max  # what MLflow's SQL store once made of ±inf
@@ -54,7 +55,7 @@ def _nonfinite_as_nan(df: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return df
 
 
-def _one_finished_per_trial(raw: pd.DataFrame, parent_of: dict, client, ablation: str) -> pd.DataFrame:
+def _one_finished_per_trial(raw: pd.DataFrame, parent_of: dict, tracking_uri: str, ablation: str) -> pd.DataFrame:
     """``raw`` (MLflow's ``search_runs`` frame) with one FINISHED run per trial id: where a trial
     has several (a driver that lost its lease recorded it anyway: the lease check is
     check-then-act, harness/leases.py), the run whose parent was not closed by another
@@ -65,6 +66,9 @@ def _one_finished_per_trial(raw: pd.DataFrame, parent_of: dict, client, ablation
     doubled = counts[counts > 1].index
     if len(doubled) == 0:
         return raw
+    import mlflow  # only where a trial has two FINISHED runs (rare): its parents' tags
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     closed: dict[str, bool] = {}  # parent run id → closed by another invocation (lease expired)
     for parent in {parent_of.get(r) for r in finished["run_id"]} - {None}:
         if isinstance(parent, str):
@@ -126,6 +130,32 @@ def search_sqlite(db: Path, experiment_id: str) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
+def stamped_sqlite(tracking_uri: str, experiment_id: str, tag: str, value: str) -> list[tuple[str, set[str]]] | None:
+    """``(artifact URI, names of its top-level artifacts)`` of up to 10 not deleted parent runs
+    (tag ``role`` = ``sweep``) of experiment ``experiment_id`` tagged ``tag`` = ``value``,
+    newest first, in the SQLite store of ``tracking_uri``: the search and listing that
+    :func:`analysis.summary.recorded_figures` makes with MLflow's client, read by SQL and from
+    the runs' artifact folders. ``None`` where the store is not read so (the schema is not the
+    one this reads, or an artifact URI is not a local folder): the caller asks MLflow."""
+    db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
+    try:
+        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)) as con:
+            rows = con.execute(
+                "SELECT r.artifact_uri FROM runs r JOIN tags a ON a.run_uuid = r.run_uuid AND a.key = 'role' "
+                "AND a.value = 'sweep' JOIN tags b ON b.run_uuid = r.run_uuid AND b.key = ? AND b.value = ? "
+                "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
+                "ORDER BY r.start_time DESC, r.run_uuid LIMIT 10", (tag, value, int(experiment_id))).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    if any(not (uri or "").startswith("file:") for (uri,) in rows):
+        return None
+    found = []
+    for (uri,) in rows:
+        folder = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+        found.append((uri, {p.name for p in folder.iterdir()} if folder.is_dir() else set()))
+    return found
+
+
 def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> pd.DataFrame:
     """Every trial (child) run of experiment ``ablation`` as one row.
 
@@ -152,23 +182,22 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
         db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
         if not db.exists() or db.stat().st_size == 0:
             raise LookupError(f"no MLflow store at {db} (run the sweep first, or set tracking.db_path)")
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
-    found = client.get_experiment_by_name(ablation)
+    found = experiments(Store(tracking_uri, None), [ablation]).get(ablation)
     if found is None:
         raise LookupError(f"no MLflow experiment {ablation!r} in {tracking_uri}")
-    if found.lifecycle_stage == "deleted":
-        from harness.store import deleted_experiment_error
-
-        raise LookupError(deleted_experiment_error(ablation, found.experiment_id, tracking_uri))
-    mlflow.set_tracking_uri(tracking_uri)
+    if found[1] == "deleted":
+        raise LookupError(deleted_experiment_error(ablation, found[0], tracking_uri))
     raw = None
     if db is not None:
         try:
-            raw = search_sqlite(db, found.experiment_id)
+            raw = search_sqlite(db, found[0])
         except sqlite3.OperationalError:  # a schema this query does not know: MLflow's own search
             pass
     if raw is None:
-        raw = mlflow.search_runs(experiment_names=[ablation], filter_string=TRIAL_RUNS, output_format="pandas")
+        import mlflow  # a server store (a SQLite one is read by SQL, without MLflow)
+
+        mlflow.set_tracking_uri(tracking_uri)
+        raw = mlflow.search_runs(experiment_ids=[found[0]], filter_string=TRIAL_RUNS, output_format="pandas")
     if raw.empty:
         return pd.DataFrame(columns=["run_id", "status", "trial_id", "variant"])
     renamed = {}
@@ -183,7 +212,7 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     if "tags.error" in renamed:  # a failed run's message; ``error`` is the test error metric
         renamed["tags.error"] = "error_message"
     parent_of = dict(zip(raw["run_id"], raw.get("tags.mlflow.parentRunId", pd.Series(index=raw.index))))
-    raw = _one_finished_per_trial(raw, parent_of, client, ablation)
+    raw = _one_finished_per_trial(raw, parent_of, tracking_uri, ablation)
     df = raw[["run_id", "status", "start_time", "end_time", *renamed]].rename(columns=renamed)
     df = df.loc[:, ~df.columns.duplicated()]
     keep = [c for c in df.columns if not c.startswith("mlflow.")]

@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import pandas as pd
 
 from analysis import curves, reuse, tables
-from analysis.load import load_runs
+from analysis.load import load_runs, stamped_sqlite
 from analysis.trials import restrict, swept_axes
 
 if TYPE_CHECKING:
-    from mlflow.tracking import MlflowClient
-
+    from harness.store import Store
     from harness.sweep import Trial
-    from harness.tracking import Store, Tracker
 
 COUNTS = ("used", "failed", "killed", "diverged")
 PLOT = "sample_efficiency.png"
@@ -96,7 +94,7 @@ def report(df: pd.DataFrame, out: Path) -> Path | None:
     return path
 
 
-def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tracker, parent: str,
+def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
               out_dir: Path, scale: str | None = None, figures: Sequence[str] | None = None) -> None:
     """The end-of-sweep summary of ``python -m harness``: the runs, figures and table of
     :func:`analyse` and :func:`report` on the sweep's ``trials``, exactly what ``python -m
@@ -109,13 +107,16 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tra
     empty: every trial had finished, no run was written) writes nothing to the store: it prints
     the table (written to ``out_dir``) and the figures of the latest parent run stamped with the
     same digest (:func:`recorded_figures`), or, where none is (e.g. a run changed since), draws
-    them into ``out_dir``.
+    them into ``out_dir``; on a SQLite store it reads by SQL and imports no MLflow.
     """
     df = restrict(load_runs(ablation, store.uri), trials, ablation)
     how = drawing(ablation, trials, store.uri, scale, figures)
     if not parent:
-        _no_op(ablation, df, how, store, tracker.client, out_dir)
+        _no_op(ablation, df, how, store, out_dir)
         return
+    from harness.tracking import Tracker  # MLflow: the figures are logged to the parent run
+
+    tracker = Tracker(store)
     paths = reuse.write_once(df, out_dir, **how) if not df.empty else []
     table = report(df, out_dir) if not df.empty else None
     stamp = out_dir / reuse.STAMP
@@ -130,13 +131,14 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, tracker: Tra
           f"browse: {ui_link(store, info.experiment_id)}")
 
 
-def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, client: MlflowClient,
-           out_dir: Path) -> None:
+def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, out_dir: Path) -> None:
     """:func:`summarise` of a no-op resume: nothing is written to the store."""
-    experiment = client.get_experiment_by_name(ablation)
+    from harness.store import experiments
+
+    experiment_id = experiments(store, [ablation]).get(ablation, (None,))[0]
     plot = None
     if not df.empty:
-        found = experiment and recorded_figures(client, experiment.experiment_id, reuse.digest(df, **how))
+        found = experiment_id and recorded_figures(store.uri, experiment_id, reuse.digest(df, **how))
         if found:
             plot = f"{found[0]}/{PLOT}" if PLOT in found[1] else None
         else:
@@ -145,29 +147,44 @@ def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, c
         report(df, out_dir)
     if plot:
         print(f"plot: {plot}")
-    if experiment is not None:
+    if experiment_id is not None:
         print(f"records: {store.uri} (experiment {ablation!r}; nothing new recorded)\n"
-              f"browse: {ui_link(store, experiment.experiment_id)}")
+              f"browse: {ui_link(store, experiment_id)}")
 
 
-def recorded_figures(client: MlflowClient, experiment_id: str, key: str) -> tuple[str, set[str]] | None:
+def recorded_figures(store_uri: str, experiment_id: str, key: str) -> tuple[str, set[str]] | None:
     """The artifact URI and the logged file names of the latest parent run of experiment
     ``experiment_id`` tagged :data:`STAMP_TAG` = ``key`` that still holds its stamp
-    (:data:`analysis.reuse.STAMP`); ``None`` if there is none. Reads only, with MLflow's client:
-    one search, and one listing of each candidate's artifacts. The tag is set only once the
-    stamp and every file it lists are logged (:func:`summarise`)."""
-    from mlflow.exceptions import MlflowException
+    (:data:`analysis.reuse.STAMP`); ``None`` if there is none. Reads only: one search, and one
+    listing of each candidate's artifacts; on a SQLite store by SQL and from the artifact
+    folders (:func:`analysis.load.stamped_sqlite`), elsewhere with MLflow's client. The tag is
+    set only once the stamp and every file it lists are logged (:func:`summarise`)."""
+    found = None
+    if store_uri.startswith("sqlite:///"):
+        found = stamped_sqlite(store_uri, experiment_id, STAMP_TAG, key)
+    if found is None:
+        found = _stamped_mlflow(store_uri, experiment_id, key)
+    return next(((uri, logged) for uri, logged in found if reuse.STAMP in logged), None)
 
+
+def _stamped_mlflow(store_uri: str, experiment_id: str, key: str) -> list[tuple[str, set[str]]]:
+    """:func:`recorded_figures`' candidates read with MLflow's client: ``(artifact URI, logged
+    file names)`` of up to 10 stamped parent runs, newest first (one whose artifacts cannot be
+    read is left out)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store_uri)
     runs = client.search_runs([experiment_id], f"tags.role = 'sweep' AND tags.{STAMP_TAG} = '{key}'",
                               max_results=10, order_by=["attributes.start_time DESC"])
+    found = []
     for run in runs:
         try:
-            logged = {PurePosixPath(f.path).name for f in client.list_artifacts(run.info.run_id)}
+            found.append((run.info.artifact_uri,
+                          {PurePosixPath(f.path).name for f in client.list_artifacts(run.info.run_id)}))
         except (MlflowException, OSError):  # its artifacts cannot be read: look further
             continue
-        if reuse.STAMP in logged:
-            return run.info.artifact_uri, logged
-    return None
+    return found
 
 
 def ui_link(store: Store, experiment_id: str) -> str:

@@ -207,7 +207,7 @@ def driver(n_noop: int, n_store: int, server: bool):
     (claims in batches of 16 on the claim thread, records on the writer thread, as on Ray) and the
     floor, one bare record, on the same store in the same run. Rows ``(what, CPU ms/trial,
     wall ms/trial, CPU / the floor's CPU)``."""
-    from harness.driver import run_sweep
+    from harness.loop import run_sweep
     from harness.sweep import Composer
     from harness.tracking import Store, Tracker
     from harness.trial import run_trial
@@ -263,7 +263,7 @@ def _floor(tracker, n: int, proc=None) -> tuple:
 def sweep_efficiency(n_trials: int, steps: int):
     """Ray (2 CPUs): wall vs ideal, driver CPU and tracking shares, lone trials vs packs."""
     from harness.config import ClusterConfig, SchedulerKind
-    from harness.driver import run_sweep
+    from harness.loop import run_sweep
     from harness.scheduler import RayScheduler
     from harness.sweep import compose_trial
     from harness.tracking import Store, Tracker

@@ -76,12 +76,11 @@ def main(cfg: DictConfig) -> None:
         return
     from analysis.summary import summarise
     from harness.paths import folder_name
-    from harness.tracking import Tracker
 
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
-        summarise(name, dict(ablations)[name], store, Tracker(store), summary.parent_id,
+        summarise(name, dict(ablations)[name], store, summary.parent_id,
                   out_dir / folder_name(name) if len(ablations) > 1 else out_dir, cfg.scale.name)
 
     sys.exit(sweep.main(after=after if cfg.summary else None, store_checked=True))

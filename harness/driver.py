@@ -22,17 +22,18 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
-from harness.loop import (OnDone, Scheduler, SweepSummary, print_summary, run_sweep,  # noqa: F401
-                          run_sweeps)
-from harness.records import TrackingError, Trial
+from harness.records import SweepSummary, TrackingError, Trial
+from harness.report import print_summary
 from harness.scheduler import make_scheduler
-from harness.store import Store, check_store, finished_ids
-from harness.tracking import Tracker, check_experiments
+from harness.store import Store, check_experiments, check_store, experiments, finished_ids, has_running
 from harness.validate import check_cluster, preflight
+
+if TYPE_CHECKING:  # imported where a trial will run (_run_queue): they import MLflow
+    from harness.loop import OnDone, Scheduler
 
 INTERRUPTED = 130  # exit status of an interrupted sweep (128 + SIGINT, as a shell reports it)
 
@@ -83,30 +84,27 @@ class Sweep:
         preflight([t for name, trials in self.ablations for t in trials
                    if t.trial_id not in self.finished.get(name, ())], self.cluster.device, self.cluster.pack_size)
 
-    def _all_finished(self, tracker: Tracker) -> bool:
-        """Whether every trial already has a FINISHED run (and no ``force``): a no-op resume,
-        which starts no scheduler (no Ray) and writes no run. Reads the store unless
-        :meth:`check` listed it."""
+    def _nothing_to_run(self) -> dict[str, str] | None:
+        """``ablation → experiment id`` if this is a no-op resume: every trial already has a
+        FINISHED run (and no ``force``), every experiment exists and none holds a RUNNING run
+        (a live sweep's, or a stale one that a sweep with trials would close); else ``None``.
+        Reads the store (by SQL where it is local) and opens no MLflow client; lists the
+        finished trials unless :meth:`check` did."""
         if self.force:
-            return False
-        if self.finished:
-            return all(t.trial_id in self.finished[name] for name, trials in self.ablations for t in trials)
-        for name, trials in self.ablations:
-            found = tracker.client.get_experiment_by_name(name)
-            if found is None:
-                if trials:
-                    return False
-                continue
-            done = tracker.finished_trials(found.experiment_id, {t.trial_id for t in trials})
-            if any(t.trial_id not in done for t in trials):
-                return False
-        return True
+            return None
+        names = [name for name, _ in self.ablations]
+        if not self.finished:
+            self.finished = {name: finished_ids(self.store, name) for name in names}
+        if any(t.trial_id not in self.finished[name] for name, trials in self.ablations for t in trials):
+            return None
+        found = experiments(self.store, names)
+        if any(found.get(name, ("", ""))[1] != "active" for name in names):
+            return None
+        ids = {name: found[name][0] for name in names}
+        return None if any(has_running(self.store, i) for i in set(ids.values())) else ids
 
-    def _scheduler(self, stack: contextlib.ExitStack, tracker: Tracker) -> Scheduler:
-        """The entered scheduler: Ray starts once, its own SIGTERM handlers noting the signal;
-        none for a no-op resume (:meth:`_all_finished`)."""
-        if self._all_finished(tracker):
-            return _NoTrials()
+    def _scheduler(self, stack: contextlib.ExitStack) -> Scheduler:
+        """The entered scheduler: Ray starts once, its own SIGTERM handlers noting the signal."""
         scheduler = make_scheduler(self.cluster, should_stop=self.should_stop)
         noting = (contextlib.nullcontext() if self.cluster.scheduler is SchedulerKind.serial
                   else signals.noting_ray_handlers(self.stop))
@@ -118,7 +116,8 @@ class Sweep:
         """Run the suite, printing each ablation's :class:`SweepSummary` and calling
         ``after(name, summary)`` (the end-of-sweep table and plot) as each ablation completes;
         returns whether any trial failed. Once the suite is over the signal handlers found on
-        entry are back.
+        entry are back. A no-op resume (:meth:`_nothing_to_run`) starts no scheduler (no Ray),
+        imports no MLflow and writes no run: it prints each ablation's summary at once.
 
         An interrupt ends the process with exit status 130 once Ray is down (:meth:`_interrupted`).
 
@@ -128,14 +127,15 @@ class Sweep:
         """
         previous = signals.install(self.stop)  # SIGINT and SIGTERM (Slurm, Kubernetes)
         try:
-            with contextlib.ExitStack() as stack:
-                tracker = Tracker(self.store, self.lease_s)
-                scheduler = self._scheduler(stack, tracker)
-                signals.install(self.stop)  # again: ray.init installed its own SIGTERM handler
-                self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
-                summaries = run_sweeps(self.ablations, scheduler, tracker,
-                                       self.cli, force=self.force, on_done=self._done(after),
-                                       should_stop=self.should_stop)
+            done = self._done(after)
+            resumed = self._nothing_to_run()
+            if resumed is not None:
+                summaries = [SweepSummary(resumed[name], "", len(trials), len(trials), 0, ablation=name)
+                             for name, trials in self.ablations]
+                for summary in summaries:
+                    done(summary.ablation, summary)
+            else:
+                summaries = self._run_queue(done)
             sys.stdout.flush()
             # the suite is over and recorded: a later signal ends the process as before the
             # suite, not as a KeyboardInterrupt in exit callbacks (a Traceback, exit 0); one that
@@ -146,6 +146,21 @@ class Sweep:
             self._interrupted(stop)
             raise
         return any(s.failed for s in summaries)
+
+    def _run_queue(self, done: Callable[[str, SweepSummary], None]) -> list[SweepSummary]:
+        """The suite as one queue on one scheduler (:func:`harness.loop.run_sweeps`), Ray shut
+        down before this returns."""
+        # MLflow (about 2 s to import and open) only where a trial will run or be recorded
+        from harness.loop import run_sweeps
+        from harness.tracking import Tracker
+
+        with contextlib.ExitStack() as stack:
+            tracker = Tracker(self.store, self.lease_s)
+            scheduler = self._scheduler(stack)
+            signals.install(self.stop)  # again: ray.init installed its own SIGTERM handler
+            self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
+            return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
+                              on_done=done, should_stop=self.should_stop)
 
     def _stop_point(self) -> None:
         if self.stop.is_set():
@@ -193,14 +208,6 @@ class Sweep:
         except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
             return _error(err, 2)
         return 1 if any_failed else 0
-
-
-class _NoTrials:
-    """The scheduler of a sweep with nothing to run."""
-
-    def run(self, trials, on_start=None, on_progress=None, prepare=None):
-        assert not trials, "a no-op sweep was given trials to run"
-        yield from ()
 
 
 def _error(err: Exception, status: int) -> int:

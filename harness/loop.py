@@ -28,32 +28,13 @@ from typing import Callable, Optional, Sequence
 from tqdm import tqdm
 
 from harness.leases import lease_lost, now_ms
-from harness.records import Outcome, Trial
+from harness.records import Outcome, SweepSummary, Trial
 from harness.scheduler import RayScheduler, SerialScheduler
 from harness.tracking import Tracker
 from harness.writer import TrackingWriter
 
 Scheduler = RayScheduler | SerialScheduler
 OnDone = Optional[Callable[[str, "SweepSummary"], None]]
-
-
-@dataclass
-class SweepSummary:
-    """What one invocation did."""
-
-    experiment_id: str
-    parent_id: str
-    n_trials: int  # trials of the ablation
-    n_skipped: int  # already FINISHED before this invocation
-    n_stale_closed: int  # RUNNING runs of a dead driver (lease expired) closed as KILLED
-    n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
-    n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
-    n_unrecorded: int = 0  # ran here, but writing its record failed (its run closed FAILED if it could be)
-    trial_phase_s: float = 0.0  # this driver's wall clock from its first claim to its last record written
-    finished: int = 0
-    failed: list[str] = field(default_factory=list)  # one line per failed trial
-    diverged: list[str] = field(default_factory=list)
-    ablation: str = ""  # its name: a suite's summaries come in completion order
 
 
 def _describe(outcome: Outcome) -> str:
@@ -319,23 +300,3 @@ def _phase_metrics(summary: SweepSummary) -> dict[str, float]:
     """The parent run's figures of its trial phase: seconds, and trials recorded per second."""
     return {"sweep/trial_phase_s": summary.trial_phase_s,
             "sweep/trials_per_s": summary.finished / summary.trial_phase_s}
-
-
-def print_summary(summary: SweepSummary) -> None:
-    """Counts, then one line per failed or diverged trial (stderr)."""
-    print(f"{summary.ablation + ': ' if summary.ablation else ''}"
-          f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
-          f"{summary.finished} finished now, {len(summary.failed)} failed, "
-          f"{len(summary.diverged)} diverged" +
-          (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +
-          (f", {summary.n_lost} lost (closed as stale by another invocation; rerun to record)"
-           if summary.n_lost else "") +
-          (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"
-           if summary.n_unrecorded else "") +
-          (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else "") +
-          (f" (trial phase {summary.trial_phase_s:.1f} s, {summary.finished / summary.trial_phase_s:.1f} trials/s)"
-           if summary.finished and summary.trial_phase_s > 0 else ""))
-    for line in summary.failed:
-        print(f"FAILED {line}", file=sys.stderr)
-    for line in summary.diverged:
-        print(f"DIVERGED {line}", file=sys.stderr)

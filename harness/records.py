@@ -1,5 +1,6 @@
 """The shared types of a sweep, at the bottom of ``harness/``: what a trial is (:class:`Trial`)
-and what came back from it (:class:`Outcome`). Recording (:mod:`harness.tracking`,
+what came back from it (:class:`Outcome`) and what one invocation did with an ablation
+(:class:`SweepSummary`). Recording (:mod:`harness.tracking`,
 :mod:`harness.writer`, :mod:`harness.leases`) and scheduling (:mod:`harness.scheduler`) both
 import them from here, so recording never imports scheduling for a dataclass.
 
@@ -82,3 +83,22 @@ class Outcome:
 class TrackingError(RuntimeError):
     """Writes to the tracking store failed, or this driver lost its lease: the sweep ran, but
     some of it is not recorded (exit status 1; the same command resumes it)."""
+
+
+@dataclass
+class SweepSummary:
+    """What one invocation did."""
+
+    experiment_id: str
+    parent_id: str
+    n_trials: int  # trials of the ablation
+    n_skipped: int  # already FINISHED before this invocation
+    n_stale_closed: int  # RUNNING runs of a dead driver (lease expired) closed as KILLED
+    n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
+    n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
+    n_unrecorded: int = 0  # ran here, but writing its record failed (its run closed FAILED if it could be)
+    trial_phase_s: float = 0.0  # this driver's wall clock from its first claim to its last record written
+    finished: int = 0
+    failed: list[str] = field(default_factory=list)  # one line per failed trial
+    diverged: list[str] = field(default_factory=list)
+    ablation: str = ""  # its name: a suite's summaries come in completion order

@@ -1,9 +1,13 @@
-"""What ``dry_run=true`` prints: the trials and how they would be packed. (The end-of-sweep
-summary is the analysis's own: :mod:`analysis.summary`.)"""
+"""What the command prints of a sweep: with ``dry_run=true`` the trials and how they would be
+packed; after a sweep its counts (:func:`print_summary`; the end-of-sweep table and figures are
+the analysis's own: :mod:`analysis.summary`)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Collection
+
+from harness.records import SweepSummary
 
 if TYPE_CHECKING:
     from harness.sweep import Trial
@@ -41,3 +45,23 @@ def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
     for reason, variants in alone.items():
         verb = "run alone" if reason.startswith("pack_size=auto") else "cannot pack"
         print(f"  {verb}: {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
+
+
+def print_summary(summary: SweepSummary) -> None:
+    """Counts, then one line per failed or diverged trial (stderr)."""
+    print(f"{summary.ablation + ': ' if summary.ablation else ''}"
+          f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
+          f"{summary.finished} finished now, {len(summary.failed)} failed, "
+          f"{len(summary.diverged)} diverged" +
+          (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +
+          (f", {summary.n_lost} lost (closed as stale by another invocation; rerun to record)"
+           if summary.n_lost else "") +
+          (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"
+           if summary.n_unrecorded else "") +
+          (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else "") +
+          (f" (trial phase {summary.trial_phase_s:.1f} s, {summary.finished / summary.trial_phase_s:.1f} trials/s)"
+           if summary.finished and summary.trial_phase_s > 0 else ""))
+    for line in summary.failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    for line in summary.diverged:
+        print(f"DIVERGED {line}", file=sys.stderr)

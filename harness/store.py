@@ -235,6 +235,53 @@ def finished_runs(db: Path, experiment_id: str,
     return found
 
 
+def experiments(store: Store, names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``name → (experiment id, lifecycle stage)`` of the experiments of ``names`` that exist in
+    the store; read only: a local store that does not exist yet is not created (the answer is
+    then empty). A local store is read with one SQL query on MLflow's schema, a server with
+    MLflow's client (imported only then)."""
+    db = sqlite_path(store.uri)
+    if db is not None:
+        if not db.exists() or db.stat().st_size == 0 or not names:
+            return {}
+        with closing(_read_only(db)) as con:
+            rows = con.execute(f"SELECT name, experiment_id, lifecycle_stage FROM experiments WHERE name IN "
+                               f"({','.join('?' * len(names))})", list(names)).fetchall()
+        return {name: (str(experiment_id), stage) for name, experiment_id, stage in rows}
+    from mlflow.tracking import MlflowClient  # MLflow only for a server store
+
+    client = MlflowClient(tracking_uri=store.uri)
+    found = {name: client.get_experiment_by_name(name) for name in names}
+    return {name: (e.experiment_id, e.lifecycle_stage) for name, e in found.items() if e is not None}
+
+
+def check_experiments(store: Store, names: Sequence[str]) -> None:
+    """Fail early if an ablation's experiment exists but is deleted (:func:`experiments`: reads
+    only).
+
+    Raises:
+        StoreError: naming the experiment and how to restore, purge or avoid it.
+    """
+    for name, (experiment_id, stage) in experiments(store, names).items():
+        if stage == "deleted":
+            raise StoreError(deleted_experiment_error(name, experiment_id, store.uri))
+
+
+def has_running(store: Store, experiment_id: str) -> bool:
+    """Whether experiment ``experiment_id`` holds a RUNNING, not deleted run (a live sweep's, or
+    a dead driver's that a sweep with trials to run would close as stale); read only, by SQL on
+    a local store, by MLflow's client on a server."""
+    db = sqlite_path(store.uri)
+    if db is not None:
+        with closing(_read_only(db)) as con:
+            return con.execute("SELECT 1 FROM runs WHERE experiment_id = ? AND status = 'RUNNING' "
+                               "AND lifecycle_stage = 'active' LIMIT 1", (int(experiment_id),)).fetchone() is not None
+    from mlflow.tracking import MlflowClient  # MLflow only for a server store
+
+    return bool(MlflowClient(tracking_uri=store.uri).search_runs(
+        [experiment_id], "attributes.status = 'RUNNING'", max_results=1))
+
+
 def finished_ids(store: Store, ablation: str) -> set[str]:
     """Trial ids with a FINISHED run in experiment ``ablation``; read only: a local store that
     does not exist yet is not created (the answer is then empty). A local store is read with

@@ -105,23 +105,6 @@ def open_client(store: Store) -> MlflowClient:
     return client
 
 
-def check_experiments(store: Store, names: list[str]) -> None:
-    """Fail early if an ablation's experiment exists but is deleted; reads only (a SQLite store
-    that does not exist yet is not created).
-
-    Raises:
-        StoreError: naming the experiment and how to restore, purge or avoid it.
-    """
-    db = sqlite_path(store.uri)
-    if db is not None and (not db.exists() or db.stat().st_size == 0):
-        return
-    client = open_client(store)
-    for name in names:
-        found = client.get_experiment_by_name(name)
-        if found is not None and found.lifecycle_stage == "deleted":
-            raise StoreError(deleted_experiment_error(name, found.experiment_id, store.uri))
-
-
 def describe(ablation: str) -> str:
     """The description MLflow shows for an ablation's experiment and parent runs: its question
     (``conf/ablation/NAME.yaml``), or what a run without an ablation is."""

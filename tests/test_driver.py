@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 @pytest.mark.slow
 def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_path, hydra_conf, trial_runs):
     from harness.config import ClusterConfig, SchedulerKind
-    from harness.driver import run_sweeps
+    from harness.loop import run_sweeps
     from harness.scheduler import RayScheduler
     from harness.sweep import compose_trial
     from harness.tracking import Store, Tracker

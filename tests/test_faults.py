@@ -176,7 +176,7 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     """A trial that raises at run time (here: its data set cannot be drawn) is recorded FAILED
     with the error text; the other trials of the sweep still finish."""
     from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
-    from harness.driver import run_sweep
+    from harness.loop import run_sweep
     from harness.scheduler import SerialScheduler
     from harness.sweep import compose_trial
     from harness.store import resolve_store

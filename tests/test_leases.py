@@ -11,7 +11,8 @@ from mlflow.tracking import MlflowClient
 
 import harness.trial as trial_module
 from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
-from harness.driver import print_summary, run_sweep, run_sweeps
+from harness.loop import run_sweep, run_sweeps
+from harness.report import print_summary
 from harness.records import TrackingError
 from harness.scheduler import SerialScheduler
 from harness.store import resolve_store
@@ -97,7 +98,7 @@ def test_a_record_that_failed_is_counted_not_recorded_its_runs_fail_and_it_is_re
 
 
 def test_print_summary_names_records_that_failed(capsys):
-    from harness.driver import SweepSummary
+    from harness.records import SweepSummary
 
     print_summary(SweepSummary("1", "p", 3, 0, 0, finished=2, n_unrecorded=1, ablation="unit"))
     line = capsys.readouterr().out

@@ -156,7 +156,7 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
     real = outputs.write_all
     monkeypatch.setattr(outputs, "write_all", lambda *a, **k: drawn.append(a[1]) or real(*a, **k))
 
-    summary.summarise("unit", trials, store, tracker, parent.info.run_id, tmp_path / "sweep")
+    summary.summarise("unit", trials, store, parent.info.run_id, tmp_path / "sweep")
     recorded = f"{parent.info.artifact_uri}/sample_efficiency.png"
     assert drawn == [tmp_path / "sweep"] and f"plot: {recorded}\n" in capsys.readouterr().out
     logged = {f.path for f in tracker.client.list_artifacts(parent.info.run_id)}
@@ -173,7 +173,7 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
 
     rows = _runs_rows(db)
     monkeypatch.delitem(sys.modules, "matplotlib")  # what a no-op that reuses its figures imports
-    summary.summarise("unit", trials, store, tracker, "", tmp_path / "resume")
+    summary.summarise("unit", trials, store, "", tmp_path / "resume")
     out = capsys.readouterr().out
     assert drawn == [tmp_path / "sweep"] and "matplotlib" not in sys.modules  # nothing drawn
     assert f"plot: {recorded}\n" in out and "nothing new recorded" in out and TABLE_HEAD.search(out)
@@ -181,13 +181,13 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
     assert not (tmp_path / "resume" / "sample_efficiency.png").exists()
     assert _runs_rows(db) == rows
 
-    summary.summarise("unit", trials[:1], store, tracker, "", tmp_path / "one")  # other trials
+    summary.summarise("unit", trials[:1], store, "", tmp_path / "one")  # other trials
     assert drawn[-1] == tmp_path / "one"
     assert f"plot: {tmp_path / 'one' / 'sample_efficiency.png'}\n" in capsys.readouterr().out
 
     child = next(r for r in tracker.client.search_runs([experiment], "tags.trial_id != ''"))
     tracker.client.log_metric(child.info.run_id, "test/rel_mse", 123.0, step=10**9)  # a run changed
-    summary.summarise("unit", trials, store, tracker, "", tmp_path / "changed")
+    summary.summarise("unit", trials, store, "", tmp_path / "changed")
     assert drawn[-1] == tmp_path / "changed" and len(drawn) == 3
     out = capsys.readouterr().out
     assert f"plot: {tmp_path / 'changed' / 'sample_efficiency.png'}\n" in out

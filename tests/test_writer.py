@@ -67,7 +67,7 @@ def test_a_failed_write_fails_on_close_naming_it_and_the_other_writes_still_happ
 
 def test_run_sweep_records_every_trial_through_the_writer(tmp_path, hydra_conf, trial_runs):
     from harness.config import ClusterConfig, SchedulerKind
-    from harness.driver import run_sweep
+    from harness.loop import run_sweep
     from harness.scheduler import SerialScheduler
     from harness.sweep import compose_trial
     from harness.tracking import Store, Tracker
