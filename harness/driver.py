@@ -155,10 +155,11 @@ class Sweep:
         from harness.tracking import Tracker
 
         with contextlib.ExitStack() as stack:
-            tracker = Tracker(self.store, self.lease_s)
+            # Ray first: its workers start (and import the trial code) while MLflow opens
             scheduler = self._scheduler(stack)
             signals.install(self.stop)  # again: ray.init installed its own SIGTERM handler
             self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
+            tracker = Tracker(self.store, self.lease_s)
             return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
                               on_done=done, should_stop=self.should_stop)
 
