@@ -101,16 +101,23 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every):
-            try:
-                run = self.client.get_run(self.run_id)
-                if run.info.status != "RUNNING":
-                    if self.on_lost is not None and not self._stop.is_set():
-                        self.on_lost(_closed_reason(run))
-                    return
-                self.client.set_tag(self.run_id, "heartbeat_ms", str(now_ms()))
-            except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
-                print(f"warning: heartbeat not written ({type(err).__name__}); retrying",
-                      file=sys.stderr)
+            if not self.beat():
+                return
+
+    def beat(self) -> bool:
+        """One beat: renew the lease if the parent is still RUNNING; else tell ``on_lost`` (unless
+        the heartbeat is stopping) and answer False (no more beats). A failed read or write (a
+        busy store) is a warning: the next beat tries again."""
+        try:
+            run = self.client.get_run(self.run_id)
+            if run.info.status != "RUNNING":
+                if self.on_lost is not None and not self._stop.is_set():
+                    self.on_lost(_closed_reason(run))
+                return False
+            self.client.set_tag(self.run_id, "heartbeat_ms", str(now_ms()))
+        except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
+            print(f"warning: heartbeat not written ({type(err).__name__}); retrying", file=sys.stderr)
+        return True
 
     def __enter__(self) -> "Heartbeat":
         self._thread.start()

@@ -193,12 +193,16 @@ class Queue:
             sweep.summary.trial_phase_s = time.perf_counter() - sweep.first_claim
         _tally(sweep)
         if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
+            # the heartbeat stops before this driver closes its own parent: a beat that read the
+            # parent closed would take it for another invocation's close (a lost lease); its
+            # trials' records are written (above), and the last beat holds the lease for the
+            # two writes left
+            sweep.heartbeat.__exit__(None, None, None)
             if sweep.summary.finished and sweep.summary.trial_phase_s > 0:
                 self.writer.log_metrics(sweep.summary.parent_id, _phase_metrics(sweep.summary))
             status = "FAILED" if sweep.summary.n_unrecorded else "FINISHED"
             self.writer.end_run(sweep.summary.parent_id, status)
-            self.writer.flush()  # while the heartbeat still holds the lease
-            sweep.heartbeat.__exit__(None, None, None)
+            self.writer.flush()
             self.open_parents.remove(sweep)
         if self.on_done is not None:
             with tqdm.external_write_mode():  # the progress bar is still open: print below it
@@ -229,9 +233,9 @@ class Queue:
         for run_id in filter(None, self.claimed.values()):  # claimed ahead, never started
             self.writer.drop(run_id, "not started: the sweep stopped first")
         for sweep in self.open_parents:  # interrupted (or a parent that failed to open)
-            self.writer.end_run(sweep.summary.parent_id, "KILLED")
-            if sweep.heartbeat is not None:
+            if sweep.heartbeat is not None:  # first, as in end()
                 sweep.heartbeat.__exit__(None, None, None)
+            self.writer.end_run(sweep.summary.parent_id, "KILLED")
         self.writer.close(raise_errors=ok)
 
 

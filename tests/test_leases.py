@@ -62,6 +62,30 @@ def test_a_driver_whose_lease_another_invocation_closed_claims_and_records_nothi
     assert sorted(Tracker(store).finished_trials(experiment)) == [trials[0].trial_id]
 
 
+def test_the_heartbeat_stops_before_the_driver_closes_its_own_parent(hydra_conf, tmp_path, monkeypatch):
+    """A beat that reads the parent after this driver closed it must not take that close for
+    another invocation's: a sweep that recorded every trial then ended "lease lost" with exit
+    status 1 (seen once in `.ci/run` on a loaded machine, where the heartbeat thread ran between
+    the parent's close and the heartbeat's stop). Here a last beat runs as each heartbeat stops,
+    the worst moment: the sweep ends as usual, its parent FINISHED."""
+    from harness.leases import Heartbeat
+
+    real_exit = Heartbeat.__exit__
+
+    def beat_then_stop(self, *exc):
+        self.beat()  # the thread's beat, at the last moment before the stop
+        real_exit(self, *exc)
+
+    monkeypatch.setattr(Heartbeat, "__exit__", beat_then_stop)
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(2)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    with SerialScheduler(LONE) as scheduler:
+        summary = run_sweep(trials, scheduler, Tracker(store), "unit", [])
+    assert (summary.finished, summary.n_lost, summary.n_unrecorded) == (2, 0, 0)
+    parent = next(r for r in _runs(store, summary.experiment_id) if r.data.tags.get("role") == "sweep")
+    assert parent.info.status == "FINISHED"
+
+
 def test_a_record_that_failed_is_counted_not_recorded_its_runs_fail_and_it_is_rerun(
         hydra_conf, tmp_path, monkeypatch, capsys):
     """A write that fails while a trial's outcome is recorded (a full disk) counts that trial as
