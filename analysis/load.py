@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-import urllib.parse
 from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness.store import Store, deleted_experiment_error, experiments
+from harness.store import Store, deleted_experiment_error, experiments, file_uri_path, sqlite_path
 
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
 _FLOAT_MAX = np.finfo(np.float64).max  # what MLflow's SQL store once made of ±inf
@@ -137,7 +136,7 @@ def stamped_sqlite(tracking_uri: str, experiment_id: str, tag: str, value: str) 
     :func:`analysis.summary.recorded_figures` makes with MLflow's client, read by SQL and from
     the runs' artifact folders. ``None`` where the store is not read so (the schema is not the
     one this reads, or an artifact URI is not a local folder): the caller asks MLflow."""
-    db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
+    db = sqlite_path(tracking_uri)
     try:
         with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)) as con:
             rows = con.execute(
@@ -151,7 +150,7 @@ def stamped_sqlite(tracking_uri: str, experiment_id: str, tag: str, value: str) 
         return None
     found = []
     for (uri,) in rows:
-        folder = Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
+        folder = file_uri_path(uri)
         found.append((uri, {p.name for p in folder.iterdir()} if folder.is_dir() else set()))
     return found
 
@@ -177,9 +176,8 @@ def load_runs(ablation: str, tracking_uri: str, finished_only: bool = False) -> 
     Raises:
         LookupError: if the experiment does not exist in the store.
     """
-    db = None
-    if tracking_uri.startswith("sqlite:///"):  # reading never creates an empty store
-        db = Path(urllib.parse.unquote(tracking_uri[len("sqlite:///"):]))
+    db = sqlite_path(tracking_uri)
+    if db is not None:  # reading never creates an empty store
         if not db.exists() or db.stat().st_size == 0:
             raise LookupError(f"no MLflow store at {db} (run the sweep first, or set tracking.db_path)")
     found = experiments(Store(tracking_uri, None), [ablation]).get(ablation)

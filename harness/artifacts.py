@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import tempfile
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+from harness.store import file_uri_path
 
 Write = Callable[[Path], None]  # writes one file at the path it is given
 
@@ -26,7 +27,7 @@ def local_folder(artifact_uri: str) -> Optional[Path]:
     """The folder of a ``file:`` artifact URI (or a plain path), None for any remote scheme."""
     parsed = urllib.parse.urlparse(artifact_uri)
     if parsed.scheme == "file":
-        return Path(urllib.request.url2pathname(parsed.path))
+        return file_uri_path(artifact_uri)
     if parsed.scheme == "":
         return Path(artifact_uri)
     return None

@@ -78,7 +78,7 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(urllib.parse.unquote(uri[len("sqlite:///"):]))
 
 
-def _file_uri_path(uri: str) -> Path:
+def file_uri_path(uri: str) -> Path:
     """The folder of a ``file://`` URI, percent-decoded (spaces, non-ASCII, ``%``)."""
     return Path(urllib.request.url2pathname(urllib.parse.urlparse(uri).path))
 
@@ -103,7 +103,7 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
     """
     db = sqlite_path(store.uri)
     if db is not None:
-        for folder in (db.parent, _file_uri_path(store.artifact_root).parent):
+        for folder in (db.parent, file_uri_path(store.artifact_root).parent):
             if not folder.is_dir():
                 raise StoreError(f"tracking store folder {folder} does not exist (tracking.db_path)")
             _probe_writable(folder)
@@ -199,7 +199,7 @@ def relocate_artifacts(db: Path, experiment_id: str, old: str, new: str) -> None
         for run_id, uri in runs:
             if uri and uri.startswith(old.rstrip("/") + "/"):
                 moved = new + uri[len(old.rstrip("/")):]
-                if moved.startswith("file:") and _file_uri_path(moved).is_dir():
+                if moved.startswith("file:") and file_uri_path(moved).is_dir():
                     con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?", (moved, run_id))
 
 
