@@ -245,6 +245,15 @@ class Leases:
             self.client.set_terminated(run.info.run_id, "KILLED")
         return len(stale)
 
+    def held_elsewhere(self, experiment_id: str, trial_ids: Collection[str], own_parent: str) -> set[str]:
+        """The ``trial_ids`` that another driver, still holding its lease, has a RUNNING run of
+        (claimed, or running now): what a sweep that skipped them waits for before its summary.
+        A rival that died or was interrupted holds nothing (its runs are stale, or closed)."""
+        parents: dict = {}
+        now = now_ms()
+        return {r.data.tags["trial_id"] for r in self._rivals(experiment_id, trial_ids, own_parent, (), None)
+                if self._alive(r, parents, now)}
+
     # ------------------------------------------------------------------ the batch bakery
     def _rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
                 ignore: Collection[str], since_ms: Optional[int]) -> list:

@@ -34,6 +34,7 @@ from harness.tracking import Tracker
 from harness.writer import TrackingWriter
 
 Scheduler = RayScheduler | SerialScheduler
+WAIT_POLL_S = 0.5  # seconds between two reads while waiting for another invocation's trials
 OnDone = Optional[Callable[[str, "SweepSummary"], None]]
 
 
@@ -53,6 +54,8 @@ class _Ablation:
     summary: SweepSummary
     left: int  # trials not yet come back (or skipped as another invocation's)
     first_claim: Optional[float] = None  # time.perf_counter() of its first claim
+    last_back: Optional[float] = None  # time.perf_counter() when its last trial came back
+    elsewhere: list[str] = field(default_factory=list)  # trial ids another invocation had claimed
     heartbeat: object = None  # the entered Heartbeat of the parent run, until the sweep ends
     recorded: list = field(default_factory=list)
 
@@ -82,6 +85,7 @@ class Queue:
         self.writer = TrackingWriter(tracker)  # per-trial writes on a writer thread
         self.bar: Optional[tqdm] = None
         self.n_failed = 0  # outcomes with an error so far (the progress bar's count)
+        self.waiting: list[_Ablation] = []  # done here, some trials still run by another invocation
 
     def _safe_point(self) -> None:
         """Stop here if the sweep says so (an interrupt), or if this driver lost its lease."""
@@ -129,7 +133,11 @@ class Queue:
         """One of ``sweep``'s trials is back (or skipped): close the ablation after its last."""
         sweep.left -= 1
         if sweep.left == 0:
-            self.end(sweep)
+            sweep.last_back = time.perf_counter()
+            if sweep.elsewhere:
+                self.waiting.append(sweep)  # ended by _await_elsewhere, once the scheduler is done
+            else:
+                self.end(sweep)
 
     def prepare(self, trials: list[Trial]) -> None:
         """Claim ``trials`` before they start, one bakery round per ablation among them (the
@@ -159,6 +167,7 @@ class Queue:
         sweep = self.owner[id(trial)]
         if run_id is None:  # another invocation runs or finished it
             sweep.summary.n_elsewhere += 1
+            sweep.elsewhere.append(trial.trial_id)
             self.bar.update(1)
             self._back(sweep)
             return False
@@ -190,7 +199,7 @@ class Queue:
         failed; left as it is if another invocation closed it) and report it (``on_done``)."""
         self.writer.flush()  # its trials' records are written: their answers are known
         if sweep.first_claim is not None:
-            sweep.summary.trial_phase_s = time.perf_counter() - sweep.first_claim
+            sweep.summary.trial_phase_s = (sweep.last_back or time.perf_counter()) - sweep.first_claim
         _tally(sweep)
         if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
             # the heartbeat stops before this driver closes its own parent: a beat that read the
@@ -222,7 +231,33 @@ class Queue:
                                                   self.prepare)) as outcomes:
                 for outcome in outcomes:
                     self.record(outcome)
+            self._await_elsewhere()
         self._safe_point()  # a record refused in the last ablation's end(): the lease is lost
+
+    def _await_elsewhere(self) -> None:
+        """End each ablation of :attr:`waiting` once no live rival driver holds any of the trials
+        it skipped as another invocation's (the same sweep started twice): each invocation's
+        summary then tables every trial of its sweep that finished, not just its own share. A
+        rival that dies or is interrupted holds nothing; those trials stay unfinished (the same
+        command reruns them). This driver's own records are written first: a rival may be
+        waiting for them."""
+        if not self.waiting:
+            return
+        self.writer.flush()
+        for sweep in self.waiting:
+            summary, told = sweep.summary, False
+            while True:
+                self._safe_point()  # an interrupt ends the wait (those trials stay the rival's)
+                held = self.tracker.held_elsewhere(summary.experiment_id, summary.parent_id, sweep.elsewhere)
+                if not held:
+                    break
+                if not told:
+                    tqdm.write(f"{summary.ablation}: waiting for {len(held)} trials that another invocation "
+                               "runs, for the summary (an interrupt stops waiting; they stay its)", file=sys.stderr)
+                    told = True
+                time.sleep(WAIT_POLL_S)
+            self.end(sweep)
+        self.waiting.clear()
 
     def close(self, ok: bool) -> None:
         """Close what is still open (interrupted, or an error): running trials and parents
@@ -258,7 +293,9 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     last pack runs and small groups (a few reruns per ablation) still fill packs. Each ablation
     keeps its own experiment, parent run (opened at the start, holding this driver's lease) and
     summary; once its last trial is recorded its parent is closed and ``on_done(name, summary)``
-    is called (the end-of-sweep table and plot), so ablations end in completion order.
+    is called (the end-of-sweep table and plot), so ablations end in completion order; an
+    ablation some of whose trials another live invocation had claimed ends once that invocation
+    no longer holds them (:meth:`Queue._await_elsewhere`), so its table has every finished trial.
 
     On an interrupt (``should_stop()`` answering True at a safe point, or a KeyboardInterrupt)
     the running trials are cancelled, their runs and the open parent runs are closed as KILLED,

@@ -223,6 +223,11 @@ class Tracker:
         expired as KILLED; returns how many."""
         return self.leases.close_stale(experiment_id)
 
+    def held_elsewhere(self, experiment_id: str, parent_id: str, trial_ids: Collection[str]) -> set[str]:
+        """:meth:`harness.leases.Leases.held_elsewhere`: the ``trial_ids`` a live rival driver
+        runs or has claimed."""
+        return self.leases.held_elsewhere(experiment_id, trial_ids, parent_id)
+
     def start_parent(self, experiment_id: str, ablation: str, n_trials: int, n_skipped: int,
                      overrides: list[str]) -> str:
         """Open the invocation's parent run, named after the ablation and its start time

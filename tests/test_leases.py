@@ -86,6 +86,54 @@ def test_the_heartbeat_stops_before_the_driver_closes_its_own_parent(hydra_conf,
     assert parent.info.status == "FINISHED"
 
 
+def _rival_holding(store, trial, lease_s: float = 120.0) -> tuple[Tracker, str, str]:
+    """Another driver (no heartbeat: its lease lasts ``lease_s`` from its parent's start) that
+    has claimed ``trial``; returns it, its experiment and the claimed run."""
+    rival = Tracker(store, lease_s=lease_s)
+    experiment = rival.experiment("unit")
+    parent = rival.start_parent(experiment, "unit", 1, 0, [])
+    (run_id,) = rival.claim_batch(experiment, parent, "unit", [trial])
+    return rival, experiment, run_id
+
+
+@pytest.mark.parametrize("rival_ends", ["finishes", "dies"])
+def test_a_sweep_waits_for_the_trials_a_live_rival_claimed_before_its_summary(
+        hydra_conf, tmp_path, rival_ends):
+    """The same sweep started twice: the invocation that lost a claim to a live rival ends its
+    ablation (the summary, the end-of-sweep table) only once the rival no longer holds that
+    trial, so its table has every trial that finished. Before, it summarised at once, often with
+    no finished trial and no table (tests/test_concurrency.py, once in five CI runs). A rival
+    that dies holds nothing once its lease expires: the wait ends, the trial unfinished."""
+    import threading
+
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(2)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    start = time.monotonic()
+    rival, experiment, held = _rival_holding(store, trials[0], lease_s=120.0 if rival_ends == "finishes" else 3.0)
+    released = []
+
+    def finish() -> None:
+        rival.end_run(held, "FINISHED")
+        released.append(time.monotonic())
+
+    if rival_ends == "finishes":
+        threading.Timer(3.0, finish).start()
+    ended = []
+    with SerialScheduler(LONE) as scheduler:
+        run_sweeps([("unit", trials)], scheduler, Tracker(store), [],
+                   on_done=lambda name, s: ended.append((time.monotonic(), s)))
+    ((when, summary),) = ended
+    assert (summary.finished, summary.n_elsewhere) == (1, 1)
+    status = {r.info.run_id: r.info.status for r in _runs(store, experiment)}
+    if rival_ends == "finishes":
+        assert released and when >= released[0]  # the summary came after the rival's trial finished
+        assert sorted(Tracker(store).finished_trials(experiment)) == sorted(t.trial_id for t in trials)
+    else:
+        assert status[held] == "RUNNING"  # the dead rival's run: closed as stale by the next sweep
+        assert sorted(Tracker(store).finished_trials(experiment)) == [trials[1].trial_id]
+        assert when - start >= 3.0  # it waited until the rival's lease (3 s from its start) expired
+
+
 def test_a_record_that_failed_is_counted_not_recorded_its_runs_fail_and_it_is_rerun(
         hydra_conf, tmp_path, monkeypatch, capsys):
     """A write that fails while a trial's outcome is recorded (a full disk) counts that trial as
