@@ -30,7 +30,10 @@ recorded twice (README, "Many invocations, one store").
   choosing) is waited for. The rivals of a batch are the other drivers' RUNNING runs of its
   trials and their runs FINISHED since ``since_ms`` (the sweep's plan, less the lease: what
   finished before the plan was skipped by it), so the reads grow with the other drivers' work
-  in flight, not with the store.
+  in flight, not with the store; on a SQLite store the finished ones are one SQL query of the
+  batch's trial ids, which grows with the batch only (MLflow's search returned every run any
+  other driver finished within the window, whole: after a sweep of a few hundred trials, reading
+  them cost more than the claims did).
 
 Below :mod:`harness.tracking` (which opens runs and records results); imports no scheduling.
 """
@@ -41,6 +44,7 @@ import contextlib
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Collection, Optional, Sequence
 
 from mlflow.entities import RunTag
@@ -49,6 +53,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from harness.records import TrackingError
+from harness.store import finished_runs
 
 LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds
 CHOOSING = "choosing"  # tag of a parent run: "1:<round>" while it picks tickets, then "0:<round>"
@@ -139,12 +144,13 @@ class Leases:
     """The leases of one store as one driver sees them: its own parent runs (:meth:`hold`,
     :meth:`confirm`), whose runs are alive or stale, and the bakery claim of a trial.
 
-    ``client``: the driver's ``MlflowClient`` (shared with its tracker). Thread-safe: the
+    ``client``: the driver's ``MlflowClient`` (shared with its tracker); ``db``: the store's
+    SQLite file, if it is one (the rivals' finished runs are then read by SQL). Thread-safe: the
     writer thread confirms before recording, the driver's thread before claiming.
     """
 
-    def __init__(self, client: MlflowClient, lease_s: float = LEASE_S) -> None:
-        self.client, self.lease_s = client, lease_s
+    def __init__(self, client: MlflowClient, lease_s: float = LEASE_S, db: Optional[Path] = None) -> None:
+        self.client, self.lease_s, self.db = client, lease_s, db
         self.own: set[str] = set()  # parent runs this driver opened
         self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
         self._read: dict[str, tuple[float, float]] = {}  # parent id → when a read found it held
@@ -251,37 +257,56 @@ class Leases:
         A rival that died or was interrupted holds nothing (its runs are stale, or closed)."""
         parents: dict = {}
         now = now_ms()
-        return {r.data.tags["trial_id"] for r in self._rivals(experiment_id, trial_ids, own_parent, (), None)
+        return {r.data.tags["trial_id"] for r in self._running_rivals(experiment_id, trial_ids, own_parent, ())
                 if self._alive(r, parents, now)}
 
     # ------------------------------------------------------------------ the batch bakery
-    def _rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
-                ignore: Collection[str], since_ms: Optional[int]) -> list:
-        """Other drivers' RUNNING runs of ``trial_ids`` and (unless ``since_ms`` is None) their
-        runs FINISHED since ``since_ms`` (module docstring), ``ignore`` left out: searches whose
-        answers hold only other drivers' live work, never the store's history."""
+    def _running_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
+                        ignore: Collection[str]) -> list:
+        """Other drivers' RUNNING runs of ``trial_ids``, ``ignore`` left out: a search whose answer
+        holds only other drivers' work in flight, never the store's history."""
         others = f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
         runs = search_all(self.client, experiment_id, f"attributes.status = 'RUNNING' AND {others}")
-        if since_ms is not None:
-            runs += search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
-                                                           f"attributes.end_time >= {int(since_ms)} AND {others}")
         return [r for r in runs if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore]
 
+    def _finished_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
+                         ignore: Collection[str], since_ms: int) -> set[str]:
+        """The ``trial_ids`` with a run of another driver FINISHED since ``since_ms``, ``ignore``
+        left out. On a SQLite store one SQL query of the batch's ``trial_id`` tags (flat: MLflow's
+        search returns whole runs, and every run another driver finished within the window, of
+        any trial: after a sweep of a few hundred trials it cost more than the claims); on a
+        server MLflow's search."""
+        if self.db is not None:
+            found = finished_runs(self.db, experiment_id, trial_ids, since_ms=since_ms, not_parent=own_parent)
+            return {t for t, run_ids in found.items() if set(run_ids) - set(ignore)}
+        others = f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
+        runs = search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
+                                                      f"attributes.end_time >= {int(since_ms)} AND {others}")
+        return {r.data.tags["trial_id"] for r in runs
+                if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore}
+
     def _live_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
-                     ignore: Collection[str], since_ms: int, poll_s: float, stop: Callable[[], bool]) -> list:
-        """The rivals that count: FINISHED, or RUNNING under a live lease (read again after their
-        parent, as :meth:`close_stale` reads them); waits while a live one has no ticket yet (a
-        driver of the per-run protocol, still choosing)."""
+                     ignore: Collection[str], since_ms: int, poll_s: float,
+                     stop: Callable[[], bool]) -> tuple[list, set[str]]:
+        """The rivals that count: the RUNNING runs under a live lease (read again after their
+        parent, as :meth:`close_stale` reads them), and the trial ids with a FINISHED rival run;
+        waits while a live one has no ticket yet (a driver of the per-run protocol, still
+        choosing). The running runs are read first: one that finishes between the two reads is
+        in the second."""
         while True:
+            running = self._running_rivals(experiment_id, trial_ids, own_parent, ignore)
+            finished = self._finished_rivals(experiment_id, trial_ids, own_parent, ignore, since_ms)
             parents: dict = {}
             now = now_ms()
             live = []
-            for r in self._rivals(experiment_id, trial_ids, own_parent, ignore, since_ms):
-                now_r = None if r.info.status == "FINISHED" else self._orphaned(r, parents, now)
-                if now_r is None or now_r.info.status == "FINISHED":  # finished, or its driver lives
-                    live.append(r if now_r is None else now_r)
+            for r in running:
+                now_r = self._orphaned(r, parents, now)
+                if now_r is None:  # its driver lives
+                    live.append(r)
+                elif now_r.info.status == "FINISHED":
+                    finished.add(r.data.tags["trial_id"])
             if all("ticket" in r.data.tags for r in live):
-                return live
+                return live, finished
             _pause(poll_s, stop)
 
     def _await_choosers(self, experiment_id: str, own_parent: str, poll_s: float, stop: Callable[[], bool]) -> None:
@@ -344,14 +369,14 @@ class Leases:
         self.client.set_tag(parent_id, CHOOSING, f"1:{self._round}")
         try:
             # the ticket outnumbers the live rivals' (a FINISHED rival wins whatever the tickets)
-            seen = self._rivals(experiment_id, trial_ids, parent_id, ignore, None)
+            seen = self._running_rivals(experiment_id, trial_ids, parent_id, ignore)
             ticket = 1 + max((_ticket(r) for r in seen), default=0)
             created = self._create(experiment_id, runs, ticket)
         finally:
             self.client.set_tag(parent_id, CHOOSING, f"0:{self._round}")
         try:
             self._await_choosers(experiment_id, parent_id, poll_s, stop)
-            live = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s, stop)
+            live, finished = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s, stop)
         except BaseException:
             for info in created:
                 with contextlib.suppress(Exception):
@@ -360,8 +385,9 @@ class Leases:
         won = []
         for tags, info in zip(runs, created):
             mine = (ticket, info.run_id)
-            if any(r.data.tags.get("trial_id") == tags["trial_id"] and
-                   (r.info.status == "FINISHED" or (_ticket(r), r.info.run_id) < mine) for r in live):
+            if tags["trial_id"] in finished or any(
+                    r.data.tags.get("trial_id") == tags["trial_id"] and (_ticket(r), r.info.run_id) < mine
+                    for r in live):
                 self.drop(info.run_id, "lost: another invocation has this trial")
                 won.append(None)
             else:

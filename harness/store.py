@@ -212,15 +212,17 @@ def _probe_writable(folder: Path) -> None:
         raise StoreError(f"tracking store folder {folder} is read-only: {err}") from err
 
 
-def finished_runs(db: Path, experiment_id: str,
-                  trial_ids: Collection[str] | None = None) -> dict[str, list[str]]:
+def finished_runs(db: Path, experiment_id: str, trial_ids: Collection[str] | None = None,
+                  since_ms: int | None = None, not_parent: str | None = None) -> dict[str, list[str]]:
     """``trial_id → run ids`` of the FINISHED, not deleted trial runs of experiment
     ``experiment_id`` in the SQLite store ``db``, restricted to ``trial_ids`` if given (a
-    sweep's own trials): one read-only SQL query on MLflow's schema that returns the matching
-    ``trial_id`` tags and run ids only. The resume listing of a sweep: reading the runs whole
-    through MLflow's search took 1.7 / 13.5 / 79.5 s at 10^2 / 10^3 / 10^4 runs
-    (``benchmarks/store_scale.py``); with ``trial_ids`` what Python reads grows with the sweep,
-    not with the store (SQLite walks the ``trial_id`` tags by their index)."""
+    sweep's own trials), to runs that ended at or after ``since_ms`` (ms since the epoch) and
+    to runs whose parent is not ``not_parent`` (a claim's rivals: :mod:`harness.leases`): one
+    read-only SQL query on MLflow's schema that returns the matching ``trial_id`` tags and run
+    ids only. The resume listing of a sweep: reading the runs whole through MLflow's search took
+    1.7 / 13.5 / 79.5 s at 10^2 / 10^3 / 10^4 runs (``benchmarks/store_scale.py``); with
+    ``trial_ids`` what Python reads grows with the sweep, not with the store (SQLite walks the
+    ``trial_id`` tags by their index)."""
     sql = ("SELECT t.value, r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
            "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
            "AND t.key = 'trial_id'")
@@ -228,6 +230,13 @@ def finished_runs(db: Path, experiment_id: str,
     if trial_ids is not None:  # one JSON parameter: no limit on the number of ids
         sql += " AND t.value IN (SELECT value FROM json_each(?))"
         args.append(json.dumps(sorted(trial_ids)))
+    if since_ms is not None:
+        sql += " AND r.end_time >= ?"
+        args.append(int(since_ms))
+    if not_parent is not None:
+        sql += (" AND NOT EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid "
+                "AND p.key = 'mlflow.parentRunId' AND p.value = ?)")
+        args.append(not_parent)
     found: dict[str, list[str]] = {}
     with closing(_read_only(db)) as con:
         for trial_id, run_id in con.execute(sql, args):

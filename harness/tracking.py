@@ -139,9 +139,21 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _chunks(items: list, size: int):
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
+def batches(metrics: Sequence[Metric] = (), params: Sequence[Param] = (),
+            tags: Sequence[RunTag] = ()) -> list[tuple[list, list, list]]:
+    """``(metrics, params, tags)`` in as few ``log_batch`` calls as MLflow's limits allow (100
+    params, 100 tags, 1,000 metrics and 1,000 values in all per call); at least one, which may
+    be empty."""
+    metrics, params, tags = list(metrics), list(params), list(tags)
+    out = []
+    while True:
+        p, t = params[:_BATCH["params"]], tags[:_BATCH["tags"]]
+        params, tags = params[len(p):], tags[len(t):]
+        room = _BATCH["metrics"] - len(p) - len(t)
+        m, metrics = metrics[:room], metrics[room:]
+        out.append((m, p, t))
+        if not (metrics or params or tags):
+            return out
 
 
 def param_value(value: Any) -> str:
@@ -174,10 +186,11 @@ class Tracker:
         self.store = store
         self.lease_s = lease_s
         self.client = open_client(store)
-        self.leases = Leases(self.client, lease_s)
+        self.leases = Leases(self.client, lease_s, sqlite_path(store.uri))
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
         self._parent: dict[str, str] = {}  # trial run id → its parent, for the runs this tracker claimed
+        self._unlogged: dict[str, Trial] = {}  # claimed run id → its trial, whose params ride on its next write
         self.artifacts = Artifacts(store.uri)  # where each claimed run's files go
         self.cli: list[str] = []  # the command line's overrides (start_parent)
 
@@ -262,6 +275,9 @@ class Tracker:
         while True:
             try:
                 if self.client.get_run(run_id).info.status == "RUNNING":
+                    if run_id in self._unlogged:  # stopped before its first write: say what it was
+                        for _, params, _ in batches(params=self._params(self._unlogged[run_id])):
+                            self.client.log_batch(run_id, params=params)
                     self.client.set_terminated(run_id, status)
                 self._forget(run_id)
                 return
@@ -323,8 +339,9 @@ class Tracker:
             ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
             ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
             metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
-        for chunk in _chunks(metrics, _BATCH["metrics"]):
-            self.client.log_batch(run_id, metrics=chunk)
+        for m, p, _ in batches(metrics, self._take_params(run_id)):
+            if m or p:
+                self.client.log_batch(run_id, metrics=m, params=p)
         self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
     @staticmethod
@@ -332,12 +349,19 @@ class Tracker:
         identity = trial.identity or config_identity(trial.config)  # composed once (Trial.identity)
         return [Param(k, param_value(v)) for k, v in flatten(identity).items()]
 
+    def _take_params(self, run_id: str) -> list[Param]:
+        """The params of a claimed run not yet logged (once: then none)."""
+        trial = self._unlogged.pop(run_id, None)
+        return [] if trial is None else self._params(trial)
+
     def _log_config(self, run_id: str, trial: Trial) -> None:
-        """The run's params (one ``log_batch`` per 100) and ``config.yaml``, while it runs: the
-        UI's columns and a run closed before its record (interrupted, or closed as stale by
-        another invocation) still say what the trial is."""
-        for chunk in _chunks(self._params(trial), _BATCH["params"]):
-            self.client.log_batch(run_id, params=chunk)
+        """The run's ``config.yaml``, written at its claim; its params ride on the run's next
+        write (its first learning-curve points, its record, or its closing if it stops first),
+        so that a trial's record is three MLflow calls: its run created, one ``log_batch``, its
+        closing. Only a run another invocation closes as stale (its driver died) before that
+        write has no params: its tags (``trial_id``, ``variant``, ``task``, ``overrides``) and
+        ``config.yaml`` say what the trial is."""
+        self._unlogged[run_id] = trial
         text = yaml.dump(to_plain(trial.config), Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True)
         self._put(run_id, "config.yaml", lambda path: path.write_text(text))
 
@@ -371,7 +395,9 @@ class Tracker:
         result = outcome.result
         node = RunTag("node", outcome.node)
         if result is None:
-            self.client.log_batch(run_id, tags=[node, RunTag("error", outcome.error[-5000:])])
+            for _, params, tags in batches(params=self._take_params(run_id),
+                                           tags=[node, RunTag("error", outcome.error[-5000:])]):
+                self.client.log_batch(run_id, params=params, tags=tags)
             self._put(run_id, "error.txt", lambda path: path.write_text(outcome.error))
             self.client.set_terminated(run_id, "FAILED")
         else:
@@ -384,6 +410,7 @@ class Tracker:
 
     def _forget(self, run_id: str) -> None:
         self._parent.pop(run_id, None)
+        self._unlogged.pop(run_id, None)
         self.artifacts.forget(run_id)
         self._live.pop(run_id, None)
 
@@ -408,8 +435,8 @@ class Tracker:
                 RunTag("processor", result.info.get("processor", ""))]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
-        for i, chunk in enumerate(_chunks(metrics, _BATCH["metrics"]) if metrics else [[]]):
-            self.client.log_batch(run_id, metrics=chunk, tags=tags if i == 0 else [])
+        for m, p, t in batches(metrics, self._take_params(run_id), tags):
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
         self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
 
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:

@@ -53,7 +53,8 @@ def test_a_driver_whose_lease_another_invocation_closed_claims_and_records_nothi
         run_sweep(trials, scheduler, paused, "unit", [])
     assert closed == [2]  # A's parent and A's running trial
     runs = _runs(store, experiment)
-    by_seed = {r.data.params.get("seed"): r for r in runs if "trial_id" in r.data.tags}
+    seed_of = {t.trial_id: str(t.config.seed) for t in trials}  # by tag: a run closed as stale
+    by_seed = {seed_of[r.data.tags["trial_id"]]: r for r in runs if "trial_id" in r.data.tags}  # has no params
     assert set(by_seed) == {"0", "1"}  # the third trial was never claimed
     assert by_seed["0"].info.status == "FINISHED"
     assert by_seed["1"].info.status == "KILLED" and "closed_by" in by_seed["1"].data.tags

@@ -93,6 +93,8 @@ def test_long_params_are_kept_in_full_in_config_yaml_and_never_look_alike(hydra_
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", 2, 0, [])
     runs = [claim(tracker, experiment, parent, "unit", t) for t in trials]
+    for run_id in runs:  # a run's params ride on its next write: here its closing
+        tracker.end_run(run_id, "KILLED")
     client = MlflowClient(tracker.store.uri)
     params = [client.get_run(r).data.params["task.train_lengths"] for r in runs]
     assert params[0] != params[1] and all("config.yaml" in p and len(p) < 6000 for p in params)
@@ -265,15 +267,15 @@ def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
     assert tracker.finished_trials(experiment, set()) == {}
 
 
-def test_a_batch_of_claims_and_records_makes_four_mlflow_calls_a_trial_and_keeps_every_value(hydra_conf, tmp_path):
-    """16 trials claimed in one bakery round and recorded go through MLflow's client in 4 calls a
-    trial (create_run with its tags and ticket, log_batch of its params, log_batch of its metrics
-    and result tags, set_terminated) and 7 a round (the lease read, the parent's choosing mark set
-    and cleared, the live rivals read before the tickets, the choosers, then the rivals live and
-    finished), with at most one read of the parent a
-    second for the records' lease checks; artifacts are written without a call (11 calls a trial
-    before batches: 2 before the ticket travelled with the params). Every run still holds every
-    tag, param, metric and artifact."""
+def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keeps_every_value(hydra_conf, tmp_path):
+    """16 trials claimed in one bakery round and recorded go through MLflow's client in 3 calls a
+    trial (create_run with its tags and ticket, one log_batch of its params, metrics and result
+    tags, set_terminated: 4 while the params had a call of their own at the claim) and 6 a round
+    (the lease read, the parent's choosing mark set and cleared, the live rivals read before the
+    tickets, the choosers, the rivals live; the rivals finished are one SQL query on a SQLite
+    store), with at most one read of the parent a second for the records' lease checks;
+    artifacts are written without a call (11 calls a trial before batches: 2 before the ticket
+    travelled with the params). Every run still holds every tag, param, metric and artifact."""
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(16)]
     store = resolve_store(TrackingConfig(), tmp_path)
     tracker = Tracker(store)
@@ -302,7 +304,7 @@ def test_a_batch_of_claims_and_records_makes_four_mlflow_calls_a_trial_and_keeps
     seconds = time.monotonic() - start
     counts = Counter(calls)
     assert {k: v for k, v in counts.items() if k != "get_run"} == {
-        "create_run": 16, "log_batch": 32, "set_terminated": 16, "set_tag": 2, "search_runs": 4}, counts
+        "create_run": 16, "log_batch": 16, "set_terminated": 16, "set_tag": 2, "search_runs": 3}, counts
     assert 1 <= counts["get_run"] <= 2 + seconds, counts  # the claim's lease read; records' once a second
 
     reader = MlflowClient(store.uri)
@@ -315,3 +317,24 @@ def test_a_batch_of_claims_and_records_makes_four_mlflow_calls_a_trial_and_keeps
         assert run.data.metrics["test/rel_mse"] == outcome.result.metrics["test/rel_mse"]
         names = {a.path for a in reader.list_artifacts(run_id)}
         assert {"config.yaml", "model_state.pt"} <= names
+
+
+def test_batches_keep_every_value_within_mlflows_log_batch_limits():
+    """A record's params, metrics and tags go in as few ``log_batch`` calls as MLflow allows (100
+    params, 100 tags, 1,000 metrics and 1,000 values in all per call), in order, none lost."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.utils.validation import MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
+
+    from harness.tracking import batches
+
+    metrics = [Metric(f"m{i}", float(i), 0, 0) for i in range(2500)]
+    params = [Param(f"p{i}", str(i)) for i in range(250)]
+    tags = [RunTag(f"t{i}", str(i)) for i in range(5)]
+    out = batches(metrics, params, tags)
+    assert len(out) == 3
+    for m, p, t in out:
+        assert len(p) <= MAX_PARAMS_TAGS_PER_BATCH and len(t) <= MAX_PARAMS_TAGS_PER_BATCH
+        assert len(m) <= MAX_METRICS_PER_BATCH and len(m) + len(p) + len(t) <= MAX_ENTITIES_PER_BATCH
+    assert [x for b in out for x in b[0]] == metrics and [x for b in out for x in b[1]] == params
+    assert [x for b in out for x in b[2]] == tags
+    assert batches() == [([], [], [])] and batches(params=params[:3]) == [([], params[:3], [])]
