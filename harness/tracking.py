@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import math
 import os
 import subprocess
@@ -98,7 +99,14 @@ def open_client(store: Store) -> MlflowClient:
         if db is not None and db.stat().st_size == 0:
             tmp = db.with_name(f".{db.name}.creating-{os.getpid()}")
             tmp.unlink(missing_ok=True)
-            MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
+            # MLflow logs "Creating initial MLflow database tables..." at INFO: not news to a
+            # researcher whose first sweep makes its store
+            quiet = logging.getLogger("mlflow.store.db.utils")
+            level, quiet.level = quiet.level, max(quiet.level, logging.WARNING)
+            try:
+                MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
+            finally:
+                quiet.setLevel(level)
             os.replace(tmp, db)
         client = MlflowClient(tracking_uri=store.uri)
         client.search_experiments(max_results=1)
