@@ -256,6 +256,8 @@ class Queue:
                                "runs, for the summary (an interrupt stops waiting; they stay its)", file=sys.stderr)
                     told = True
                 time.sleep(WAIT_POLL_S)
+            done = self.tracker.finished_trials(summary.experiment_id, sweep.elsewhere)
+            summary.n_elsewhere_unfinished = len(set(sweep.elsewhere) - set(done))
             self.end(sweep)
         self.waiting.clear()
 

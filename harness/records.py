@@ -95,6 +95,7 @@ class SweepSummary:
     n_skipped: int  # already FINISHED before this invocation
     n_stale_closed: int  # RUNNING runs of a dead driver (lease expired) closed as KILLED
     n_elsewhere: int = 0  # claimed or finished by another invocation meanwhile (skipped)
+    n_elsewhere_unfinished: int = 0  # of those, not finished there (its driver stopped or died)
     n_lost: int = 0  # ran here, but the run was closed as stale meanwhile (result not recorded)
     n_unrecorded: int = 0  # ran here, but writing its record failed (its run closed FAILED if it could be)
     trial_phase_s: float = 0.0  # this driver's wall clock from its first claim to its last record written

@@ -53,7 +53,9 @@ def print_summary(summary: SweepSummary) -> None:
           f"{summary.n_trials} trials: {summary.n_skipped} already finished (skipped), "
           f"{summary.finished} finished now, {len(summary.failed)} failed, "
           f"{len(summary.diverged)} diverged" +
-          (f", {summary.n_elsewhere} run by another invocation (skipped)" if summary.n_elsewhere else "") +
+          (f", {summary.n_elsewhere} run by another invocation (skipped" +
+           (f"; {summary.n_elsewhere_unfinished} did not finish there: rerun to run them"
+            if summary.n_elsewhere_unfinished else "") + ")" if summary.n_elsewhere else "") +
           (f", {summary.n_lost} lost (closed as stale by another invocation; rerun to record)"
            if summary.n_lost else "") +
           (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"

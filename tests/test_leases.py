@@ -125,6 +125,7 @@ def test_a_sweep_waits_for_the_trials_a_live_rival_claimed_before_its_summary(
                    on_done=lambda name, s: ended.append((time.monotonic(), s)))
     ((when, summary),) = ended
     assert (summary.finished, summary.n_elsewhere) == (1, 1)
+    assert summary.n_elsewhere_unfinished == (0 if rival_ends == "finishes" else 1)
     status = {r.info.run_id: r.info.status for r in _runs(store, experiment)}
     if rival_ends == "finishes":
         assert released and when >= released[0]  # the summary came after the rival's trial finished
