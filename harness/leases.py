@@ -265,8 +265,7 @@ class Leases:
                         ignore: Collection[str]) -> list:
         """Other drivers' RUNNING runs of ``trial_ids``, ``ignore`` left out: a search whose answer
         holds only other drivers' work in flight, never the store's history."""
-        others = f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
-        runs = search_all(self.client, experiment_id, f"attributes.status = 'RUNNING' AND {others}")
+        runs = search_all(self.client, experiment_id, f"attributes.status = 'RUNNING' AND {_others(own_parent)}")
         return [r for r in runs if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore]
 
     def _finished_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
@@ -278,10 +277,9 @@ class Leases:
         server MLflow's search."""
         if self.db is not None:
             found = finished_runs(self.db, experiment_id, trial_ids, since_ms=since_ms, not_parent=own_parent)
-            return {t for t, run_ids in found.items() if set(run_ids) - set(ignore)}
-        others = f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
+            return {t for t, run_ids in found.items() if not set(run_ids) <= set(ignore)}
         runs = search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
-                                                      f"attributes.end_time >= {int(since_ms)} AND {others}")
+                                                      f"attributes.end_time >= {int(since_ms)} AND {_others(own_parent)}")
         return {r.data.tags["trial_id"] for r in runs
                 if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore}
 
@@ -393,6 +391,11 @@ class Leases:
             else:
                 won.append(info)
         return won
+
+
+def _others(own_parent: str) -> str:
+    """The search filter of runs another driver opened (their parent is not ``own_parent``)."""
+    return f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"
 
 
 def _pause(seconds: float, stop: Callable[[], bool]) -> None:

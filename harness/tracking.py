@@ -102,7 +102,8 @@ def open_client(store: Store) -> MlflowClient:
             # MLflow logs "Creating initial MLflow database tables..." at INFO: not news to a
             # researcher whose first sweep makes its store
             quiet = logging.getLogger("mlflow.store.db.utils")
-            level, quiet.level = quiet.level, max(quiet.level, logging.WARNING)
+            level = quiet.level
+            quiet.setLevel(max(level, logging.WARNING))  # setLevel: it clears logging's level cache
             try:
                 MlflowClient(tracking_uri=sqlite_uri(tmp)).search_experiments(max_results=1)
             finally:
@@ -283,9 +284,9 @@ class Tracker:
         while True:
             try:
                 if self.client.get_run(run_id).info.status == "RUNNING":
-                    if run_id in self._unlogged:  # stopped before its first write: say what it was
-                        for _, params, _ in batches(params=self._params(self._unlogged[run_id])):
-                            self.client.log_batch(run_id, params=params)
+                    pending = self._pending_params(run_id)  # stopped before its first write: say what it was
+                    for _, params, _ in batches(params=pending) if pending else ():
+                        self.client.log_batch(run_id, params=params)
                     self.client.set_terminated(run_id, status)
                 self._forget(run_id)
                 return
@@ -347,9 +348,10 @@ class Tracker:
             ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
             ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
             metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
-        for m, p, _ in batches(metrics, self._take_params(run_id)):
+        for m, p, _ in batches(metrics, self._pending_params(run_id)):
             if m or p:
                 self.client.log_batch(run_id, metrics=m, params=p)
+        self._unlogged.pop(run_id, None)  # after the writes: a failed one leaves them for the record
         self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
     @staticmethod
@@ -357,9 +359,10 @@ class Tracker:
         identity = trial.identity or config_identity(trial.config)  # composed once (Trial.identity)
         return [Param(k, param_value(v)) for k, v in flatten(identity).items()]
 
-    def _take_params(self, run_id: str) -> list[Param]:
-        """The params of a claimed run not yet logged (once: then none)."""
-        trial = self._unlogged.pop(run_id, None)
+    def _pending_params(self, run_id: str) -> list[Param]:
+        """The params of a claimed run not yet logged (none once they are: the writer that logs
+        them forgets the run's entry after its writes, :meth:`_forget` at the latest)."""
+        trial = self._unlogged.get(run_id)
         return [] if trial is None else self._params(trial)
 
     def _log_config(self, run_id: str, trial: Trial) -> None:
@@ -403,7 +406,7 @@ class Tracker:
         result = outcome.result
         node = RunTag("node", outcome.node)
         if result is None:
-            for _, params, tags in batches(params=self._take_params(run_id),
+            for _, params, tags in batches(params=self._pending_params(run_id),
                                            tags=[node, RunTag("error", outcome.error[-5000:])]):
                 self.client.log_batch(run_id, params=params, tags=tags)
             self._put(run_id, "error.txt", lambda path: path.write_text(outcome.error))
@@ -443,7 +446,7 @@ class Tracker:
                 RunTag("processor", result.info.get("processor", ""))]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
-        for m, p, t in batches(metrics, self._take_params(run_id), tags):
+        for m, p, t in batches(metrics, self._pending_params(run_id), tags):
             self.client.log_batch(run_id, metrics=m, params=p, tags=t)
         self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
 
