@@ -419,6 +419,14 @@ class Tracker:
         self._forget(run_id)
         return True
 
+    def drop(self, run_id: str, why: str) -> None:
+        """Close and delete a claimed run that never started (:meth:`harness.leases.Leases.drop`)
+        and forget it: a sweep that stops drops the runs it claimed ahead."""
+        try:
+            self.leases.drop(run_id, why)
+        finally:
+            self._forget(run_id)
+
     def _forget(self, run_id: str) -> None:
         self._parent.pop(run_id, None)
         self._unlogged.pop(run_id, None)

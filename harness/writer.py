@@ -95,7 +95,7 @@ class TrackingWriter:
     def drop(self, run_id: str, why: str) -> None:
         """Queue closing and deleting a claimed run that never started
         (:meth:`harness.leases.Leases.drop`)."""
-        self._put(f"drop claimed run {run_id}", lambda: self.tracker.leases.drop(run_id, why))
+        self._put(f"drop claimed run {run_id}", lambda: self.tracker.drop(run_id, why))
 
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         """Queue logging ``metrics`` (name → value, at step 0) in a run (a parent's figures)."""

@@ -319,6 +319,26 @@ def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keep
         assert {"config.yaml", "model_state.pt"} <= names
 
 
+def test_a_dropped_claimed_run_is_deleted_and_forgotten(hydra_conf, tmp_path):
+    """A run claimed ahead and dropped (the sweep stopped before it started) is closed KILLED,
+    tagged with why and deleted, and the tracker keeps nothing of it: no artifact location, no
+    parent, no params waiting for a write (each claimed-ahead run once stayed until the process
+    ended)."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(2)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    tracker = Tracker(store)
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", 2, 0, FAST)
+    kept, dropped = tracker.claim_batch(experiment, parent, "unit", trials)
+    assert dropped in tracker.artifacts and tracker._pending_params(dropped)
+    tracker.drop(dropped, "not started: the sweep stopped first")
+    run = MlflowClient(store.uri).get_run(dropped)
+    assert (run.info.status, run.info.lifecycle_stage) == ("KILLED", "deleted")
+    assert run.data.tags["claim"] == "not started: the sweep stopped first"
+    assert dropped not in tracker.artifacts and tracker._pending_params(dropped) == []
+    assert kept in tracker.artifacts and tracker._pending_params(kept)  # the other claim untouched
+
+
 def test_batches_keep_every_value_within_mlflows_log_batch_limits():
     """A record's params, metrics and tags go in as few ``log_batch`` calls as MLflow allows (100
     params, 100 tags, 1,000 metrics and 1,000 values in all per call), in order, none lost."""
