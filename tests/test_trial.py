@@ -48,6 +48,10 @@ def test_attention_student_beats_the_uniform_predictor_and_the_curve_is_recorded
     assert result.curve[-1]["train/loss"] < result.curve[0]["train/loss"]
     assert result.n_params == 2 * 8 * 16  # W_Q, W_K: (d1, d) = (8, 16)
     assert not result.diverged
+    # the trivial predictors' validation errors do not change with training: first point only
+    references = {"val/uniform_rel_mse", "val/identity_rel_mse", "val/zero_rel_mse"}
+    assert references <= set(result.curve[0]) and result.curve[0]["val/zero_rel_mse"] == 1.0
+    assert all(not references & set(p) and {"val/rel_mse", "val/loss"} <= set(p) for p in result.curve[1:])
 
 
 def test_first_step_below_each_target_is_recorded_or_minus_one():
