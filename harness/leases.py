@@ -33,7 +33,8 @@ recorded twice (README, "Many invocations, one store").
   in flight, not with the store; on a SQLite store the finished ones are one SQL query of the
   batch's trial ids, which grows with the batch only (MLflow's search returned every run any
   other driver finished within the window, whole: after a sweep of a few hundred trials, reading
-  them cost more than the claims did).
+  them cost more than the claims did); on a server, where MLflow's search cannot ask for a list
+  of trial ids, each round reads only what finished since the previous round, less the lease.
 
 Below :mod:`harness.tracking` (which opens runs and records results); imports no scheduling.
 """
@@ -155,6 +156,9 @@ class Leases:
         self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
         self._read: dict[str, tuple[float, float]] = {}  # parent id → when a read found it held
         self._round = 0  # bakery rounds of this driver (the parent's ``choosing`` mark)
+        # a server store's rivals finished, read so far: (experiment, own parent, since_ms) →
+        # (where the next read starts, ms; trial id → other drivers' FINISHED run ids seen)
+        self._finished: dict[tuple[str, str, int], tuple[int, dict[str, set[str]]]] = {}
 
     def hold(self, parent_id: str) -> None:
         """Count ``parent_id`` (just opened by this driver) as its own."""
@@ -274,14 +278,28 @@ class Leases:
         left out. On a SQLite store one SQL query of the batch's ``trial_id`` tags (flat: MLflow's
         search returns whole runs, and every run another driver finished within the window, of
         any trial: after a sweep of a few hundred trials it cost more than the claims); on a
-        server MLflow's search."""
+        server MLflow's search, which cannot ask for a list of trial ids: each read asks only for
+        the runs finished since the previous read less the lease (clocks agree within a lease, as
+        the heartbeats assume) and adds them to what earlier reads found, so that a round reads a
+        lease's worth of the other drivers' work, however long the sweep has run."""
         if self.db is not None:
             found = finished_runs(self.db, experiment_id, trial_ids, since_ms=since_ms, not_parent=own_parent)
-            return {t for t, run_ids in found.items() if not set(run_ids) <= set(ignore)}
-        runs = search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
-                                                      f"attributes.end_time >= {int(since_ms)} AND {_others(own_parent)}")
-        return {r.data.tags["trial_id"] for r in runs
-                if r.data.tags.get("trial_id") in trial_ids and r.info.run_id not in ignore}
+        else:
+            found = self._finished_since(experiment_id, own_parent, since_ms)
+        return {t for t in trial_ids if t in found and not set(found[t]) <= set(ignore)}
+
+    def _finished_since(self, experiment_id: str, own_parent: str, since_ms: int) -> dict[str, set[str]]:
+        """Trial id → run ids of other drivers' runs FINISHED since ``since_ms`` (a server store:
+        MLflow's search from where the previous read of this sweep left off, less the lease)."""
+        key = (experiment_id, own_parent, int(since_ms))
+        start, seen = self._finished.get(key, (int(since_ms), {}))
+        read_at = now_ms()
+        for r in search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
+                                                        f"attributes.end_time >= {start} AND {_others(own_parent)}"):
+            if "trial_id" in r.data.tags:
+                seen.setdefault(r.data.tags["trial_id"], set()).add(r.info.run_id)
+        self._finished[key] = (max(int(since_ms), read_at - int(self.lease_s * 1000)), seen)
+        return seen
 
     def _live_rivals(self, experiment_id: str, trial_ids: Collection[str], own_parent: str,
                      ignore: Collection[str], since_ms: int, poll_s: float,

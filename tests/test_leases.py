@@ -208,3 +208,44 @@ def test_the_analysis_never_pools_two_finished_runs_of_one_trial(tmp_path, capsy
     assert sorted(df["run_id"]) == sorted([late, first])
     err = capsys.readouterr().err
     assert f"left out {early_but_lost}" in err and f"left out {second}" in err
+
+
+def test_a_server_stores_rivals_are_read_from_where_the_last_read_left_off(tmp_path):
+    """On a server store (MLflow's search: no list of trial ids) a claim round reads the other
+    drivers' runs FINISHED since the previous round less the lease, not since the sweep's plan,
+    and keeps what earlier rounds found: the read stays a lease's worth of the rivals' work
+    however long the sweep runs (it grew with the sweep before), and no rival is forgotten."""
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    from harness.leases import Leases, now_ms
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("unit", artifact_location=(tmp_path / "art").as_uri())
+    leases = Leases(client, lease_s=60.0, db=None)  # db=None: the server store's path
+    read: list[int] = []  # runs each search returned
+    search = client.search_runs
+
+    def counted(*args, **kwargs):
+        page = search(*args, **kwargs)
+        read.append(len(page))
+        return page
+    client.search_runs = counted
+
+    def rival(trial_id: str, end_ms: int) -> str:
+        run = client.create_run(experiment, tags={MLFLOW_PARENT_RUN_ID: "other", "trial_id": trial_id})
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=end_ms)
+        return run.info.run_id
+
+    now = now_ms()
+    since = now - 3_600_000  # a sweep planned an hour ago
+    old = rival("a", now - 1_800_000)  # finished half an hour ago, another driver
+    rival("x", now - 1_700_000)  # another trial, not this batch's
+    batch = {"a", "b", "c"}
+    assert leases._finished_rivals(experiment, batch, "own", (), since) == {"a"}
+    assert read == [2]
+    rival("b", now_ms())  # finishes between the rounds
+    assert leases._finished_rivals(experiment, batch, "own", (), since) == {"a", "b"}  # "a" kept
+    assert read == [2, 1]  # only "b": the first round's runs ended more than a lease before it
+    assert leases._finished_rivals(experiment, batch, "own", {old}, since) == {"b"}  # a superseded run
+    assert leases._finished_rivals(experiment, batch, "mine", (), since) == {"a", "b"}  # another sweep reads anew
+    assert read[-1] == 3
