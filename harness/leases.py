@@ -56,6 +56,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from harness.records import TrackingError
 from harness.store import finished_runs
 
+MAX_EXCLUDED = 500  # run ids a server read of finished rivals leaves out (Leases._finished_since)
 LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds
 CHOOSING = "choosing"  # tag of a parent run: "1:<round>" while it picks tickets, then "0:<round>"
 # how long a read that found the lease held is trusted (seconds, at most this share of the lease):
@@ -159,6 +160,9 @@ class Leases:
         # a server store's rivals finished, read so far: (experiment, own parent, since_ms) →
         # (where the next read starts, ms; trial id → other drivers' FINISHED run ids seen)
         self._finished: dict[tuple[str, str, int], tuple[int, dict[str, set[str]]]] = {}
+        # a server store's FINISHED runs any read returned, kept while they are in a read's window:
+        # experiment → run id → (trial id, parent id, end ms); a read leaves them out by run id
+        self._known: dict[str, dict[str, tuple[str, str, int]]] = {}
 
     def hold(self, parent_id: str) -> None:
         """Count ``parent_id`` (just opened by this driver) as its own."""
@@ -290,14 +294,31 @@ class Leases:
 
     def _finished_since(self, experiment_id: str, own_parent: str, since_ms: int) -> dict[str, set[str]]:
         """Trial id → run ids of other drivers' runs FINISHED since ``since_ms`` (a server store:
-        MLflow's search from where the previous read of this sweep left off, less the lease)."""
+        MLflow's search from where the previous read of this sweep left off, less the lease).
+
+        Each read overlaps the previous one by the lease (a rival stamps its run's end before the
+        store commits it), so every read would return again every run finished in the last lease,
+        and so would the first read of the next sweep on the same experiment (a report's rounds):
+        the runs an earlier read returned are left out of the search by run id (``NOT IN``, the one
+        list MLflow's search takes; at most :data:`MAX_EXCLUDED`, whose parsing costs the server
+        about 30 ms) and taken from what that read found."""
         key = (experiment_id, own_parent, int(since_ms))
         start, seen = self._finished.get(key, (int(since_ms), {}))
+        known = self._known.setdefault(experiment_id, {})
+        for run_id in [r for r, (_, _, end) in known.items() if end < start]:
+            del known[run_id]  # out of this read's window: kept only in the sweeps' ``seen``
+        held = [r for r, (_, parent, _) in known.items() if parent != own_parent][-MAX_EXCLUDED:]
+        query = f"attributes.status = 'FINISHED' AND attributes.end_time >= {start} AND {_others(own_parent)}"
+        if held:
+            query += " AND attributes.run_id NOT IN ({})".format(", ".join(f"'{r}'" for r in held))
         read_at = now_ms()
-        for r in search_all(self.client, experiment_id, f"attributes.status = 'FINISHED' AND "
-                                                        f"attributes.end_time >= {start} AND {_others(own_parent)}"):
+        for r in search_all(self.client, experiment_id, query):
             if "trial_id" in r.data.tags:
-                seen.setdefault(r.data.tags["trial_id"], set()).add(r.info.run_id)
+                known[r.info.run_id] = (r.data.tags["trial_id"], r.data.tags.get(MLFLOW_PARENT_RUN_ID, ""),
+                                        r.info.end_time or start)
+        for run_id, (trial_id, parent, _) in known.items():
+            if parent != own_parent:
+                seen.setdefault(trial_id, set()).add(run_id)
         self._finished[key] = (max(int(since_ms), read_at - int(self.lease_s * 1000)), seen)
         return seen
 

@@ -214,7 +214,9 @@ def test_a_server_stores_rivals_are_read_from_where_the_last_read_left_off(tmp_p
     """On a server store (MLflow's search: no list of trial ids) a claim round reads the other
     drivers' runs FINISHED since the previous round less the lease, not since the sweep's plan,
     and keeps what earlier rounds found: the read stays a lease's worth of the rivals' work
-    however long the sweep runs (it grew with the sweep before), and no rival is forgotten."""
+    however long the sweep runs (it grew with the sweep before), and no rival is forgotten; a
+    run that an earlier read returned is not returned again (left out by run id), in this sweep
+    or the next one on the same experiment."""
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     from harness.leases import Leases, now_ms
@@ -247,5 +249,6 @@ def test_a_server_stores_rivals_are_read_from_where_the_last_read_left_off(tmp_p
     assert leases._finished_rivals(experiment, batch, "own", (), since) == {"a", "b"}  # "a" kept
     assert read == [2, 1]  # only "b": the first round's runs ended more than a lease before it
     assert leases._finished_rivals(experiment, batch, "own", {old}, since) == {"b"}  # a superseded run
-    assert leases._finished_rivals(experiment, batch, "mine", (), since) == {"a", "b"}  # another sweep reads anew
-    assert read[-1] == 3
+    assert read[-1] == 0  # "b" is in this read's window, left out by run id: the last read returned it
+    assert leases._finished_rivals(experiment, batch, "mine", (), since) == {"a", "b"}  # another sweep
+    assert read[-1] == 2  # reads anew from its own plan: "a" and "x", but not "b" again
