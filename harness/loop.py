@@ -198,8 +198,10 @@ class Queue:
         """The ablation's last trial is back: tally it, close its parent (FAILED if a record
         failed; left as it is if another invocation closed it) and report it (``on_done``)."""
         self.writer.flush()  # its trials' records are written: their answers are known
-        if sweep.first_claim is not None:
-            sweep.summary.trial_phase_s = (sweep.last_back or time.perf_counter()) - sweep.first_claim
+        if sweep.first_claim is not None:  # to its last record written (the writer's queue drained),
+            # or, if it then waited for a rival's trials, to when its own last trial came back
+            last = sweep.last_back if sweep.elsewhere and sweep.last_back else time.perf_counter()
+            sweep.summary.trial_phase_s = last - sweep.first_claim
         _tally(sweep)
         if sweep.heartbeat is not None:  # it had a parent (it had trials to run)
             # the heartbeat stops before this driver closes its own parent: a beat that read the

@@ -58,6 +58,12 @@ def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_pat
             for r in runs:  # the learning curve came back to the right run while it ran
                 steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
                 assert steps == [2, 4, 6]
+            # the trial phase runs from the first claim to the last record written: it holds
+            # its runs' own span in the store (the first run's creation to the last run's end;
+            # it ended at the last outcome back before, ahead of the writer's queue), with 50 ms
+            # for the two clocks
+            span_s = (max(r.info.end_time for r in runs) - min(r.info.start_time for r in runs)) / 1000
+            assert summary.trial_phase_s >= span_s - 0.05, (summary.trial_phase_s, span_s)
 
         # run again: every trial is found finished in its own experiment, nothing runs
         calls.clear()
