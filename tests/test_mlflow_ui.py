@@ -96,7 +96,9 @@ def mlflow_ui(smoke_store):
                             cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its workers are stopped with it, by group
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
+    # a bound on a hang, not a speed check: under three test workers on a slow 2-core machine the
+    # server took over 180 s to answer (221282a's CI, 2026-12-03); a server that dies is seen at once
+    deadline = time.time() + 600
     while True:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
