@@ -285,9 +285,11 @@ class RayScheduler:
                 print(f"cluster=local starts its own Ray instance; RAY_ADDRESS="
                       f"{os.environ['RAY_ADDRESS']} is not used (cluster=ray joins a cluster)",
                       file=sys.stderr)
-            # "local": always a new instance, never one that `ray start` left on this machine
+            # "local": always a new instance, never one that `ray start` left on this machine;
+            # its workers at cluster.worker_niceness, not Ray's 15 (harness/config.py says why)
             ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
+                     log_to_driver=False, configure_logging=False,
+                     _system_config={"worker_niceness": self.cfg.worker_niceness})
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
             total = ray.cluster_resources()

@@ -59,6 +59,13 @@ def check_cluster(cfg: ClusterConfig) -> None:
         raise SweepError(f"cluster.num_cpus={cfg.num_cpus} sizes the Ray instance that cluster=local "
                          f"starts; cluster={cfg.scheduler.value} cannot use it (a running cluster has "
                          "its own size; cluster=serial runs one trial at a time)")
+    if not 0 <= cfg.worker_niceness <= 19:
+        raise SweepError(f"cluster.worker_niceness must be 0-19 (19 yields the most CPU time to other "
+                         f"processes; below 0 needs privileges), got {cfg.worker_niceness}")
+    if cfg.scheduler is not SchedulerKind.local and cfg.worker_niceness != 0:
+        raise SweepError(f"cluster.worker_niceness={cfg.worker_niceness} is for the workers that "
+                         f"cluster=local starts; cluster={cfg.scheduler.value} cannot use it (a running "
+                         "cluster's is set where it starts: RAY_worker_niceness=N ray start ...)")
     if cfg.scheduler is not SchedulerKind.ray and cfg.address is not None:
         raise SweepError(f"cluster.address={cfg.address!r} is for cluster=ray (join a running "
                          f"cluster); cluster={cfg.scheduler.value} does not join one")

@@ -60,3 +60,19 @@ def test_a_yaml_error_names_file_and_line_for_a_default_group_choice(tmp_path, r
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "teacher_x.yaml:4" in lines[0], lines
+
+
+@pytest.mark.parametrize("cluster, niceness, message", [
+    ("local", 20, "cluster.worker_niceness must be 0-19"),
+    ("local", -1, "cluster.worker_niceness must be 0-19"),
+    ("ray", 5, "cluster.worker_niceness=5 is for the workers that cluster=local starts"),
+    ("serial", 5, "cluster.worker_niceness=5 is for the workers that cluster=local starts"),
+])
+def test_a_worker_niceness_out_of_range_or_for_another_cluster_is_refused(cluster, niceness, message):
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.sweep import SweepError
+    from harness.validate import check_cluster
+
+    check_cluster(ClusterConfig(scheduler=SchedulerKind(cluster), worker_niceness=0))  # the default passes
+    with pytest.raises(SweepError, match=message):
+        check_cluster(ClusterConfig(scheduler=SchedulerKind(cluster), worker_niceness=niceness))
