@@ -66,8 +66,9 @@ class ClusterConfig:
     address: Optional[str] = None  # for scheduler=ray: "auto" or "ray://host:10001"
     num_cpus: Optional[int] = None  # size of the embedded instance; None = all cores
     # niceness of the embedded instance's worker processes (0-19; cluster=local only). Ray's own
-    # default, 15, leaves the workers only the CPU time that every other process leaves over: on
-    # a busy 2-core machine a sweep's trials ran 37x slower than alone (benchmarks/RESULTS.md)
+    # default, 15, leaves the workers only the CPU time that the driver, Ray's agents and any
+    # other process at the default priority leave over: on a busy 2-core machine a sweep's
+    # trials ran 37x slower than alone, 19x slower than at 0 (benchmarks/RESULTS.md)
     worker_niceness: int = 0
     cpus_per_trial: float = 1.0  # also the trial's torch thread count (rounded, at least 1)
     gpus_per_trial: float = 0.0  # fractions allowed
