@@ -137,9 +137,8 @@ def _kill_running_trials(proc: subprocess.Popen) -> list[int]:
         pids = trial_workers(proc.pid)
         return pids if len(pids) >= 2 else None
 
-    _wait_for(busy, proc=proc)
     # the embedded instance's workers run at cluster.worker_niceness (0), not Ray's own 15
-    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in busy() or []} == {0}
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in _wait_for(busy, proc=proc)} == {0}
     time.sleep(2.0)
     pids = busy() or []
     for pid in pids:
