@@ -69,8 +69,7 @@ def main(cfg: DictConfig) -> None:
     store = resolve_store(OmegaConf.to_object(cfg.tracking), Path(hydra_cfg.runtime.cwd))
     out = Path(hydra_cfg.runtime.output_dir)
     try:
-        df, paths = analyse(name, trials, store.uri, out, scale=cfg.scale.name,
-                            figures=list(cfg.ablation.figures), runs_csv=True)
+        df, paths = analyse(name, trials, store.uri, out, scale=cfg.scale.name, runs_csv=True)
     except LookupError as err:
         _fail(str(err))
     if df.empty:

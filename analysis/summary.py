@@ -54,7 +54,11 @@ def analyse(name: str, trials: Sequence[Trial], store_uri: str, out: Path, *, sc
 def drawing(name: str, trials: Sequence[Trial], store_uri: str, scale: str | None = None,
             figures: Sequence[str] | None = None, runs_csv: bool = False) -> dict[str, Any]:
     """The keyword arguments of :func:`analysis.outputs.write_all` for ablation ``name``'s
-    ``trials`` (those of :func:`analyse`; the figures' digest covers them)."""
+    ``trials`` (those of :func:`analyse`; the figures' digest covers them). ``figures``
+    defaults to the ablation's own (``ablation.figures`` of the trials' config), so the
+    end-of-sweep summary and ``python -m analysis`` draw the same ones."""
+    if figures is None:
+        figures = list(trials[0].config.ablation.figures) if trials else []
     return dict(tracking_uri=store_uri, runs_csv=runs_csv, ablation=name, scale=scale,
                 axes=swept_axes(trials), figures=figures)
 

@@ -80,12 +80,8 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(hydra_cfg.runtime.output_dir)
 
     def after(name, summary) -> None:
-        trials = dict(ablations)[name]
-        # the ablation's own figures, as `python -m analysis` draws them (not every one that could be)
-        figures = list(trials[0].config.ablation.figures) if trials else []
-        summarise(name, trials, store, summary.parent_id,
-                  out_dir / folder_name(name) if len(ablations) > 1 else out_dir, cfg.scale.name,
-                  figures)
+        summarise(name, dict(ablations)[name], store, summary.parent_id,
+                  out_dir / folder_name(name) if len(ablations) > 1 else out_dir, cfg.scale.name)
 
     sys.exit(sweep.main(after=after if cfg.summary else None, store_checked=True))
 
