@@ -88,11 +88,14 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def mlflow_ui(smoke_store):
-    """``mlflow ui`` on the smoke store, as the README starts it; yields its URL."""
+    """``mlflow ui`` on the smoke store, as the README starts it, with one worker process (MLflow
+    starts 4) so that :func:`_warm_graphql` reaches the process the browser talks to; yields its
+    URL."""
     port = _free_port()
     mlflow = Path(sys.executable).parent / "mlflow"
     proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri",
-                             f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port)],
+                             f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port),
+                             "--workers", "1"],
                             cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # its workers are stopped with it, by group
     url = f"http://127.0.0.1:{port}"
