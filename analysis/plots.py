@@ -235,8 +235,7 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(f".{suffix}") for suffix in formats]
-    for path in paths:
-        _save(g.figure, path)
+    _save(g.figure, *paths)
     plt.close(g.figure)
     return paths
 
@@ -260,19 +259,20 @@ def _layout_only_draws() -> Iterator[None]:
         seaborn.axisgrid._draw_figure = original
 
 
-def _save(fig, path: Path) -> None:
-    """Save ``fig`` to ``path`` (PNG or PDF) reproducibly: a PDF carries no creation date, so
-    the same runs give the same bytes."""
-    metadata = {"CreationDate": None} if path.suffix == ".pdf" else None
-    fig.savefig(path, dpi=_dpi(fig), bbox_inches="tight", metadata=metadata)
+def _save(fig, *paths: Path) -> None:
+    """Save ``fig`` once per path (PNG or PDF), reproducibly (a PDF carries no creation date, so
+    the same runs give the same bytes), cropped to the figure's tight box with matplotlib's
+    padding, at :data:`DPI` or less where that box would be wider than :data:`MAX_WIDTH_PX` (a
+    report page shows about that many pixels).
 
-
-def _dpi(fig) -> float:
-    """:data:`DPI`, or less where the figure's tight box would be wider than
-    :data:`MAX_WIDTH_PX` at it (a report page shows about that many pixels)."""
-    # inches, with the padding that bbox_inches="tight" adds on both sides
-    width = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * plt.rcParams["savefig.pad_inches"]
-    return min(DPI, MAX_WIDTH_PX / width) if width > 0 else DPI
+    The box is measured once (one layout pass) and given to every file: ``bbox_inches="tight"``
+    measured it again per file, a layout pass each (``python -m benchmarks.figures``).
+    """
+    box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
+    dpi = min(DPI, MAX_WIDTH_PX / box.width) if box.width > 0 else DPI
+    for path in paths:
+        metadata = {"CreationDate": None} if Path(path).suffix == ".pdf" else None
+        fig.savefig(path, dpi=dpi, bbox_inches=box, metadata=metadata)
 
 
 def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D]:
@@ -679,7 +679,6 @@ def learning_curves(tracking_uri: str, run_ids: Sequence[str], out: Path,
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
     fig.tight_layout()
-    for path in paths:
-        _save(fig, path)
+    _save(fig, *paths)
     plt.close(fig)
     return paths
