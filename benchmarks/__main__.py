@@ -178,7 +178,8 @@ def _mlflow_server(folder: Path, proxied: bool = True):
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{folder / f'{name}.db'}", *artifacts, "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # as the README's recipe
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:

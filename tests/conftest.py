@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# as the README's recipe starts a server: without MLflow's job runner (its huey consumers cost
+# about 40 CPU-s per server start and the harness submits no MLflow job)
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 @contextlib.contextmanager
 def mlflow_server(backend_store_uri: str, artifacts: Path):
     """A real ``mlflow server`` on 127.0.0.1 and a free port (one worker, proxied artifacts in
@@ -187,7 +193,7 @@ def mlflow_server(backend_store_uri: str, artifacts: Path):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", backend_store_uri,
          "--artifacts-destination", artifacts.as_uri()],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **SERVER_ENV})
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 300  # a PostgreSQL store runs MLflow's migrations first
     try:

@@ -97,6 +97,7 @@ def mlflow_ui(smoke_store):
                              f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port),
                              "--workers", "1"],
                             cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                             start_new_session=True)  # its workers are stopped with it, by group
     url = f"http://127.0.0.1:{port}"
     # a bound on a hang, not a speed check: under three test workers on a slow 2-core machine the
