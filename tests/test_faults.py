@@ -146,7 +146,9 @@ def _kill_running_trials(proc: subprocess.Popen) -> list[int]:
     return pids
 
 
-KILL_ARGS = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=8000",
+# two trials of about 15 s each on a quiet core (3,000 steps; 8,000 took 40 s, and the retried
+# trials ran all of them again): still running when the kill lands, 2 s after both have started
+KILL_ARGS = ["harness", "+ablation=smoke", "model=mlp", "task.n_train=64", "train.max_steps=3000",
              "train.eval_every=1000"]
 
 
