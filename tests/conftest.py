@@ -174,7 +174,7 @@ def free_port() -> int:
 
 
 # as the README's recipe starts a server: without MLflow's job runner (its huey consumers cost
-# about 40 CPU-s per server start and the harness submits no MLflow job)
+# 20 to 40 CPU-s per server start on 2 cores, and the harness submits no MLflow job)
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
