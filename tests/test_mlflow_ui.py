@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from conftest import SERVER_ENV, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["cluster=serial", "train.max_steps=30", "train.eval_every=15", "task.n_val=32",
@@ -80,24 +81,18 @@ def test_runs_are_named_and_described(smoke_store):
         assert {m.step for m in client.get_metric_history(child.info.run_id, key)} <= {15, 30}, key
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_ui(smoke_store):
     """``mlflow ui`` on the smoke store, as the README starts it, with one worker process (MLflow
     starts 4) so that :func:`_warm_graphql` reaches the process the browser talks to; yields its
     URL."""
-    port = _free_port()
+    port = free_port()
     mlflow = Path(sys.executable).parent / "mlflow"
     proc = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri",
                              f"sqlite:///{smoke_store / 'mlflow.db'}", "--port", str(port),
                              "--workers", "1"],
                             cwd=smoke_store, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+                            env={**os.environ, **SERVER_ENV},
                             start_new_session=True)  # its workers are stopped with it, by group
     url = f"http://127.0.0.1:{port}"
     # a bound on a hang, not a speed check: under three test workers on a slow 2-core machine the
