@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
 
 register_configs()
+# One torch thread in every test process, as the scheduler runs a trial: pytest-xdist runs three
+# test processes on a 2-core machine beside the drivers the tests start, and torch's default (a
+# thread per core in each) only adds threads that wait for a core. Measured on the in-process test
+# files under -n 3: 194 -> 154 CPU-s, 101 -> 81 s (benchmarks/RESULTS.md, issue 26, eighth pass).
+torch.set_num_threads(1)
 
 
 @pytest.fixture()

@@ -20,15 +20,6 @@ PER_STEP = ["train.eval_every=1", "task.n_val=32", "task.n_test=64"]
 POINTS = [(0, 0.003, 64), (1, 0.03, 256)]  # (seed, lr, n_train) of a pack's trials
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread, as the scheduler runs a trial (a busy 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _configs(extra, points=POINTS):
     return [compose_trial([*extra, f"seed={s}", f"train.lr={lr}", f"task.n_train={n}"], []).config
             for s, lr, n in points]
