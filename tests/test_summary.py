@@ -64,6 +64,20 @@ def test_summary_counts_diverged_runs_and_never_averages_them_in():
     assert table["used"] == 2 and table["diverged"] == 0  # counted at the chosen lr
 
 
+def test_the_printed_ui_command_is_the_readmes_and_a_server_gives_its_own_page():
+    """The sweep's last line: for a file store the README's ``mlflow ui`` command (its job runner
+    off), for a tracking server the server's own page; both open the training-runs view."""
+    from analysis.summary import ui_link
+    from harness.naming import VIEW_KEY
+    from harness.store import Store
+
+    page = f"#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+    assert ui_link(Store("sqlite:////data/mlflow.db", "/data/mlartifacts"), "3") == (
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri sqlite:////data/mlflow.db "
+        f"--port 5000, then http://127.0.0.1:5000/{page}")
+    assert ui_link(Store("http://mlflow.example:5000", None), "3") == f"http://mlflow.example:5000/{page}"
+
+
 @pytest.mark.slow
 def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, run_cli):
     longer = run_cli(["harness", *SWEEP, "train.max_steps=20"], tmp_path)
