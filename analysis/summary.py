@@ -195,14 +195,13 @@ def ui_link(store: Store, experiment_id: str) -> str:
     """Where the MLflow UI shows an experiment's training runs (MLflow 3 opens its GenAI pages
     unless the URL asks for ``workflowType=machine_learning``), in the saved view whose columns
     are the headline metrics and key params (:func:`harness.naming.view_state_tag`). For a file
-    store, the ``mlflow ui`` command that serves it, as the README gives it: without MLflow's job
-    runner for GenAI jobs, which the harness never submits (eight processes and 20–40 CPU-s fewer
-    at its start; benchmarks/RESULTS.md, issue 26, seventh pass)."""
-    from harness.naming import VIEW_KEY
+    store, the ``mlflow ui`` command that serves it, as the README gives it, in the environment
+    :data:`harness.naming.UI_ENV` (no MLflow job runner)."""
+    from harness.naming import UI_ENV, VIEW_KEY
 
     # the shared view is read on the runs page itself (from #/experiments/ID it is dropped)
     page = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
     if store.artifact_root is None:  # a tracking server serves the UI itself
         return f"{store.uri}/{page}"
-    return (f"MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri {store.uri} --port 5000, "
-            f"then http://127.0.0.1:5000/{page}")
+    env = " ".join(f"{key}={value}" for key, value in UI_ENV.items())
+    return f"{env} mlflow ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"

@@ -169,6 +169,8 @@ def _mlflow_server(folder: Path, proxied: bool = True):
     else ``--no-serve-artifacts`` with a default artifact root the driver writes to itself (a
     shared disk or an object store on a cluster). Returns ``(process, URI)``; the process is
     None if it did not answer within 3 min."""
+    from harness.naming import UI_ENV
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -179,7 +181,7 @@ def _mlflow_server(folder: Path, proxied: bool = True):
         [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{folder / f'{name}.db'}", *artifacts, "--workers", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # as the README's recipe
+        env={**os.environ, **UI_ENV})  # as the README's recipe: no MLflow job runner
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:

@@ -66,6 +66,10 @@ def parent_name(ablation: str, started: datetime) -> str:
 
 
 VIEW_KEY = "harness"  # the saved view's share key: ?viewStateShareKey=harness
+# The environment of an `mlflow ui` or `mlflow server` the harness prints or starts: MLflow 3.17
+# otherwise runs a job runner for its GenAI jobs beside it (eight more processes, 20-40 CPU-s at
+# each start on 2 cores), and the harness submits no MLflow job. The README's commands set it too.
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 COLUMNS = ("metrics.`test/rel_mse`", "metrics.`test/acc`", "metrics.`val/best_error`",
            "params.`task.n_train`", "params.`seed`", "params.`train.lr`", "params.`train.max_steps`",
            "tags.`variant`", "tags.`task`")

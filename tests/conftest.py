@@ -12,6 +12,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from harness.config import register_configs
+from harness.naming import UI_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
@@ -178,9 +179,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# as the README's recipe starts a server: without MLflow's job runner (its huey consumers cost
-# 20 to 40 CPU-s per server start on 2 cores, and the harness submits no MLflow job)
-SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# as the README's recipe starts a server: without MLflow's job runner (harness.naming.UI_ENV)
+SERVER_ENV = UI_ENV
 
 
 @contextlib.contextmanager
