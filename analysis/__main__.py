@@ -49,7 +49,7 @@ def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
     from analysis.summary import analyse, report
     from harness.store import resolve_store
-    from harness.sweep import SweepError, expand, experiment_name
+    from harness.expansion import SweepError, expand, experiment_name
 
     global _ENTERED
     _ENTERED = True

@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis.load import _typed, load_runs
 from analysis.trials import restrict
-from harness.sweep import Trial
+from harness.expansion import Trial
 
 COMPRESSION = {"method": "gzip", "mtime": 0}  # byte-identical for identical data
 MEASURE = "measure."  # the prefix of the exact checks' measurement fields

@@ -153,7 +153,7 @@ def rerun_trials(frozen: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ablatio
     """``{ablation: [Trial]}``: for each frozen row (:func:`freeze`), at its frozen lr, one trial
     per ``changes(row, base)`` entry (overrides), for each exploratory seed's trial
     (``every_seed``) or for the first only; tagged ``extends``; one per distinct trial."""
-    from harness.sweep import Composer
+    from harness.expansion import Composer
 
     out: dict[str, list] = {}
     for name, group in frozen.groupby("ablation", sort=False):

@@ -83,7 +83,7 @@ def store_name(uri: str) -> str:
 # ----------------------------------------------------------------------------- running
 def _compose_suite(suite: str, cli: list[str]) -> tuple[DictConfig, dict[str, DictConfig]]:
     """The suite's composed config and each of its ablations' (name → config; the report reads
-    their questions and parts). Their trials are :func:`harness.sweep.expand_suite`'s."""
+    their questions and parts). Their trials are :func:`harness.expansion.expand_suite`'s."""
     cfg = compose(config_name="config", overrides=[f"+ablation={suite}", *cli])
     names = list(cfg.ablation.suite) or [cfg.ablation.name]
     return cfg, {n: compose(config_name="config", overrides=[f"+ablation={n}", *cli]) for n in names}
@@ -92,7 +92,7 @@ def _compose_suite(suite: str, cli: list[str]) -> tuple[DictConfig, dict[str, Di
 def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: list[str]) -> list:
     """One trial per seed past each edge: the grid trial's point with ``train.lr`` one step
     (×√10) beyond the chosen lr, tagged ``extends`` with the grid trial's id."""
-    from harness.sweep import Composer
+    from harness.expansion import Composer
 
     composer, out, seen = Composer(cli), [], set()
     for edge in edges:
@@ -112,12 +112,12 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
 def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
     """Run the suite's trials (``ablations``: name → its expanded trials; or a round of reruns)
     in this process as ``python -m harness +ablation=<report.suite>`` runs them
-    (:meth:`harness.driver.Sweep.main`: checks, one queue on one Ray instance, finished trials
+    (:meth:`harness.sweep.Sweep.main`: checks, one queue on one Ray instance, finished trials
     skipped, the exit status),
     without its end-of-sweep figures. Bad input exits 2 before any trial starts and an interrupt
     exits 130; failed or unrecorded trials are named on stderr and the report goes on (it
     counts them)."""
-    from harness.driver import Sweep
+    from harness.sweep import Sweep
 
     sweep = Sweep(list(ablations.items()), OmegaConf.to_object(cfg.cluster), store,
                   [f"+ablation={cfg.report.suite}", *cli], cfg.tracking.lease_s)
@@ -611,7 +611,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         bundle = read_bundle(source_path)
         source = f"the results bundle `{source_path.name}`"
     else:
-        from harness.sweep import SweepError, expand_suite
+        from harness.expansion import SweepError, expand_suite
         from harness.store import resolve_store
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())

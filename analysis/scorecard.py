@@ -162,7 +162,7 @@ def run(cfg: DictConfig, overrides: list[str]) -> Path:
     """Run the scorecard's trials, decide, write the page; returns its path."""
     from analysis.reporting import run_suite
     from harness.store import resolve_store
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     model, rest = mixer_overrides(overrides)
     if not model:

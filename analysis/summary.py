@@ -26,7 +26,7 @@ from analysis.trials import restrict, swept_axes
 
 if TYPE_CHECKING:
     from harness.store import Store
-    from harness.sweep import Trial
+    from harness.expansion import Trial
 
 COUNTS = ("used", "failed", "killed", "diverged")
 PLOT = "sample_efficiency.png"

@@ -2,7 +2,7 @@
 silent pooling), each labelled with its *arm*.
 
 An ablation's trials come from composing it with the command's overrides
-(:func:`harness.sweep.expand`); the analysis keeps the runs whose ``trial_id`` is one of them,
+(:func:`harness.expansion.expand`); the analysis keeps the runs whose ``trial_id`` is one of them,
 plus the runs added past a learning-rate grid edge for one of them (tag ``extends``). Runs made
 with other overrides in the same experiment are never mixed in.
 
@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from harness.sweep import Trial
+from harness.expansion import Trial
 
 NOT_ARM = ("task", "task.n_train", "seed", "train.lr", "model")  # facet, x, replicate, selected
 

@@ -56,7 +56,7 @@ def _cpu() -> float:
 
 
 def _configs(extra: list[str], count: int) -> list:
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
 
     lrs, sizes = (0.003, 0.01, 0.03), (64, 256, 1024)
     return [compose_trial(extra, [f"seed={i}", f"train.lr={lrs[i % 3]}",
@@ -226,7 +226,7 @@ def driver(n_noop: int, n_store: int, server: bool, rounds: int = 8):
     moves by a third on a shared 2-core machine, so the interval, not the mean alone, says whether
     a target is met."""
     from harness.loop import run_sweep
-    from harness.sweep import Composer
+    from harness.expansion import Composer
     from harness.tracking import Store, Tracker
     from harness.trial import run_trial
 
@@ -304,7 +304,7 @@ def sweep_efficiency(n_trials: int, steps: int):
     from harness.config import ClusterConfig, SchedulerKind
     from harness.loop import run_sweep
     from harness.scheduler import RayScheduler
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.tracking import Store, Tracker
 
     trials = [compose_trial([f"train.max_steps={steps}", "train.eval_every=20"],
@@ -361,23 +361,23 @@ def _busy_since(start: tuple[int, int]) -> float:
 
 def composition():
     """Seconds per trial to compose the paper suite (fast path) and one ablation (both paths)."""
-    from harness import sweep
+    from harness import expansion
 
     rows = []
     for cli, fast in ((["+ablation=paper", "scale=full"], True), (["+ablation=sigma_vs_softmax"], True),
                       (["+ablation=sigma_vs_softmax"], False)):
-        original = sweep.Composer.__init__
+        original = expansion.Composer.__init__
 
         def init(self, cli_overrides, fast_=fast, _orig=original):
             _orig(self, cli_overrides, fast=fast_)
-        sweep.Composer.__init__ = init
+        expansion.Composer.__init__ = init
         try:
             cfg = compose(config_name="config", overrides=cli)
             t = time.perf_counter()
-            n = sum(len(ts) for _, ts in sweep.expand_suite(cfg, cli))
+            n = sum(len(ts) for _, ts in expansion.expand_suite(cfg, cli))
             rows.append((" ".join(cli) + ("" if fast else " (full path)"), n, (time.perf_counter() - t) / n * 1000))
         finally:
-            sweep.Composer.__init__ = original
+            expansion.Composer.__init__ = original
     return rows
 
 

@@ -159,7 +159,7 @@ def main() -> None:
 
     from harness.config import register_configs
     from harness.scheduler import Outcome
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.tracking import Store, Tracker
     from harness.trial import run_trial
 

@@ -39,7 +39,7 @@ def _bad_input(err: Exception) -> None:
 def _dry_run(ablations, store, cluster) -> None:
     """List each ablation's trials, marking those already FINISHED in the store (read only), and
     how they would be packed (``cluster.pack_size``)."""
-    from harness.report import print_packs, print_trials
+    from harness.console import print_packs, print_trials
     from harness.store import finished_ids
 
     for name, trials in ablations:
@@ -51,8 +51,8 @@ def _dry_run(ablations, store, cluster) -> None:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Entry point; see the module docstring."""
-    from harness.driver import Sweep
-    from harness.sweep import SweepError, expand_suite
+    from harness.sweep import Sweep
+    from harness.expansion import SweepError, expand_suite
     from harness.store import StoreError, resolve_store
 
     global _ENTERED
@@ -106,7 +106,7 @@ def cli() -> None:
 
     scrub_command_line()  # before Hydra writes .hydra/: a URI's password goes to the environment
     precheck(HARNESS_USAGE)
-    from harness.sweep import SweepError, check_config_files
+    from harness.expansion import SweepError, check_config_files
 
     try:  # a YAML syntax error: one line with file and line, not Hydra's traceback
         check_config_files(sys.argv[1:])

@@ -192,14 +192,14 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
 
 def take_sweeps(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(argv, sweeps)``: Hydra's ``-m``/``--multirun`` and the command line's sweeps
-    (``seed=0,1,2``, :func:`harness.sweep.split_sweeps`) taken out of ``argv`` (``argv[0]`` is
+    (``seed=0,1,2``, :func:`harness.expansion.split_sweeps`) taken out of ``argv`` (``argv[0]`` is
     the program). ``python -m harness`` runs the sweeps as axes of its own sweep and
     ``python -m analysis`` analyses that sweep as one, instead of one Hydra job per value.
     ``argv`` comes back unchanged with no sweeps for ``--help`` or an override that does not
     parse (Hydra rejects it with its own text)."""
     from hydra._internal.utils import get_args_parser
 
-    from harness.sweep import SweepError, split_sweeps
+    from harness.expansion import SweepError, split_sweeps
 
     try:
         args = get_args_parser().parse_args(list(argv[1:]))

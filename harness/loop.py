@@ -11,7 +11,7 @@ scheduler's claim thread ahead of the slots, so each runs in one invocation only
 skip it; a driver's runs stay claimed while its heartbeat renews its lease, and a driver that
 lost its lease stops (:mod:`harness.leases`).
 
-No signal handling here: the sweep that owns this loop (:class:`harness.driver.Sweep`) gives a
+No signal handling here: the sweep that owns this loop (:class:`harness.sweep.Sweep`) gives a
 ``should_stop`` callable, read at the loop's safe points (a trial's start, each learning-curve
 point, each outcome); when it answers True the loop raises ``KeyboardInterrupt`` there, never
 inside a call to the store.

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from harness.models import build_model, count_parameters
-from harness.sweep import SweepError, Trial
+from harness.expansion import SweepError, Trial
 
 FAMILY = "family"  # differ: [family]: a comparison between families, capacity-matched
 COMPARED = ("model", "task", "train")  # the trial config's sections (the trial's identity)

@@ -43,7 +43,7 @@ class Trial:
     """One point of an ablation.
 
     Attributes:
-        trial_id: 16 hex digits hashing the trial's identity (:func:`harness.sweep.trial_id`).
+        trial_id: 16 hex digits hashing the trial's identity (:func:`harness.expansion.trial_id`).
         variant: the model preset, plus any ``model.*`` override of this trial, e.g.
             ``softmax`` or ``softmax[d1=4]``; what MLflow and the plots show.
         overrides: this trial's grid point, as Hydra override strings.
@@ -51,7 +51,7 @@ class Trial:
         task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
         extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
             grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
-        identity: :func:`harness.sweep.identity_dict` of the config, computed once when composed
+        identity: :func:`harness.expansion.identity_dict` of the config, computed once when composed
             (the id's payload and the run's params); empty for a trial built by hand.
     """
 
@@ -66,7 +66,7 @@ class Trial:
 
 def config_identity(cfg: Config) -> dict[str, Any]:
     """A resolved config object as plain data without where it runs or is recorded
-    (:data:`NOT_IDENTITY`): :func:`harness.sweep.identity_dict` for a :class:`Config`."""
+    (:data:`NOT_IDENTITY`): :func:`harness.expansion.identity_dict` for a :class:`Config`."""
     return drop_neutral({key: value for key, value in to_plain(cfg).items() if key not in NOT_IDENTITY})
 
 

@@ -414,7 +414,7 @@ def make_scheduler(cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]]
                    ) -> SerialScheduler | RayScheduler:
     """The scheduler that ``cfg.scheduler`` names (a context manager with ``run(trials)``).
     ``should_stop``: asked each second of a wait for Ray; True stops the run with
-    ``KeyboardInterrupt`` (the sweep's interrupt, :class:`harness.driver.Sweep`). The serial
+    ``KeyboardInterrupt`` (the sweep's interrupt, :class:`harness.sweep.Sweep`). The serial
     scheduler's safe points are its caller's (each trial's start and learning-curve point)."""
     if cfg.scheduler is SchedulerKind.serial:
         return SerialScheduler(cfg)

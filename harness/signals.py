@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM for the driver: both interrupt the sweep (exit 130, running trials closed
 as KILLED; README "Faults"). The handlers live here; the policy (where the sweep stops, the exit
-status) is the sweep's own (:class:`harness.driver.Sweep`), and so is the stop flag: each sweep
+status) is the sweep's own (:class:`harness.sweep.Sweep`), and so is the stop flag: each sweep
 passes its own ``threading.Event`` (:data:`STOP` is only the default, for callers without one).
 
 Before the sweep starts (imports, composition, checks) :func:`end_at_once_until_the_sweep` makes

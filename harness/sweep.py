@@ -1,423 +1,222 @@
-"""Ablation grid → override lists → one composed, resolved config per trial, with stable ids.
+"""One owner for a sweep's life: :class:`Sweep` runs the checks (preflight, cluster, store,
+experiments), starts the scheduler, runs the queue (:mod:`harness.loop`), holds the stop flag
+and the signal policy, and maps errors to the exit status. ``python -m harness`` and
+``python -m analysis.report`` (and its rerun rounds) both run their sweeps through it.
 
-The grid is parsed with Hydra's own override grammar (``a,b,c``, ``range(5)``, ``glob(...)``)
-and expanded to its cross product. Each trial is composed with ``hydra.compose`` from
-``[*cli_overrides, *grid_point]``; a key given on the command line replaces that grid axis.
+Signal policy (README "Faults"): a first SIGINT or SIGTERM is noted in the sweep's own stop flag
+(:mod:`harness.signals` installs the handlers) and the sweep stops at its next safe point (a
+trial's start, a learning-curve point, an outcome, each second of a wait for Ray, after Ray
+starts); a second one raises at once. Running trials are then cancelled and closed as KILLED,
+finished ones stay recorded, and the process ends with exit status 130. Only this module reads
+the flag: the scheduler and the queue get its ``should_stop`` callable.
+
+Exit status (:meth:`Sweep.main`): 0 every trial finished; 1 some trial failed, or some of the
+sweep is not recorded (a failed write, a lost lease); 2 bad input (nothing run or recorded);
+130 interrupted.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import hashlib
-import itertools
-import json
-import re
-from enum import Enum
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Sequence
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import yaml
-from hydra import compose
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf, ValidationError, ValueNode, open_dict
-from omegaconf._impl import select_node
+from harness import signals
+from harness.config import ClusterConfig, SchedulerKind
+from harness.records import SweepSummary, TrackingError, Trial
+from harness.console import print_summary
+from harness.scheduler import make_scheduler
+from harness.store import Store, check_experiments, check_store, experiments, finished_ids, has_running
+from harness.validate import check_cluster, preflight
 
-from harness.config import Config, to_plain
-from harness.models.external import variant_name
-from harness.naming import preset
-from harness.paths import SINGLE, one_off_experiment
-from harness.records import NOT_IDENTITY, Trial, drop_neutral  # the shared types (importers of harness.sweep.Trial too)
+if TYPE_CHECKING:  # imported where a trial will run (_run_queue): they import MLflow
+    from harness.loop import OnDone, Scheduler
 
-# Bump whenever a code change alters what a trial computes (training, data, metrics): every
-# trial then gets a new id, and resume never mistakes an old result for a current one.
-RESULTS_VERSION = 4  # 3: checkpoints selected on the validation error metric; 4: the quartic teacher mixes
-# with softmax, a causal elementwise σ divides row i by i + 1, teachers log identity_rel_mse
+INTERRUPTED = 130  # exit status of an interrupted sweep (128 + SIGINT, as a shell reports it)
 
 
-class SweepError(ValueError):
-    """Bad input found while expanding or composing an ablation (before any trial starts)."""
+class Sweep:
+    """A composed suite's ablations (``[(name, trials)]``, :func:`harness.expansion.expand_suite`)
+    run as one queue on one scheduler, from the checks to the exit status.
 
-
-def identity_dict(cfg: DictConfig | Config) -> dict[str, Any]:
-    """The resolved config as plain data, without where it runs or is recorded."""
-    container = (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-                 if isinstance(cfg, DictConfig) else to_plain(cfg))  # a resolved object: the same data
-    return drop_neutral({key: value for key, value in container.items() if key not in NOT_IDENTITY})
-
-
-def trial_id(cfg: DictConfig | Config) -> str:
-    """Stable id of what a trial is: SHA-256 of its identity config and ``RESULTS_VERSION``."""
-    return identity_id(identity_dict(cfg))
-
-
-def identity_id(identity: dict[str, Any]) -> str:
-    """:func:`trial_id` from an :func:`identity_dict` already computed."""
-    payload = json.dumps({"results_version": RESULTS_VERSION, "config": identity}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def split_sweeps(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``(plain, sweeps)``: command-line overrides without and with a sweep (``seed=0,1,2``,
-    ``seed=range(3)``); a sweep on the command line is an axis of the sweep.
-
-    Raises:
-        SweepError: if an override does not parse.
-    """
-    try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception as err:
-        raise SweepError(f"command-line override does not parse: {err}") from err
-    plain = [o.input_line for o in parsed if not o.is_sweep_override() or o.is_hydra_override()]
-    return plain, [o.input_line for o in parsed if o.is_sweep_override() and not o.is_hydra_override()]
-
-
-def _plain_copy(tree: Any) -> Any:
-    """A copy of nested dicts and lists of scalars (much cheaper than ``copy.deepcopy``)."""
-    if isinstance(tree, dict):
-        return {k: _plain_copy(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_plain_copy(v) for v in tree]
-    return tree
-
-
-def _with_value(obj: Any, path: list[str], value: Any) -> Any:
-    """``obj`` (dataclasses and dicts) with the leaf at ``path`` replaced; shallow copies along the
-    path only, every other node shared."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(obj, dict):
-        out = dict(obj)
-        out[head] = _with_value(obj[head], rest, value)
-        return out
-    out = copy.copy(obj)
-    setattr(out, head, _with_value(getattr(obj, head), rest, value))
-    return out
-
-
-_INTERPOLATION = re.compile(r"\$\{([^}]*)\}")
-
-
-def _referenced(tree: Any, found: set[str]) -> set[str]:
-    """Keys that interpolations ``${...}`` in an unresolved container refer to."""
-    if isinstance(tree, dict):
-        for value in tree.values():
-            _referenced(value, found)
-    elif isinstance(tree, list):
-        for value in tree:
-            _referenced(value, found)
-    elif isinstance(tree, str):
-        found.update(m.strip() for m in _INTERPOLATION.findall(tree))
-    return found
-
-
-@dataclass
-class _Base:
-    """One Hydra composition and what the fast path reuses from it."""
-
-    cfg: DictConfig
-    choices: dict
-    identity: dict | None = None  # identity_dict(cfg)
-    obj: Any = None  # OmegaConf.to_object(cfg)
-    referenced: set | None = None  # keys interpolations refer to
-
-
-def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] = ()) -> list[list[str]]:
-    """Cross product of the grid's axes (Hydra grammar), leaving out the ``replaced`` keys, and
-    of the command line's ``sweeps`` (override strings such as ``seed=0,1,2``).
-
-    Raises:
-        SweepError: if an axis does not parse.
-    """
-    lines = [f"{key}={value}" for key, value in grid.items() if key not in replaced] + list(sweeps)
-    try:
-        parsed = OverridesParser.create().parse_overrides(lines)
-    except Exception as err:  # Hydra raises OverrideParseException with the offending text
-        raise SweepError(f"ablation grid does not parse: {err}") from err
-    axes = [
-        [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
-        if o.is_sweep_override() else [o.input_line]
-        for o in parsed
-    ]
-    for o, values in zip(parsed, axes):
-        if not values:  # the cross product would be empty: an invocation that runs nothing
-            raise SweepError(f"{o.input_line} gives no values; a grid axis needs at least one")
-    return [list(point) for point in itertools.product(*axes)]
-
-
-def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
-    if choices["model"] == "external":  # a class by import path: its class name (harness/models/external.py)
-        return variant_name(overrides) or "external"
-    extra = [o.split("=", 1) for o in overrides if o.lstrip("+~").startswith("model.")]
-    suffix = ",".join(f"{key.split('.', 1)[1]}={value}" for key, value in extra)
-    return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])
-
-
-class Composer:
-    """Composes the trials of one invocation.
-
-    Hydra composes once per combination of config-group choices in a grid point (``model=…``,
-    ``task=…``) with the command-line overrides; a point's value overrides (``task.n_train=64``,
-    ``seed=3``), parsed by Hydra's override grammar, are then set on a copy with OmegaConf, whose
-    structured-config checks reject unknown keys and wrong types as Hydra would. A point that
-    adds or deletes keys (``+key=``, ``~key``) is composed by Hydra in full.
-
-    Fast path (``fast=True``): each distinct value override is checked and converted once per
-    composition, and a point that sets only scalar leaves no interpolation refers to is built
-    from the composition's resolved identity and config object, copying only what it changes;
-    ids and configs are those of the full path (``tests/test_sweep.py`` compares them).
+    Args:
+        ablations: ``[(name, trials)]``.
+        cluster, store: where the trials run and are recorded.
+        cli: the command line's overrides (recorded in each parent run).
+        lease_s: ``tracking.lease_s``.
+        force: rerun finished trials.
+        relocate_artifacts: ``tracking.relocate_artifacts``: point an experiment whose artifacts
+            live outside this store's folder (a copied or moved store) at this store's folder.
     """
 
-    def __init__(self, cli_overrides: Sequence[str], fast: bool = True) -> None:
-        self.cli = list(cli_overrides)
-        self.parser = OverridesParser.create()
-        self.groups = set(GlobalHydra.instance().config_loader().list_groups(""))
-        self.fast = fast
-        self._cache: dict[tuple[str, ...], _Base] = {}
-        self._parsed: dict[str, Any] = {}  # override line → parsed Override
-        self._values: dict[tuple, tuple[Any, Any]] = {}
+    def __init__(self, ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConfig,
+                 store: Store, cli: list[str], lease_s: float, force: bool = False,
+                 relocate_artifacts: bool = False) -> None:
+        self.ablations, self.cluster, self.store = list(ablations), cluster, store
+        self.cli, self.lease_s, self.force = cli, lease_s, force
+        self.relocate_artifacts = relocate_artifacts
+        self.stop = threading.Event()  # this sweep's: set by a first signal while it runs
+        self.finished: dict[str, set[str]] = {}  # ablation → trial ids FINISHED before (check())
 
-    def _compose(self, overrides: list[str]) -> _Base:
-        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-        choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
-        with open_dict(cfg):
-            del cfg["hydra"]
-        return _Base(cfg, choices)
+    def should_stop(self) -> bool:
+        """Whether a signal asked this sweep to stop (what the scheduler and queue are given)."""
+        return self.stop.is_set()
 
-    def _value(self, groups: tuple[str, ...], base: _Base, override) -> tuple[Any, Any] | None:
-        """A value override checked and converted by its leaf node's type, once per composition
-        and line: ``(object value, plain value)``; ``None`` where the full path must decide
-        (no such scalar leaf, a value OmegaConf rejects or an interpolation: it raises there)."""
-        key = (groups, override.input_line)
-        if key not in self._values:
-            self._values[key] = None
-            node = select_node(base.cfg, override.key_or_group)
-            value = override.value()
-            if isinstance(node, ValueNode) and not (isinstance(value, str) and "${" in value):
-                leaf = copy.deepcopy(node)
-                try:
-                    leaf._set_value(value)  # OmegaConf's own validation and conversion
-                except ValidationError:
-                    return None
-                typed = leaf._value()
-                self._values[key] = (typed, typed.name if isinstance(typed, Enum) else typed)
-        return self._values[key]
-
-    def _fast(self, groups: tuple[str, ...], base: _Base, values: list) -> tuple[dict, Any] | None:
-        """``(identity, config object)`` of a point that sets only scalar leaves that no
-        interpolation refers to, from the composition ``base``; ``None`` otherwise."""
-        if base.identity is None:
-            base.identity = identity_dict(base.cfg)
-            base.obj = OmegaConf.to_object(base.cfg)
-            base.referenced = _referenced(OmegaConf.to_container(base.cfg, resolve=False), set())
-        for o in values:
-            k = o.key_or_group
-            if any(r == k or r.startswith(k + ".") or k.startswith(r + ".") or r.startswith(".")
-                   for r in base.referenced):
-                return None
-        identity, obj = _plain_copy(base.identity), base.obj
-        for o in values:
-            converted = self._value(groups, base, o)
-            if converted is None:
-                return None
-            value, plain = converted
-            path = o.key_or_group.split(".")
-            obj = _with_value(obj, path, value)
-            if path[0] not in NOT_IDENTITY:
-                node = identity
-                for part in path[:-1]:
-                    node = node[part]
-                node[path[-1]] = plain
-        return drop_neutral(identity), obj  # e.g. task.eval_seed=0 set explicitly: the same id
-
-    def extension(self, base: Trial, changes: dict[str, str]) -> Trial:
-        """``base``'s grid point with the keys of ``changes`` set to new values (e.g. another
-        ``train.lr``, or more ``train.max_steps``), tagged ``extends = base.trial_id`` so the
-        analysis reads it with ``base``'s arm (lr-edge and budget reruns, paper.md §13).
+    def check(self, store: bool = True) -> None:
+        """Everything that can be checked before a trial starts: the cluster values; with
+        ``store``, the store and experiments, then the device, pack size, tasks and models of the
+        trials that will run (those already FINISHED in the store are not built again: a no-op
+        resume builds none); without, of every trial (a dry run).
 
         Raises:
-            SweepError: as :meth:`trial`.
+            ValueError: bad input (:class:`harness.expansion.SweepError`,
+                :class:`harness.store.StoreError`), one line naming the value.
         """
-        keep = [o for o in base.overrides if o.split("=", 1)[0] not in changes]
-        point = keep + [f"{key}={value}" for key, value in changes.items()]
-        return dataclasses.replace(self.trial(point), extends=base.trial_id)
+        check_cluster(self.cluster)
+        if store:
+            names = [name for name, _ in self.ablations]
+            check_store(self.store, names, self.relocate_artifacts)
+            check_experiments(self.store, names)
+            self.finished = {name: set() if self.force else finished_ids(self.store, name) for name in names}
+        preflight([t for name, trials in self.ablations for t in trials
+                   if t.trial_id not in self.finished.get(name, ())], self.cluster.device, self.cluster.pack_size)
 
-    def trial(self, point: Sequence[str]) -> Trial:
-        """The trial of one grid point.
+    def _nothing_to_run(self) -> dict[str, str] | None:
+        """``ablation → experiment id`` if this is a no-op resume: every trial already has a
+        FINISHED run (and no ``force``), every experiment exists and none holds a RUNNING run
+        (a live sweep's, or a stale one that a sweep with trials would close); else ``None``.
+        Reads the store (by SQL where it is local) and opens no MLflow client; lists the
+        finished trials unless :meth:`check` did."""
+        if self.force:
+            return None
+        names = [name for name, _ in self.ablations]
+        if not self.finished:
+            self.finished = {name: finished_ids(self.store, name) for name in names}
+        if any(t.trial_id not in self.finished[name] for name, trials in self.ablations for t in trials):
+            return None
+        found = experiments(self.store, names)
+        if any(found.get(name, ("", ""))[1] != "active" for name in names):
+            return None
+        ids = {name: found[name][0] for name in names}
+        return None if any(has_running(self.store, i) for i in set(ids.values())) else ids
+
+    def _scheduler(self, stack: contextlib.ExitStack) -> Scheduler:
+        """The entered scheduler: Ray starts once, its own SIGTERM handlers noting the signal."""
+        scheduler = make_scheduler(self.cluster, should_stop=self.should_stop)
+        noting = (contextlib.nullcontext() if self.cluster.scheduler is SchedulerKind.serial
+                  else signals.noting_ray_handlers(self.stop))
+        with noting:
+            stack.enter_context(scheduler)
+        return scheduler
+
+    def run(self, after: OnDone = None) -> bool:
+        """Run the suite, printing each ablation's :class:`SweepSummary` and calling
+        ``after(name, summary)`` (the end-of-sweep table and plot) as each ablation completes;
+        returns whether any trial failed. Once the suite is over the signal handlers found on
+        entry are back. A no-op resume (:meth:`_nothing_to_run`) starts no scheduler (no Ray),
+        imports no MLflow and writes no run: it prints each ablation's summary at once.
+
+        An interrupt ends the process with exit status 130 once Ray is down (:meth:`_interrupted`).
 
         Raises:
-            SweepError: if it cannot be composed (unknown key or group option, wrong type),
-                with Hydra's or OmegaConf's message and its cause.
+            harness.records.TrackingError: the sweep ran, but some of it is not recorded.
+            ValueError: the cluster cannot run a trial (nothing was recorded).
         """
-        overrides = [*point, *self.cli]
+        previous = signals.install(self.stop)  # SIGINT and SIGTERM (Slurm, Kubernetes)
         try:
-            for line in point:  # Hydra's grammar is slow: parse each distinct line once
-                if line not in self._parsed:
-                    self._parsed[line] = self.parser.parse_overrides([line])[0]
-            parsed = [self._parsed[line] for line in point]
-            plain = not any(o.is_add() or o.is_force_add() or o.is_delete() or o.is_sweep_override()
-                            or o.is_hydra_override() for o in parsed)
-            groups = tuple(o.input_line for o in parsed if o.key_or_group in self.groups)
-            if plain:
-                key = groups
-                if key not in self._cache:
-                    self._cache[key] = self._compose([*groups, *self.cli])
-                base = self._cache[key]
-                values = [o for o in parsed if o.key_or_group not in self.groups]
-                done = self._fast(groups, base, values) if self.fast else None
-                if done is not None:
-                    identity, obj = done
-                    return Trial(identity_id(identity), _variant(base.choices, overrides), tuple(point),
-                                 obj, str(base.choices["task"]), identity=identity)
-                cfg = copy.deepcopy(base.cfg)
-                for o in values:
-                    OmegaConf.update(cfg, o.key_or_group, o.value(), merge=True)
-                choices = base.choices
+            done = self._done(after)
+            resumed = self._nothing_to_run()
+            if resumed is not None:
+                summaries = [SweepSummary(resumed[name], "", len(trials), len(trials), 0, ablation=name)
+                             for name, trials in self.ablations]
+                for summary in summaries:
+                    done(summary.ablation, summary)
             else:
-                composed = self._compose(overrides)
-                cfg, choices = composed.cfg, composed.choices
-            obj = OmegaConf.to_object(cfg)
-            identity = identity_dict(cfg)
-        except Exception as err:
-            cause = f" ({err.__cause__})" if err.__cause__ else ""
-            raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err
-        return Trial(identity_id(identity), _variant(choices, overrides), tuple(point), obj,
-                     str(choices["task"]), identity=identity)
+                summaries = self._run_queue(done)
+            sys.stdout.flush()
+            # the suite is over and recorded: a later signal ends the process as before the
+            # suite, not as a KeyboardInterrupt in exit callbacks (a Traceback, exit 0); one that
+            # came before these lines is the interrupt below
+            signals.restore(previous)
+            self._stop_point()
+        except BaseException as stop:
+            self._interrupted(stop)
+            raise
+        return any(s.failed for s in summaries)
 
+    def _run_queue(self, done: Callable[[str, SweepSummary], None]) -> list[SweepSummary]:
+        """The suite as one queue on one scheduler (:func:`harness.loop.run_sweeps`), Ray shut
+        down before this returns."""
+        # MLflow (about 2 s to import and open) only where a trial will run or be recorded
+        from harness.loop import run_sweeps
+        from harness.tracking import Tracker
 
-def compose_trial(cli_overrides: Sequence[str], point: Sequence[str]) -> Trial:
-    """Compose one trial from the command-line overrides and one grid point (see :class:`Composer`).
+        with contextlib.ExitStack() as stack:
+            # Ray first: its workers start (and import the trial code) while MLflow opens
+            scheduler = self._scheduler(stack)
+            signals.install(self.stop)  # again: ray.init installed its own SIGTERM handler
+            self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
+            tracker = Tracker(self.store, self.lease_s)
+            return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
+                              on_done=done, should_stop=self.should_stop)
 
-    Raises:
-        SweepError: if it cannot be composed.
-    """
-    return Composer(cli_overrides).trial(point)
+    def _stop_point(self) -> None:
+        if self.stop.is_set():
+            raise KeyboardInterrupt("interrupt requested")
 
+    @staticmethod
+    def _done(after: OnDone) -> Callable[[str, SweepSummary], None]:
+        def done(name: str, summary: SweepSummary) -> None:
+            print_summary(summary)
+            if after is not None:
+                after(name, summary)
 
-def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
-    """All trials of the invocation whose composed config is ``cfg``.
+        return done
 
-    ``cli_overrides`` are the command line's overrides (Hydra's ``overrides.task``); a key given
-    there replaces the grid axis of the same key, and a sweep given there (``seed=0,1,2``) is an
-    axis itself. Without a grid or a sweep, the result is one trial. Each ``ablation.extra_grids``
-    entry adds the cross product of the grid with that entry's axes replaced (points already in
-    the grid are not repeated).
+    def _interrupted(self, stop: BaseException) -> None:
+        """End the process with 130 if ``stop`` is an interrupt; return otherwise (re-raised).
 
-    Raises:
-        SweepError: for a grid that does not parse, an ``extra_grids`` key that is not a grid
-            axis, or a trial that does not compose.
-    """
-    if cfg.ablation.suite:
-        raise SweepError(f"{cfg.ablation.name!r} is a suite; expand it with expand_suite()")
-    if cfg.ablation.name != SINGLE and not cfg.ablation.grid:
-        raise SweepError(f"ablation {cfg.ablation.name!r} has an empty grid; give ablation.grid "
-                         "at least one axis, e.g. seed: range(5)")
-    parser = OverridesParser.create()
-    replaced = {o.key_or_group for o in parser.parse_overrides(list(cli_overrides))}
-    plain, sweeps = split_sweeps(cli_overrides)
-    grid = OmegaConf.to_container(cfg.ablation.grid, resolve=True) if cfg.ablation.grid else {}
-    points = grid_points(grid, replaced, sweeps) if grid or sweeps else [[]]
-    extras = cfg.ablation.get("extra_grids")
-    for extra in OmegaConf.to_container(extras, resolve=True) if extras else []:
-        unknown = sorted(set(extra) - set(grid))
-        if unknown:
-            raise SweepError(f"ablation {cfg.ablation.name!r}: extra_grids key(s) {unknown} are not "
-                             f"axes of its grid; allowed: {sorted(grid)}")
-        known = {tuple(p) for p in points}
-        points += [p for p in grid_points({**grid, **extra}, replaced, sweeps) if tuple(p) not in known]
-    composer = Composer(plain)
-    trials = [composer.trial(point) for point in points]
-    seen: dict[str, Trial] = {}
-    for trial in trials:
-        if trial.trial_id in seen:
-            raise SweepError(
-                f"grid points {list(seen[trial.trial_id].overrides)} and {list(trial.overrides)} "
-                "compose to the same trial; remove the duplicate axis value"
-            )
-        seen[trial.trial_id] = trial
-    return trials
+        SystemExit: SIGTERM while ray.init had its own handler installed (it exits with 15 or,
+        having torn down the new Ray instance, with 1); any other error once the flag is set: a
+        second signal's KeyboardInterrupt (raised at once) landed in a library that turned it
+        into its own error (OmegaConf raises AttributeError); the queue has closed the runs
+        either way."""
+        sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
+        if not (isinstance(stop, KeyboardInterrupt) or sigterm or self.stop.is_set()):
+            return
+        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+              "recorded, and the same command resumes", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
+        # core, having seen the SIGTERM, can abort (-6) or re-raise it (-15) after our message
+        os._exit(INTERRUPTED)
 
-
-def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[str, list[Trial]]]:
-    """The ablations to run: ``[(name, trials)]``; one entry unless ``cfg`` is a suite, whose
-    ablations are composed with the same command-line overrides (``+ablation=SUITE`` replaced).
-
-    Raises:
-        SweepError: as :func:`expand`, or for a suite naming an unknown ablation.
-    """
-    if not cfg.ablation.suite:
-        trials = expand(cfg, cli_overrides)
-        return [(experiment_name(cfg, trials), trials)]
-    rest = [o for o in cli_overrides if not o.lstrip("+~").startswith("ablation=")]
-    out = []
-    for name in cfg.ablation.suite:
-        cli = [f"+ablation={name}", *rest]
+    def main(self, after: OnDone = None, store_checked: bool = False) -> int:
+        """:meth:`check`, then :meth:`run`; the exit status (module docstring), each error as
+        one ``error:`` line on stderr. ``store_checked``: the caller ran the store checks."""
         try:
-            sub = compose(config_name="config", overrides=split_sweeps(cli)[0])
-        except Exception as err:
-            raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
-        out.append((sub.ablation.name, expand(sub, cli)))
-    return out
+            self.check(store=not store_checked)
+        except ValueError as err:  # SweepError, StoreError: bad input, nothing run or recorded
+            return _error(err, 2)
+        try:
+            any_failed = self.run(after)
+        except TrackingError as err:  # the sweep ran, but some of it is not recorded
+            return _error(err, 1)
+        except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
+            return _error(err, 2)
+        return 1 if any_failed else 0
 
 
-def experiment_name(cfg: DictConfig, trials: Sequence[Trial]) -> str:
-    """The MLflow experiment of the ablation ``cfg`` whose trials are ``trials``: its
-    ``ablation.name``, or for a one-off run (no ``+ablation``, no grid) one experiment per task
-    and model preset (:func:`harness.paths.one_off_experiment`, ``single/teacher/softmax``)."""
-    if cfg.ablation.name != SINGLE or cfg.ablation.grid or not trials:
-        return str(cfg.ablation.name)
-    return one_off_experiment([t.task for t in trials], [preset(t.variant) for t in trials])
+def _error(err: Exception, status: int) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return status
 
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
-
-
-def _load_yaml(path: Path) -> Any:
-    """``path`` parsed, or :class:`SweepError` naming the file and line of a syntax error."""
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        # where the broken construct starts (an unclosed "[" opened there), else where it broke
-        mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise SweepError(f"{where}: YAML syntax error: {problem}") from None
-
-
-def check_config_files(args: Sequence[str], conf: Path = CONF) -> None:
-    """Parse the config files a command selects before Hydra composes them (Hydra reports a YAML
-    syntax error with a 100-line traceback): ``conf/config.yaml``'s group choices, those on the
-    command line (``model=x``, ``+ablation=y``, sweeps ``model=a,b``) and those an ablation's
-    ``defaults`` list overrides, in ``conf`` and each ``hydra.searchpath`` folder.
-
-    Raises:
-        SweepError: naming the file and line of the first syntax error.
-    """
-    dirs = [conf]
-    for arg in args:
-        if arg.startswith("hydra.searchpath="):
-            dirs += [Path(p.strip(" '\"")[len("file://"):])
-                     for p in arg.split("=", 1)[1].strip("[]").split(",") if "file://" in p]
-    choices: dict[str, list[str]] = {}
-    for entry in _load_yaml(conf / "config.yaml").get("defaults", []):
-        if isinstance(entry, dict):
-            choices.update({k: [str(v)] for k, v in entry.items()})
-    for arg in args:
-        key, sep, value = arg.lstrip("+~").partition("=")
-        if sep and "." not in key and not key.startswith("hydra"):
-            choices[key] = [v.strip() for v in value.split(",")]
-    todo = [(group, value) for group, values in choices.items() for value in values]
-    while todo:
-        group, value = todo.pop()
-        for folder in dirs:
-            path = folder / group / f"{value}.yaml"
-            if not path.is_file():
-                continue
-            loaded = _load_yaml(path)
-            for entry in (loaded or {}).get("defaults", []) if isinstance(loaded, dict) else []:
-                if isinstance(entry, dict):  # ``override /task: teacher_x``
-                    todo += [(k.split()[-1].strip("/"), str(v)) for k, v in entry.items()
-                             if isinstance(v, str)]
+def run_suite(ablations: Sequence[tuple[str, list[Trial]]], cluster: ClusterConfig, store: Store,
+              cli: list[str], lease_s: float, force: bool = False, after: OnDone = None) -> bool:
+    """:meth:`Sweep.run` of a new :class:`Sweep` (no checks): whether any trial failed."""
+    return Sweep(ablations, cluster, store, cli, lease_s, force).run(after)

@@ -15,7 +15,7 @@ from harness.models import MODELS, build_model
 from harness.external_check import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
-from harness.sweep import SweepError, Trial
+from harness.expansion import SweepError, Trial
 from harness.trial import DTYPES, STEPS_TO_TARGETS, resolve_device
 from tasks import TASKS, build_task
 

@@ -70,7 +70,7 @@ def test_a_yaml_error_names_file_and_line_for_a_default_group_choice(tmp_path, r
 ])
 def test_a_worker_niceness_out_of_range_or_for_another_cluster_is_refused(cluster, niceness, message):
     from harness.config import ClusterConfig, SchedulerKind
-    from harness.sweep import SweepError
+    from harness.expansion import SweepError
     from harness.validate import check_cluster
 
     check_cluster(ClusterConfig(scheduler=SchedulerKind(cluster), worker_niceness=0))  # the default passes

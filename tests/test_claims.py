@@ -59,7 +59,7 @@ def test_every_part_names_arms_and_a_task_its_ablation_runs(hydra_conf):
 
     from analysis.protocol import spec_dict
     from analysis.trials import arms
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     suite = compose(config_name="config", overrides=["+ablation=paper"]).ablation.suite
     for name in suite:

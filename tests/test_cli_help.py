@@ -56,7 +56,7 @@ def test_cli_answers_help_and_typos_without_heavy_imports(tmp_path):
 
 def test_cuda_is_checked_where_trials_run(hydra_conf):
     from harness.scheduler import RayScheduler, SerialScheduler
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.validate import preflight
 
     trial = compose_trial(["train.max_steps=2", "cluster.device=cuda"], [])

@@ -12,7 +12,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from harness.records import config_identity
-from harness.sweep import Composer, compose_trial
+from harness.expansion import Composer, compose_trial
 from tasks import build_task
 
 SMALL = ["task.n_train=48", "task.n_val=16", "task.n_test=24"]

@@ -18,7 +18,7 @@ from harness.models import external
 from harness import external_check
 from tasks import user_code
 from harness.pack import cannot_pack
-from harness.sweep import SweepError, compose_trial
+from harness.expansion import SweepError, compose_trial
 from harness.validate import preflight
 
 ROOT = Path(__file__).resolve().parent.parent

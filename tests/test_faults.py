@@ -181,7 +181,7 @@ def test_raising_trial_is_failed_with_its_error_and_the_sweep_goes_on(hydra_conf
     from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
     from harness.loop import run_sweep
     from harness.scheduler import SerialScheduler
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.store import resolve_store
     from harness.tracking import Tracker
     import harness.trial as trial_module

@@ -12,11 +12,11 @@ from mlflow.tracking import MlflowClient
 import harness.trial as trial_module
 from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
 from harness.loop import run_sweep, run_sweeps
-from harness.report import print_summary
+from harness.console import print_summary
 from harness.records import TrackingError
 from harness.scheduler import SerialScheduler
 from harness.store import resolve_store
-from harness.sweep import compose_trial
+from harness.expansion import compose_trial
 from harness.tracking import Tracker
 
 FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_test=64"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from harness.naming import parent_name, run_name
-from harness.sweep import Trial
+from harness.expansion import Trial
 
 POINT = ("model=mlp", "task.n_train=64", "seed=0")
 

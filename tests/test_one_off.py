@@ -25,7 +25,7 @@ def test_the_experiment_names_its_task_and_model_presets():
 def test_expand_names_one_off_runs_by_preset_and_ablations_by_their_name(hydra_conf):
     from hydra import compose
 
-    from harness.sweep import expand_suite
+    from harness.expansion import expand_suite
 
     def names(overrides):
         cfg = compose(config_name="config", overrides=overrides)

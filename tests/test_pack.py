@@ -12,7 +12,7 @@ import torch
 from harness.config import ClusterConfig, Optimizer, SchedulerKind
 from harness.pack import (StackedOptimizer, cannot_pack, pack_key, resolve_pack_size, run_pack,
                           runs_alone)
-from harness.sweep import compose_trial
+from harness.expansion import compose_trial
 from harness.trial import run_trial
 
 # every step evaluated, so the curve's train/loss is the per-step loss
@@ -141,7 +141,7 @@ def test_auto_runs_the_mlp_alone_on_a_cpu_and_the_dry_run_says_why(hydra_conf, c
     """``pack_size=auto`` packs per device and family: on a CPU the MLP baseline (no faster packed,
     benchmarks/RESULTS.md) runs alone, on CUDA it is packed; an explicit size packs it anywhere.
     The dry run's packing line names every trial that runs alone and why."""
-    from harness.report import print_packs
+    from harness.console import print_packs
     from harness.scheduler import plan
 
     trials = [compose_trial([f"model={m}"], [f"seed={s}"]) for m in ("softmax", "mlp") for s in range(4)]

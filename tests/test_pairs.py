@@ -15,7 +15,7 @@ import torch
 from harness import pairs
 from harness.presets import preset_config
 from harness.models import build_model
-from harness.sweep import SweepError
+from harness.expansion import SweepError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _trials(name: str, *extra: str):
     from hydra import compose
 
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     cli = [f"+ablation={name}", "scale=tiny", *extra]
     return expand(compose(config_name="config", overrides=cli), cli)

@@ -136,7 +136,7 @@ def test_learning_curves_leave_a_diverged_run_out_and_say_so(hydra_conf, tmp_pat
     from harness.config import TrackingConfig
     from harness.scheduler import SerialScheduler
     from harness.store import resolve_store
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.tracking import Tracker
     from tests.recording import log_trial
 

@@ -11,7 +11,7 @@ import pytest
 from analysis import protocol, stats
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from analysis.trials import arm_label, restrict, swept_axes
-from harness.sweep import Trial
+from harness.expansion import Trial
 
 SEEDS = range(5)
 LRS = (0.001, 0.003, 0.01)
@@ -220,7 +220,7 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
     from hydra import compose
 
     from analysis.reporting import _extension_trials
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     cli = ["+ablation=knowledge_size", "scale=tiny"]
     trials = expand(compose(config_name="config", overrides=cli), cli)
@@ -259,7 +259,7 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
 
     from analysis.budget import budget_lines, budget_trials, split_budget
     from analysis.trials import restrict
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     cli = ["+ablation=residual_value", "scale=tiny"]
     conf = compose(config_name="config", overrides=cli)

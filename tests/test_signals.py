@@ -82,7 +82,7 @@ def test_the_sweeps_handlers_end_with_the_suite(clean_signals, tmp_path):
     interpreter's teardown then ends the process as before, instead of a KeyboardInterrupt that
     an exit callback reports with a Traceback (a driver SIGTERMed just after its sweep printed one)."""
     from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
-    from harness.driver import run_suite
+    from harness.sweep import run_suite
     from harness.store import resolve_store
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -155,7 +155,7 @@ def test_a_signal_sets_the_flag_of_the_sweep_that_installed_the_handlers(clean_s
     are installed sets that sweep's flag only (another sweep, and the module default, stay
     clear), and the sweep's should_stop() is what the scheduler and the queue read."""
     from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
-    from harness.driver import Sweep
+    from harness.sweep import Sweep
     from harness.store import resolve_store
 
     store = resolve_store(TrackingConfig(), tmp_path)

@@ -109,7 +109,7 @@ def test_the_confirmation_block_reruns_deciding_parts_and_controls_at_the_frozen
 
     from analysis.confirm import confirmation_trials, seeds_of
     from analysis.trials import restrict
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     assert seeds_of("range(1000,1010)") == list(range(1000, 1010)) and seeds_of("1000,1003") == [1000, 1003]
     cli = ["+ablation=knowledge_size", "scale=tiny"]
@@ -141,7 +141,7 @@ def test_readout_reruns_cover_each_token_part_and_its_control(hydra_conf):
 
     from analysis.confirm import readout_trials
     from analysis.trials import restrict
-    from harness.sweep import expand
+    from harness.expansion import expand
 
     cli = ["+ablation=knowledge_forms", "scale=tiny"]
     conf = compose(config_name="config", overrides=cli)

@@ -48,7 +48,7 @@ def test_undefined_budget_summary_is_no_divergence():
 
 
 def test_summary_counts_diverged_runs_and_never_averages_them_in():
-    """Moved from the old ``harness.report.sweep_table`` test: a run with another learning rate
+    """Moved from the old ``harness.console.sweep_table`` test: a run with another learning rate
     is never pooled in silently (the lr is chosen on validation), a diverged run is counted, not
     averaged."""
     from analysis.summary import summary_table
@@ -154,8 +154,8 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
     from analysis import outputs, reuse, summary
     from analysis.load import load_runs
     from harness.config import ClusterConfig, SchedulerKind
-    from harness.driver import run_suite
-    from harness.sweep import compose_trial
+    from harness.sweep import run_suite
+    from harness.expansion import compose_trial
     from harness.tracking import Store, Tracker
 
     trials = [compose_trial(["train.max_steps=4", "train.eval_every=2", "task.n_val=16",

@@ -1,171 +1,91 @@
-"""Config composition, grid expansion and trial ids (harness/config.py, harness/sweep.py)."""
+"""The sweep driver (harness/sweep.py): several ablations run as one queue on one scheduler, and
+each is still recorded as its own sweep (experiment, parent run, summary)."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
-from hydra import compose
-
-from harness.sweep import SweepError, compose_trial, expand, expand_suite, trial_id
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
-
-ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
+from mlflow.tracking import MlflowClient
 
 
-def _expand(cli: list[str]):
-    cfg = compose(config_name="config", overrides=cli)
-    return expand(cfg, cli)
+@pytest.mark.slow
+def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_path, hydra_conf, trial_runs):
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.loop import run_sweeps
+    from harness.scheduler import RayScheduler
+    from harness.expansion import compose_trial
+    from harness.tracking import Store, Tracker
+
+    trials = [compose_trial(["train.max_steps=6", "train.eval_every=2", "task.n_val=16",
+                             "task.n_test=16"], [f"seed={s}"]) for s in range(3)]
+    # seed 1 is in both ablations: one Trial object, one trial id, a run in each experiment
+    groups = [("first", trials[:2]), ("second", trials[1:])]
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", (tmp_path / "mlartifacts").as_uri())
+    calls, done = [], []
+    with RayScheduler(ClusterConfig(scheduler=SchedulerKind.local, num_cpus=2, pack_size="4")) as scheduler:
+        run = scheduler.run
+
+        seen: dict[str, list[int]] = {}  # trial id → steps of the points that came live
+
+        def spy(todo, on_start=None, on_progress=None, prepare=None):
+            calls.append(len(todo))
+
+            def progress(trial, point):
+                seen.setdefault(trial.trial_id, []).append(int(point["step"]))
+                on_progress(trial, point)
+
+            for outcome in run(todo, on_start, progress, prepare):
+                # every point of a trial reaches the driver before its outcome (one batch per unit;
+                # seed 1 runs twice, once per ablation, so its points may have come twice)
+                got, steps = seen.get(outcome.trial.trial_id, []), [p["step"] for p in outcome.result.curve]
+                repeats = len(got) // len(steps)
+                assert 1 <= repeats <= todo.count(outcome.trial) and got == steps * repeats, got
+                yield outcome
+
+        scheduler.run = spy
+        summaries = run_sweeps(groups, scheduler, Tracker(store), [],
+                               on_done=lambda name, s: done.append((name, s.finished)))
+        assert calls == [4]  # one queue for both ablations
+        assert [(s.ablation, s.finished) for s in summaries] == [("first", 2), ("second", 2)]
+        assert sorted(done) == [("first", 2), ("second", 2)]  # on_done once per ablation
+
+        client = MlflowClient(tracking_uri=store.uri)
+        for (name, group), summary in zip(groups, summaries):
+            runs = trial_runs(store.uri, name)
+            assert sorted(r.data.tags["trial_id"] for r in runs) == sorted(t.trial_id for t in group)
+            assert {r.info.status for r in runs} == {"FINISHED"}
+            assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {summary.parent_id}
+            assert client.get_run(summary.parent_id).info.status == "FINISHED"
+            for r in runs:  # the learning curve came back to the right run while it ran
+                steps = [m.step for m in client.get_metric_history(r.info.run_id, "val/loss")]
+                assert steps == [2, 4, 6]
+            # the trial phase runs from the first claim to the last record written: it holds
+            # its runs' own span in the store (the first run's creation to the last run's end;
+            # it ended at the last outcome back before, ahead of the writer's queue), with 50 ms
+            # for the two clocks
+            span_s = (max(r.info.end_time for r in runs) - min(r.info.start_time for r in runs)) / 1000
+            assert summary.trial_phase_s >= span_s - 0.05, (summary.trial_phase_s, span_s)
+
+        # run again: every trial is found finished in its own experiment, nothing runs
+        calls.clear()
+        again = run_sweeps(groups, scheduler, Tracker(store), [])
+        assert calls == [0] and [(s.n_skipped, s.finished) for s in again] == [(2, 0), (2, 0)]
 
 
-def _stated_count(name: str) -> int:
-    header = (CONF / "ablation" / f"{name}.yaml").read_text()
-    match = re.search(r"^# Trials:.*?=\s*(\d+)", header, re.MULTILINE)
-    assert match, f"ablation {name} must state its trial count in a '# Trials: ... = N' line"
-    return int(match.group(1))
+def test_a_resume_with_everything_finished_writes_no_run(tmp_path, hydra_conf):
+    """Run a sweep, then the same again: the second finds every trial FINISHED, starts no
+    scheduler and writes no parent run (it wrote one more, empty, parent run per resume)."""
+    from harness.config import ClusterConfig, SchedulerKind
+    from harness.sweep import run_suite
+    from harness.expansion import compose_trial
+    from harness.tracking import Store
 
-
-@pytest.mark.parametrize("name", ABLATIONS)
-def test_every_ablation_composes_to_its_stated_trial_count(hydra_conf, name):
-    cli = [f"+ablation={name}"]
-    ablations = expand_suite(compose(config_name="config", overrides=cli), cli)
-    trials = [t for _, ts in ablations for t in ts]
-    assert len(trials) == _stated_count(name)
-    for _, ts in ablations:  # unique within an ablation (two ablations may share a trial)
-        assert len({t.trial_id for t in ts}) == len(ts)
-    if len(ablations) == 1:
-        assert all(t.config.ablation.name == name for t in trials)
-
-
-def test_smoke_grid_is_the_cross_product(hydra_conf):
-    trials = _expand(["+ablation=smoke"])
-    points = {(t.variant, t.config.task.n_train, t.config.seed) for t in trials}
-    assert points == {(m, n, s) for m in ("softmax", "relu_attention", "mlp")
-                      for n in (64, 256, 1024) for s in (0, 1)}
-    assert {t.config.model.name for t in trials} == {"attention", "mlp"}
-
-
-def test_cli_value_replaces_the_grid_axis_and_applies_to_every_trial(hydra_conf):
-    trials = _expand(["+ablation=smoke", "train.max_steps=50", "seed=0"])
-    assert len(trials) == 9
-    assert {t.config.seed for t in trials} == {0}
-    assert {t.config.train.max_steps for t in trials} == {50}
-
-
-def test_without_ablation_one_trial_of_the_defaults(hydra_conf):
-    trials = _expand([])
-    assert len(trials) == 1
-    assert trials[0].variant == "softmax" and trials[0].overrides == ()
-
-
-def test_model_overrides_in_the_grid_name_the_variant(hydra_conf):
-    trial = compose_trial(["+ablation=smoke"], ["model=softmax", "model.d1=4"])
-    assert trial.variant == "softmax[d1=4]"
-
-
-def test_trial_id_is_stable_and_ignores_where_a_trial_runs(hydra_conf):
-    base = compose_trial([], [])
-    again = compose_trial([], [])
-    assert base.trial_id == again.trial_id
-    for where in (["cluster=serial"], ["tracking=server"], ["cluster.cpus_per_trial=2"],
-                  ["tracking.db_path=elsewhere.db"],
-                  ["+ablation=smoke", "train.max_steps=500"]):  # same trial, other ablation
-        assert compose_trial(where, []).trial_id == base.trial_id, where
-
-
-@pytest.mark.parametrize("change", [
-    "seed=1", "train.lr=0.01", "train.max_steps=7", "task.n_train=65", "task.teacher_seed=3",
-    "model.sigma=relu", "model.residual=true", "model=mlp", "train.dtype=float64",
-])
-def test_any_change_of_what_a_trial_is_gives_a_new_id(hydra_conf, change):
-    assert compose_trial([change], []).trial_id != compose_trial([], []).trial_id
-
-
-def test_results_version_is_part_of_the_id(hydra_conf, monkeypatch):
-    cfg = compose(config_name="config")
-    before = trial_id(cfg)
-    monkeypatch.setattr("harness.sweep.RESULTS_VERSION", 10**6)
-    assert trial_id(cfg) != before
-
-
-@pytest.mark.parametrize("override, named", [
-    ("model.sigmaa=relu", "model.sigmaa"),
-    ("train.lr=abc", "train.lr"),
-    ("model.sigma=foo", "model.sigma"),
-    ("seed=x", "seed"),
-])
-def test_mistyped_key_or_wrong_type_fails_at_compose_time_naming_the_key(hydra_conf, override, named):
-    with pytest.raises(SweepError, match=re.escape(named)):
-        compose_trial([override], [])
-
-
-def test_bad_sigma_lists_the_allowed_values(hydra_conf):
-    with pytest.raises(SweepError, match="softmax"):
-        compose_trial(["model.sigma=foo"], [])
-
-
-def test_unparsable_grid_is_rejected(hydra_conf):
-    cfg = compose(config_name="config", overrides=["+ablation=smoke", "ablation.grid.seed='range(('"])
-    with pytest.raises(SweepError, match="grid"):
-        expand(cfg, ["+ablation=smoke"])
-
-
-@pytest.mark.parametrize("name", ["smoke", "sigma_vs_softmax", "knowledge_forms", "rotation",
-                                  "finite_information", "practical", "arithmetic"])
-def test_fast_composition_gives_the_full_path_ids_configs_and_identities(hydra_conf, name):
-    from omegaconf import OmegaConf
-
-    from harness.sweep import Composer, grid_points, identity_dict
-
-    cli = [f"+ablation={name}", "scale=tiny"]
-    cfg = compose(config_name="config", overrides=cli)
-    points = grid_points(OmegaConf.to_container(cfg.ablation.grid, resolve=True), set())
-    fast, full = Composer(cli), Composer(cli, fast=False)
-    for point in points:
-        a, b = fast.trial(point), full.trial(point)
-        assert (a.trial_id, a.variant, a.task, a.overrides) == (b.trial_id, b.variant, b.task, b.overrides)
-        assert a.config == b.config
-        assert a.identity == b.identity == identity_dict(b.config)
-
-
-def test_fast_composition_rejects_what_the_full_path_rejects(hydra_conf):
-    from harness.sweep import Composer
-
-    for point in (["train.lr=fast"], ["task.n_trian=3"], ["model.sigma=softmx"]):
-        with pytest.raises(SweepError, match="cannot compose trial"):
-            Composer([]).trial(point)
-
-
-def test_extra_grids_add_points_without_a_full_cross_product(hydra_conf):
-    """ablation.extra_grids: the trials are the union of grid and grid ⊕ each entry; a key that
-    is not a grid axis is refused, naming it and the allowed ones."""
-    from omegaconf import open_dict
-
-    cli = ["+ablation=smoke"]
-    cfg = compose(config_name="config", overrides=cli)
-    with open_dict(cfg):
-        cfg.ablation.grid = {"model": "softmax", "task.n_train": "64", "seed": "range(2)"}
-        cfg.ablation.extra_grids = [{"model": "mlp,softmax", "task.n_train": "64,256"}]
-    trials = expand(cfg, cli)
-    points = {(t.variant, t.config.task.n_train, t.config.seed) for t in trials}
-    assert points == {(v, n, s) for v in ("softmax", "mlp") for n in (64, 256) for s in (0, 1)}
-    assert len(trials) == len(points)  # the grid's own points are not repeated
-    with open_dict(cfg):
-        cfg.ablation.extra_grids = [{"train.lr": "0.1"}]
-    with pytest.raises(SweepError, match=r"train.lr.*allowed"):
-        expand(cfg, cli)
-
-
-def test_the_full_scale_paper_suite_passes_preflight(hydra_conf):
-    """Every size ``scale=full`` sets is possible for its task (T1(i)'s pool of 8,000 expressions
-    holds no 8,192 training examples: arithmetic_mod keeps its 1,024). The default scale is
-    checked by every report run, tiny by the report tests."""
-    from harness.validate import preflight
-
-    cli = ["+ablation=paper", "scale=full"]
-    ablations = expand_suite(compose(config_name="config", overrides=cli), cli)
-    trials = [t for _, ts in ablations for t in ts]
-    assert {a for a, _ in ablations} >= {"arithmetic_mod", "control", "rotation"}
-    preflight(trials, "cpu", "auto")  # raises on an impossible size
+    trials = [compose_trial(["train.max_steps=4", "train.eval_every=2", "task.n_val=16",
+                             "task.n_test=16"], [f"seed={s}"]) for s in range(2)]
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", (tmp_path / "mlartifacts").as_uri())
+    cluster = ClusterConfig(scheduler=SchedulerKind.serial)
+    for _ in range(2):
+        assert run_suite([("unit", trials)], cluster, store, [], 60.0) is False
+    client = MlflowClient(tracking_uri=store.uri)
+    runs = client.search_runs([client.get_experiment_by_name("unit").experiment_id])
+    assert sum("trial_id" in r.data.tags for r in runs) == 2
+    assert len([r for r in runs if r.data.tags.get("role") == "sweep"]) == 1

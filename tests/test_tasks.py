@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.models import build_model
-from harness.sweep import compose_trial
+from harness.expansion import compose_trial
 from harness.trial import run_trial
 from tasks import build_task, combine
 from tasks.arithmetic import ArithmeticConfig, ArithmeticTask, Ops

@@ -16,7 +16,7 @@ from analysis.plots import sample_efficiency
 from harness.config import TrackingConfig, TrackingKind
 from harness.records import Outcome
 from harness.scheduler import SerialScheduler
-from harness.sweep import compose_trial
+from harness.expansion import compose_trial
 from harness.store import resolve_store
 from harness.tracking import Tracker
 from tests.recording import claim, log_trial

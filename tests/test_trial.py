@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from harness.sweep import compose_trial
+from harness.expansion import compose_trial
 from harness.trial import run_trial
 
 FAST = ["train.max_steps=60", "train.eval_every=20", "task.n_train=64", "task.n_val=64", "task.n_test=128"]

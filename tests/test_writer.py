@@ -69,7 +69,7 @@ def test_run_sweep_records_every_trial_through_the_writer(tmp_path, hydra_conf, 
     from harness.config import ClusterConfig, SchedulerKind
     from harness.loop import run_sweep
     from harness.scheduler import SerialScheduler
-    from harness.sweep import compose_trial
+    from harness.expansion import compose_trial
     from harness.tracking import Store, Tracker
 
     trials = [compose_trial(["train.max_steps=10", "train.eval_every=5", "task.n_val=32",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Collection
 from harness.records import SweepSummary
 
 if TYPE_CHECKING:
-    from harness.sweep import Trial
+    from harness.expansion import Trial
 
 
 def print_trials(trials: list[Trial], finished: Collection[str] = ()) -> None:
