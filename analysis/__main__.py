@@ -1,4 +1,5 @@
-"""``python -m analysis +ablation=NAME [tracking=...]``: an ablation's figures and tables from MLflow.
+"""``python -m analysis +ablation=NAME [tracking=...]``: an ablation's figures and tables from
+MLflow; the shell of :func:`analysis.command.run`.
 
 Composes the ablation with the command's overrides exactly as ``python -m harness`` does (a
 sweep on the command line, with or without ``-m``, is one more axis of the one analysis; the
@@ -26,75 +27,24 @@ compose, is a suite (use ``python -m analysis.report``), or none of its trials h
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
-
-from harness.cli import ANALYSIS_USAGE, call_main, precheck, take_sweeps
-
-
-_ENTERED = False  # whether Hydra composed the config and called main (see cli())
-_SWEEPS: list[str] = []  # command-line sweeps, taken out of argv before Hydra sees them (cli())
-
-
-def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
-    """Entry point; see the module docstring."""
-    from analysis.summary import analyse, report
-    from harness.store import resolve_store
-    from harness.expansion import SweepError, expand, experiment_name
-
-    global _ENTERED
-    _ENTERED = True
-    name = cfg.ablation.name
-    if cfg.ablation.suite:
-        _fail(f"{name!r} is a suite of ablations {list(cfg.ablation.suite)}: analyse one of them "
-              "(+ablation=NAME) or write the report (python -m analysis.report)")
-    hydra_cfg = HydraConfig.get()
-    # the same trials python -m harness composes: its overrides, its sweeps, its search path
-    searchpath = [o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")]
-    try:
-        trials = expand(cfg, [*hydra_cfg.overrides.task, *_SWEEPS, *searchpath])
-    except SweepError as err:
-        _fail(str(err))
-    name = experiment_name(cfg, trials)  # a one-off run's experiment: single/<task>/<model>
-    # the store of the directory the command started from, also with hydra.job.chdir=True
-    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path(hydra_cfg.runtime.cwd))
-    out = Path(hydra_cfg.runtime.output_dir)
-    try:
-        df, paths = analyse(name, trials, store.uri, out, scale=cfg.scale.name, runs_csv=True)
-    except LookupError as err:
-        _fail(str(err))
-    if df.empty:
-        _fail(f"none of the {len(trials)} trials of {name!r} with these overrides has a run in "
-              f"{store.uri}; run them first: python -m harness +ablation={name} ...")
-    counts = df["status"].value_counts().to_dict()
-    print(f"{len(df)} trial runs {counts}")
-    table = report(df, out)
-    for path in [*paths, *([table] if table else [])]:
-        print(path)
+from harness.cli import ANALYSIS_USAGE, hydra_shell, precheck, take_sweeps
 
 
 def cli() -> None:
-    """``--help`` and unknown group choices first (no heavy imports), then :func:`main`; the
-    command line's sweeps become axes of one analysis (as ``python -m harness`` runs them); a
-    config that Hydra cannot compose exits with 2 (Hydra's text kept)."""
+    """``--help`` and unknown group choices first (no heavy imports); the command line's sweeps
+    become axes of one analysis (as ``python -m harness`` runs them); then the exit status of
+    :func:`analysis.command.run` under Hydra (:func:`harness.cli.hydra_shell`)."""
     from harness.secrets import scrub_command_line
 
     scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
     precheck(ANALYSIS_USAGE)
-    sys.argv, _SWEEPS[:] = take_sweeps(sys.argv)
+    from analysis.command import run
     from harness.config import register_configs
 
+    sys.argv, sweeps = take_sweeps(sys.argv)
     register_configs()
-    call_main(main, lambda: _ENTERED)
+    sys.exit(hydra_shell("config", run, sweeps))
 
 
 if __name__ == "__main__":

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from harness import mlflow_sql
 from harness.store import Store, deleted_experiment_error, experiments, file_uri_path, sqlite_path
 
 _BOOL = {"True": True, "False": False, "true": True, "false": False}
@@ -86,32 +85,19 @@ def _one_finished_per_trial(raw: pd.DataFrame, parent_of: dict, tracking_uri: st
 
 
 TRIAL_RUNS = "tags.trial_id != ''"  # the filter of an ablation's trial (child) runs
-_RUNS = ("SELECT r.run_uuid, r.experiment_id, r.status, r.artifact_uri, r.start_time, r.end_time "
-         "FROM runs r WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' AND EXISTS (SELECT 1 "
-         "FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = 'trial_id' AND t.value != '') "
-         "ORDER BY r.start_time DESC, r.run_uuid")
-_OF_RUNS = "run_uuid IN (SELECT value FROM json_each(?))"
-
-
 def search_sqlite(db: Path, experiment_id: str) -> pd.DataFrame:
     """``mlflow.search_runs(experiment_ids=[experiment_id], filter_string=TRIAL_RUNS,
     output_format="pandas")`` on the SQLite store ``db``, read with four read-only SQL queries
-    on MLflow's schema: the same rows in the same order, the same values, the same nulls (None
+    on MLflow's schema (:func:`harness.mlflow_sql.trial_run_rows`): the same rows in the same order, the same values, the same nulls (None
     for params and tags, NaN for metrics) and dtypes. MLflow's search builds an ORM object per
     param, metric and tag (about 1 s for 200 trial runs on 2 cores, most of a no-op resume's
-    summary; ``harness.store.finished_runs`` for the same on the resume listing).
+    summary; ``harness.mlflow_sql.finished_runs`` for the same on the resume listing).
 
     Raises:
         sqlite3.OperationalError: the file's schema is not the one this reads (or it is locked
             past the timeout).
     """
-    with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)) as con:
-        runs = con.execute(_RUNS, (int(experiment_id),)).fetchall()
-        ids = json.dumps([r[0] for r in runs])
-        metrics = con.execute(f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE {_OF_RUNS}",
-                              (ids,)).fetchall()
-        params = con.execute(f"SELECT run_uuid, key, value FROM params WHERE {_OF_RUNS}", (ids,)).fetchall()
-        tags = con.execute(f"SELECT run_uuid, key, value FROM tags WHERE {_OF_RUNS}", (ids,)).fetchall()
+    runs, metrics, params, tags = mlflow_sql.trial_run_rows(db, experiment_id)
     data: dict[str, list] = {
         "run_id": [r[0] for r in runs], "experiment_id": [str(r[1]) for r in runs],
         "status": [r[2] for r in runs], "artifact_uri": [r[3] for r in runs],
@@ -138,18 +124,13 @@ def stamped_sqlite(tracking_uri: str, experiment_id: str, tag: str, value: str) 
     one this reads, or an artifact URI is not a local folder): the caller asks MLflow."""
     db = sqlite_path(tracking_uri)
     try:
-        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)) as con:
-            rows = con.execute(
-                "SELECT r.artifact_uri FROM runs r JOIN tags a ON a.run_uuid = r.run_uuid AND a.key = 'role' "
-                "AND a.value = 'sweep' JOIN tags b ON b.run_uuid = r.run_uuid AND b.key = ? AND b.value = ? "
-                "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' "
-                "ORDER BY r.start_time DESC, r.run_uuid LIMIT 10", (tag, value, int(experiment_id))).fetchall()
+        uris = mlflow_sql.tagged_parent_artifacts(db, experiment_id, tag, value)
     except sqlite3.OperationalError:
         return None
-    if any(not (uri or "").startswith("file:") for (uri,) in rows):
+    if any(not (uri or "").startswith("file:") for uri in uris):
         return None
     found = []
-    for (uri,) in rows:
+    for uri in uris:
         folder = file_uri_path(uri)
         found.append((uri, {p.name for p in folder.iterdir()} if folder.is_dir() else set()))
     return found

@@ -19,27 +19,29 @@ tables and the bundle beside it, in the folder of the same name without ``.md``)
 
 from __future__ import annotations
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+import sys
 
-from harness.cli import REPORT_USAGE, call_main, precheck
-
-_ENTERED = False  # whether Hydra composed the config and called main (harness.cli.call_main)
+from harness.cli import REPORT_USAGE, Runtime, hydra_shell, precheck
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="report")
-def main(cfg: DictConfig) -> None:
-    """Entry point; see the module docstring."""
-    from analysis.reporting import generate
+def run(cfg, runtime: Runtime) -> int:
+    """Write the report as the module docstring says (:func:`analysis.reporting.generate`);
+    returns the exit status: 0, or 2 for bad input found before any trial starts (one
+    ``error:`` line). An interrupted suite exits 130 from :class:`harness.sweep.Sweep`."""
+    from analysis.reporting import ReportInputError, generate
 
-    global _ENTERED
-    _ENTERED = True
-    generate(cfg, [o for o in HydraConfig.get().overrides.task if not o.startswith(("report.", "+ablation"))])
+    try:
+        generate(cfg, [o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))])
+    except ReportInputError as err:
+        if str(err):
+            print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def cli() -> None:
-    """``--help`` and unknown group choices first (no heavy imports), then :func:`main`."""
+    """``--help`` and unknown group choices first (no heavy imports), then the exit status of
+    :func:`run` under Hydra (:func:`harness.cli.hydra_shell`)."""
     from harness.secrets import scrub_command_line
 
     scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
@@ -47,7 +49,7 @@ def cli() -> None:
     from harness.config import register_configs
 
     register_configs()
-    call_main(main, lambda: _ENTERED)
+    sys.exit(hydra_shell("report", run))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,12 @@ from analysis.trials import grid_axes
 from harness.config import PartConfig
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
+
+
+class ReportInputError(ValueError):
+    """Bad input to ``python -m analysis.report``, found before any trial starts: exit status 2
+    with the message as one ``error:`` line (:func:`analysis.report.run`); an empty message when
+    the line was printed already (the suite's own checks, :meth:`harness.sweep.Sweep.main`)."""
 PATH_CHECK = "path check, not evidence"
 
 
@@ -114,7 +120,8 @@ def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store
     in this process as ``python -m harness +ablation=<report.suite>`` runs them
     (:meth:`harness.sweep.Sweep.main`: checks, one queue on one Ray instance, finished trials
     skipped, the exit status),
-    without its end-of-sweep figures. Bad input exits 2 before any trial starts and an interrupt
+    without its end-of-sweep figures. Bad input raises :class:`ReportInputError` (its line
+    printed) before any trial starts and an interrupt
     exits 130; failed or unrecorded trials are named on stderr and the report goes on (it
     counts them)."""
     from harness.sweep import Sweep
@@ -122,7 +129,7 @@ def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store
     sweep = Sweep(list(ablations.items()), OmegaConf.to_object(cfg.cluster), store,
                   [f"+ablation={cfg.report.suite}", *cli], cfg.tracking.lease_s)
     if sweep.main() == 2:  # bad input, nothing run or recorded (1: named on stderr, counted)
-        sys.exit(2)
+        raise ReportInputError("")  # its one line is printed
 
 
 def _exploratory(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
@@ -212,17 +219,16 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
 
 
 def check_confirm_seeds(cfg: DictConfig) -> None:
-    """Exit 2 (one line on stderr) before any trial starts when the confirmation block would run
+    """Refuse (:class:`ReportInputError`) before any trial starts when the confirmation block would run
     on seeds the exploratory grid also runs (``scale.seeds`` ∩ ``scale.confirm_seeds``): the
     phases are told apart by seed (:mod:`analysis.phases`), so the block must be fresh seeds."""
     if not confirm_enabled(cfg):
         return
     shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds_of(str(cfg.scale.confirm_seeds))))
     if shared:
-        print(f"error: scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
-              f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (1000–1009 by default)",
-              file=sys.stderr)
-        sys.exit(2)
+        raise ReportInputError(
+            f"scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
+            f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (1000–1009 by default)")
 
 
 def confirm_enabled(cfg: DictConfig) -> bool:
@@ -578,7 +584,7 @@ def _out_path(cfg: DictConfig) -> Path:
     and the bundle go to the folder of the same name without ``.md``.
 
     Raises:
-        SystemExit(2): ``report.out`` names neither a folder nor a ``.md`` file, or a file stands
+        ReportInputError: ``report.out`` names neither a folder nor a ``.md`` file, or a file stands
             where one of its folders goes; checked before any trial starts, so a long suite never
             ends on a path it cannot write.
     """
@@ -592,8 +598,7 @@ def _out_path(cfg: DictConfig) -> Path:
                    if out.suffix != ".md" else f"cannot be written: {out} is a folder" if out.is_dir()
                    else f"cannot be written: {files[0]} is a file where a folder goes" if files else "")
         if problem:
-            print(f"error: report.out={cfg.report.out!r} {problem}", file=sys.stderr)
-            sys.exit(2)
+            raise ReportInputError(f"report.out={cfg.report.out!r} {problem}")
         return out
     if cfg.scale.name in EVIDENCE_SCALES:
         return ROOT / "docs" / "report.md"
@@ -618,8 +623,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         try:
             ablations = dict(expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli]))
         except SweepError as err:  # bad input: exit 2 before any trial starts
-            print(f"error: {err}", file=sys.stderr)
-            sys.exit(2)
+            raise ReportInputError(str(err)) from err
         check_confirm_seeds(cfg)
         if cfg.report.run:
             run_suite(cfg, ablations, cli, store)

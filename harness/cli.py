@@ -16,7 +16,8 @@ import functools
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
@@ -201,7 +202,7 @@ def take_sweeps(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
     from harness.expansion import SweepError, split_sweeps
 
-    try:
+    try:  # Hydra's own parser (private, no public equivalent): its flags and their values stay
         args = get_args_parser().parse_args(list(argv[1:]))
         sweeps = split_sweeps(args.overrides)[1]
     except (SystemExit, SweepError):
@@ -242,18 +243,62 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
 
 
-def call_main(main: Callable[[], None], entered: Callable[[], bool]) -> None:
-    """Call an entry point's ``@hydra.main`` function; Hydra's exit status 1 for a config it
-    could not compose (raised before ``main``'s body was entered, ``entered()`` false) becomes 2,
-    bad input, with Hydra's own text kept. Shared by ``python -m harness``, ``python -m analysis``
-    and ``python -m analysis.report``.
+@dataclass(frozen=True)
+class Runtime:
+    """What a command needs from the invocation besides its composed config: where it started
+    and writes, and its command line. Built from Hydra's runtime by :func:`hydra_shell` (a real
+    invocation) or by the tests' in-process fixture (``tests/conftest.py``: ``invoke``).
+
+    Attributes:
+        cwd: the folder the command started from (the store stays here, also with
+            ``hydra.job.chdir=True``).
+        output_dir: this invocation's output folder (``hydra.run.dir``).
+        overrides: the command line's overrides as Hydra parsed them (``hydra.overrides.task``).
+        sweeps: the command line's sweeps (``seed=0,1,2``), taken out before Hydra composed
+            (:func:`take_sweeps`): one more axis of the one sweep.
+        searchpath: ``hydra.searchpath=[...]`` overrides, passed on to every composition.
+    """
+
+    cwd: Path
+    output_dir: Path
+    overrides: tuple[str, ...] = ()
+    sweeps: tuple[str, ...] = ()
+    searchpath: tuple[str, ...] = ()
+
+    @classmethod
+    def from_hydra(cls, sweeps: Sequence[str] = ()) -> "Runtime":
+        """The runtime of the running ``@hydra.main`` job (Hydra's ``HydraConfig``)."""
+        from hydra.core.hydra_config import HydraConfig
+
+        hydra_cfg = HydraConfig.get()
+        return cls(cwd=Path(hydra_cfg.runtime.cwd), output_dir=Path(hydra_cfg.runtime.output_dir),
+                   overrides=tuple(hydra_cfg.overrides.task), sweeps=tuple(sweeps),
+                   searchpath=tuple(o for o in hydra_cfg.overrides.hydra if o.startswith("hydra.searchpath=")))
+
+
+def hydra_shell(config_name: str, run: Callable[[Any, Runtime], int], sweeps: Sequence[str] = ()) -> int:
+    """Compose ``conf/<config_name>.yaml`` with ``sys.argv`` under ``@hydra.main`` and return
+    ``run(cfg, runtime)``, a command's exit status. Hydra's exit status 1 for a config it could
+    not compose (raised before ``run`` was called) becomes 2, bad input, with Hydra's own text
+    kept. The one shell of ``python -m harness``, ``python -m analysis`` and ``python -m
+    analysis.report``; their tests call ``run`` in-process instead (``tests/conftest.py``).
 
     Raises:
-        SystemExit: 2 for a config Hydra could not compose; any other exit as raised.
+        SystemExit: what Hydra raises itself (``--cfg``, ``--info``: 0; its own errors).
     """
+    import hydra
+
+    called, status = [], [0]
+
+    @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
+    def main(cfg) -> None:
+        called.append(True)
+        status[0] = run(cfg, Runtime.from_hydra(sweeps))
+
     try:
         main()
     except SystemExit as exit_:
-        if exit_.code == 1 and not entered():
-            sys.exit(2)
+        if exit_.code == 1 and not called:
+            return 2
         raise
+    return status[0]

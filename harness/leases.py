@@ -54,7 +54,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from harness.records import TrackingError
-from harness.store import finished_runs
+from harness.mlflow_sql import finished_runs
 
 MAX_EXCLUDED = 500  # run ids a server read of finished rivals leaves out (Leases._finished_since)
 LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds

@@ -23,7 +23,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from tqdm import tqdm
 
@@ -96,13 +96,18 @@ class Queue:
         if reason is not None:
             raise lease_lost(reason)
 
-    def plan(self, groups: Sequence[tuple[str, list[Trial]]]) -> None:
-        """Per ablation: its experiment, stale runs closed, finished trials skipped (resume)."""
+    def plan(self, groups: Sequence[tuple[str, list[Trial]]],
+             known: Mapping[str, dict[str, list[str]]] | None = None) -> None:
+        """Per ablation: its experiment, stale runs closed, finished trials skipped (resume).
+        ``known``: ablation → its trials' FINISHED run ids as the caller already read them
+        (:meth:`harness.sweep.Sweep.check`), so one invocation reads them once; a trial a rival
+        finishes after that read loses its claim (:meth:`on_start`) instead of running twice."""
         self.since_ms = now_ms() - int(self.tracker.lease_s * 1000)  # clocks agree within a lease
         for ablation, trials in groups:
             experiment = self.tracker.experiment(ablation)
             stale = self.tracker.close_stale(experiment)
-            finished = self.tracker.finished_trials(experiment, {t.trial_id for t in trials})
+            finished = (known[ablation] if known is not None and ablation in known
+                        else self.tracker.finished_trials(experiment, {t.trial_id for t in trials}))
             todo = trials if self.force else [t for t in trials if t.trial_id not in finished]
             todo = [replace(t) if id(t) in self.owner else t for t in todo]  # one object per queued trial
             superseded = ({run for t in todo for run in finished.get(t.trial_id, [])}
@@ -287,7 +292,8 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
 
 def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, tracker: Tracker,
                cli: list[str], force: bool = False, on_done: OnDone = None,
-               should_stop: Callable[[], bool] = _never) -> list[SweepSummary]:
+               should_stop: Callable[[], bool] = _never,
+               finished: Mapping[str, dict[str, list[str]]] | None = None) -> list[SweepSummary]:
     """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
     on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
     one :class:`SweepSummary` per ablation, in the order given.
@@ -306,7 +312,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     and ``KeyboardInterrupt`` propagates; everything that finished stays recorded.
 
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
-    the rounds of a suite so that Ray starts once.
+    the rounds of a suite so that Ray starts once. ``finished``: the trials' FINISHED run ids per
+    ablation as the caller read them (:meth:`Queue.plan`); read from the store if not given.
 
     Raises:
         harness.records.TrackingError: the trials ran, but some writes to the store failed.
@@ -316,7 +323,7 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     queue = Queue(tracker, cli, force, on_done, should_stop)
     ok = False
     try:
-        queue.plan(groups)
+        queue.plan(groups, finished)
         queue.run(scheduler)
         ok = True
     finally:

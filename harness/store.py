@@ -1,22 +1,22 @@
 """Where a sweep's runs go, without MLflow: the store's address (a SQLite file or a tracking
 server), the checks that it can be used, and the read-only listing of finished trials a dry run
-needs. Kept apart from :mod:`harness.tracking` so that ``--help``, bad input and dry runs do not
+needs (on a SQLite store by the SQL of :mod:`harness.mlflow_sql`, the one module that reads
+MLflow's tables). Kept apart from :mod:`harness.tracking` so that ``--help``, bad input and dry runs do not
 import MLflow (about 2 s of a dry run's 7; ``benchmarks/cli_latency.py``).
 """
 from __future__ import annotations
 
-import json
 import sqlite3
 import sys
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Sequence
 
+from harness import mlflow_sql
 from harness.config import TrackingConfig, TrackingKind
 from harness.paths import folder_name
 from harness.secrets import CredentialsError, mask, move_credentials
@@ -125,11 +125,6 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
         raise StoreError(f"cannot reach the MLflow tracking server at {store.uri}: {err}") from err
 
 
-def _read_only(db: Path) -> sqlite3.Connection:
-    # timeout: wait out another driver's write instead of failing on its lock
-    return sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=30)
-
-
 def check_sqlite(db: Path) -> None:
     """``PRAGMA quick_check`` on the SQLite file ``db``, opened read-only (it reads every page:
     0.8 s on a store of 10^4 trial runs, 143 MB, README "Faults"). A store busy past the timeout is not
@@ -139,8 +134,7 @@ def check_sqlite(db: Path) -> None:
         StoreError: for a damaged file (truncated, overwritten pages), naming it and what to do.
     """
     try:
-        with closing(_read_only(db)) as con:
-            rows = con.execute("PRAGMA quick_check").fetchall()
+        rows = mlflow_sql.quick_check(db)
         problem = "" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:3])
     except sqlite3.OperationalError as err:
         problem = "" if "locked" in str(err) or "busy" in str(err) else str(err)
@@ -159,7 +153,7 @@ def check_artifacts(db: Path, store: Store, names: Sequence[str], relocate: bool
     (under ``store.artifact_root``); a store that was copied or moved keeps its experiments'
     creation-time locations, so new runs would write into the old folder. With ``relocate``
     (``tracking.relocate_artifacts=true``) such an experiment is pointed here
-    (:func:`relocate_artifacts`) instead of refused.
+    (:func:`harness.mlflow_sql.relocate_artifacts`) instead of refused.
 
     Raises:
         StoreError: naming the experiment, both folders and the override.
@@ -167,12 +161,8 @@ def check_artifacts(db: Path, store: Store, names: Sequence[str], relocate: bool
     if not names or store.artifact_root is None:
         return
     root = store.artifact_root.rstrip("/")
-    marks = ",".join("?" * len(names))
-    with closing(_read_only(db)) as con:
-        rows = con.execute(f"SELECT experiment_id, name, artifact_location FROM experiments "
-                           f"WHERE name IN ({marks}) AND lifecycle_stage = 'active'",
-                           list(names)).fetchall()  # a deleted one: check_experiments says so
-    for experiment_id, name, location in rows:
+    # a deleted one is left out: check_experiments says so
+    for experiment_id, name, location in mlflow_sql.artifact_locations(db, names):
         if (location or "").startswith(root + "/"):
             continue
         here = f"{root}/{folder_name(name)}"
@@ -182,25 +172,9 @@ def check_artifacts(db: Path, store: Store, names: Sequence[str], relocate: bool
                 f"store ({here}): the store was copied or moved, or tracking.artifact_root changed; "
                 f"to record its new runs' artifacts in {here}, run with "
                 "tracking.relocate_artifacts=true (README, Faults), or use the store where it was")
-        relocate_artifacts(db, experiment_id, location, here)
+        mlflow_sql.relocate_artifacts(db, experiment_id, location, here)
         print(f"experiment {name!r}: new runs' artifacts now go to {here} (were {location})",
               file=sys.stderr)
-
-
-def relocate_artifacts(db: Path, experiment_id: str, old: str, new: str) -> None:
-    """Point an experiment's artifact location from ``old`` to ``new`` (MLflow has no API for
-    it: one SQL update); its runs whose artifact folders exist under ``new`` (the store's folder
-    was moved with its ``mlartifacts/``) are pointed there too, the others keep theirs."""
-    with closing(sqlite3.connect(db, timeout=30)) as con, con:
-        con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                    (new, experiment_id))
-        runs = con.execute("SELECT run_uuid, artifact_uri FROM runs WHERE experiment_id = ?",
-                           (experiment_id,)).fetchall()
-        for run_id, uri in runs:
-            if uri and uri.startswith(old.rstrip("/") + "/"):
-                moved = new + uri[len(old.rstrip("/")):]
-                if moved.startswith("file:") and file_uri_path(moved).is_dir():
-                    con.execute("UPDATE runs SET artifact_uri = ? WHERE run_uuid = ?", (moved, run_id))
 
 
 def _probe_writable(folder: Path) -> None:
@@ -212,38 +186,6 @@ def _probe_writable(folder: Path) -> None:
         raise StoreError(f"tracking store folder {folder} is read-only: {err}") from err
 
 
-def finished_runs(db: Path, experiment_id: str, trial_ids: Collection[str] | None = None,
-                  since_ms: int | None = None, not_parent: str | None = None) -> dict[str, list[str]]:
-    """``trial_id → run ids`` of the FINISHED, not deleted trial runs of experiment
-    ``experiment_id`` in the SQLite store ``db``, restricted to ``trial_ids`` if given (a
-    sweep's own trials), to runs that ended at or after ``since_ms`` (ms since the epoch) and
-    to runs whose parent is not ``not_parent`` (a claim's rivals: :mod:`harness.leases`): one
-    read-only SQL query on MLflow's schema that returns the matching ``trial_id`` tags and run
-    ids only. The resume listing of a sweep: reading the runs whole through MLflow's search took
-    1.7 / 13.5 / 79.5 s at 10^2 / 10^3 / 10^4 runs (``benchmarks/store_scale.py``); with
-    ``trial_ids`` what Python reads grows with the sweep, not with the store (SQLite walks the
-    ``trial_id`` tags by their index)."""
-    sql = ("SELECT t.value, r.run_uuid FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
-           "WHERE r.experiment_id = ? AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
-           "AND t.key = 'trial_id'")
-    args: list = [int(experiment_id)]
-    if trial_ids is not None:  # one JSON parameter: no limit on the number of ids
-        sql += " AND t.value IN (SELECT value FROM json_each(?))"
-        args.append(json.dumps(sorted(trial_ids)))
-    if since_ms is not None:
-        sql += " AND r.end_time >= ?"
-        args.append(int(since_ms))
-    if not_parent is not None:
-        sql += (" AND NOT EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid "
-                "AND p.key = 'mlflow.parentRunId' AND p.value = ?)")
-        args.append(not_parent)
-    found: dict[str, list[str]] = {}
-    with closing(_read_only(db)) as con:
-        for trial_id, run_id in con.execute(sql, args):
-            found.setdefault(trial_id, []).append(run_id)
-    return found
-
-
 def experiments(store: Store, names: Sequence[str]) -> dict[str, tuple[str, str]]:
     """``name → (experiment id, lifecycle stage)`` of the experiments of ``names`` that exist in
     the store; read only: a local store that does not exist yet is not created (the answer is
@@ -251,12 +193,9 @@ def experiments(store: Store, names: Sequence[str]) -> dict[str, tuple[str, str]
     MLflow's client (imported only then)."""
     db = sqlite_path(store.uri)
     if db is not None:
-        if not db.exists() or db.stat().st_size == 0 or not names:
+        if not db.exists() or db.stat().st_size == 0:
             return {}
-        with closing(_read_only(db)) as con:
-            rows = con.execute(f"SELECT name, experiment_id, lifecycle_stage FROM experiments WHERE name IN "
-                               f"({','.join('?' * len(names))})", list(names)).fetchall()
-        return {name: (str(experiment_id), stage) for name, experiment_id, stage in rows}
+        return mlflow_sql.experiments(db, names)
     from mlflow.tracking import MlflowClient  # MLflow only for a server store
 
     client = MlflowClient(tracking_uri=store.uri)
@@ -282,42 +221,41 @@ def has_running(store: Store, experiment_id: str) -> bool:
     a local store, by MLflow's client on a server."""
     db = sqlite_path(store.uri)
     if db is not None:
-        with closing(_read_only(db)) as con:
-            return con.execute("SELECT 1 FROM runs WHERE experiment_id = ? AND status = 'RUNNING' "
-                               "AND lifecycle_stage = 'active' LIMIT 1", (int(experiment_id),)).fetchone() is not None
+        return mlflow_sql.has_running(db, experiment_id)
     from mlflow.tracking import MlflowClient  # MLflow only for a server store
 
     return bool(MlflowClient(tracking_uri=store.uri).search_runs(
         [experiment_id], "attributes.status = 'RUNNING'", max_results=1))
 
 
-def finished_ids(store: Store, ablation: str) -> set[str]:
-    """Trial ids with a FINISHED run in experiment ``ablation``; read only: a local store that
-    does not exist yet is not created (the answer is then empty). A local store is read with
-    one SQL query on MLflow's schema (a dry run then needs no SQLAlchemy store, ~2 s); a server
-    with MLflow's client."""
+def finished_trials(store: Store, ablation: str, trial_ids: Collection[str] | None = None) -> dict[str, list[str]]:
+    """``trial_id → run ids`` of the FINISHED, not deleted trial runs of experiment ``ablation``
+    (of ``trial_ids`` only, if given); read only: a local store that does not exist yet is not
+    created (the answer is then empty). A local store is read with one SQL query on MLflow's
+    schema (:func:`harness.mlflow_sql.finished_runs`; a dry run then needs no SQLAlchemy store,
+    ~2 s), a server with MLflow's client. What one invocation reads once: the dry run's "done"
+    column, the trials the preflight builds, and the queue's resume plan."""
     db = sqlite_path(store.uri)
     if db is not None:
-        if not db.exists():
-            return set()
-        with closing(_read_only(db)) as con:
-            rows = con.execute(
-                "SELECT t.value FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
-                "JOIN experiments e ON e.experiment_id = r.experiment_id WHERE e.name = ? "
-                "AND e.lifecycle_stage = 'active' AND r.lifecycle_stage = 'active' "
-                "AND r.status = 'FINISHED' AND t.key = 'trial_id'", (ablation,)).fetchall()
-        return {value for (value,) in rows}
+        if not db.exists() or db.stat().st_size == 0:
+            return {}
+        return mlflow_sql.finished_runs(db, None, trial_ids, experiment_name=ablation)
     from mlflow.tracking import MlflowClient  # MLflow only for a server store
 
     client = MlflowClient(tracking_uri=store.uri)
     found = client.get_experiment_by_name(ablation)
     if found is None or found.lifecycle_stage != "active":
-        return set()
-    ids, token = set(), None
+        return {}
+    wanted = None if trial_ids is None else set(trial_ids)
+    runs: dict[str, list[str]] = {}
+    token = None
     while True:
         page = client.search_runs([found.experiment_id], "attributes.status = 'FINISHED'",
                                   max_results=1000, page_token=token)
-        ids.update(r.data.tags["trial_id"] for r in page if "trial_id" in r.data.tags)
+        for run in page:
+            trial = run.data.tags.get("trial_id")
+            if trial and (wanted is None or trial in wanted):
+                runs.setdefault(trial, []).append(run.info.run_id)
         token = page.token
         if not token:
-            return ids
+            return runs

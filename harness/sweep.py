@@ -29,7 +29,7 @@ from harness.config import ClusterConfig, SchedulerKind
 from harness.records import SweepSummary, TrackingError, Trial
 from harness.console import print_summary
 from harness.scheduler import make_scheduler
-from harness.store import Store, check_experiments, check_store, experiments, finished_ids, has_running
+from harness.store import Store, check_experiments, check_store, experiments, finished_trials, has_running
 from harness.validate import check_cluster, preflight
 
 if TYPE_CHECKING:  # imported where a trial will run (_run_queue): they import MLflow
@@ -59,30 +59,42 @@ class Sweep:
         self.cli, self.lease_s, self.force = cli, lease_s, force
         self.relocate_artifacts = relocate_artifacts
         self.stop = threading.Event()  # this sweep's: set by a first signal while it runs
-        self.finished: dict[str, set[str]] = {}  # ablation → trial ids FINISHED before (check())
+        # ablation → {trial id: its FINISHED run ids} before this invocation, read once (check())
+        self.finished: dict[str, dict[str, list[str]]] | None = None
+        self.checked = False  # check() ran: main() does not run it again
 
     def should_stop(self) -> bool:
         """Whether a signal asked this sweep to stop (what the scheduler and queue are given)."""
         return self.stop.is_set()
 
-    def check(self, store: bool = True) -> None:
-        """Everything that can be checked before a trial starts: the cluster values; with
-        ``store``, the store and experiments, then the device, pack size, tasks and models of the
-        trials that will run (those already FINISHED in the store are not built again: a no-op
-        resume builds none); without, of every trial (a dry run).
+    def check(self, dry_run: bool = False) -> None:
+        """Everything that can be checked before a trial starts, once per invocation: the
+        cluster values; unless ``dry_run``, the store and experiments; the finished trials
+        (read once, here: the dry run's "done" column, the preflight and the queue's resume plan
+        all use :attr:`finished`; a dry run reads a store only if it exists, and never creates
+        one); then the device, pack size, tasks and models of the trials that will run (those
+        already FINISHED are not built again: a no-op resume builds none), or of every trial in
+        a dry run.
 
         Raises:
             ValueError: bad input (:class:`harness.expansion.SweepError`,
                 :class:`harness.store.StoreError`), one line naming the value.
         """
         check_cluster(self.cluster)
-        if store:
-            names = [name for name, _ in self.ablations]
+        names = [name for name, _ in self.ablations]
+        if not dry_run:
             check_store(self.store, names, self.relocate_artifacts)
             check_experiments(self.store, names)
-            self.finished = {name: set() if self.force else finished_ids(self.store, name) for name in names}
+        self._read_finished()
+        skip = {} if self.force or dry_run else self.finished
         preflight([t for name, trials in self.ablations for t in trials
-                   if t.trial_id not in self.finished.get(name, ())], self.cluster.device, self.cluster.pack_size)
+                   if t.trial_id not in skip.get(name, ())], self.cluster.device, self.cluster.pack_size)
+        self.checked = True
+
+    def _read_finished(self) -> None:
+        """:attr:`finished`: each ablation's trials with a FINISHED run, and those runs' ids."""
+        self.finished = {name: finished_trials(self.store, name, {t.trial_id for t in trials})
+                         for name, trials in self.ablations}
 
     def _nothing_to_run(self) -> dict[str, str] | None:
         """``ablation → experiment id`` if this is a no-op resume: every trial already has a
@@ -90,11 +102,11 @@ class Sweep:
         (a live sweep's, or a stale one that a sweep with trials would close); else ``None``.
         Reads the store (by SQL where it is local) and opens no MLflow client; lists the
         finished trials unless :meth:`check` did."""
+        if self.finished is None:
+            self._read_finished()
         if self.force:
             return None
         names = [name for name, _ in self.ablations]
-        if not self.finished:
-            self.finished = {name: finished_ids(self.store, name) for name in names}
         if any(t.trial_id not in self.finished[name] for name, trials in self.ablations for t in trials):
             return None
         found = experiments(self.store, names)
@@ -161,7 +173,7 @@ class Sweep:
             self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
             tracker = Tracker(self.store, self.lease_s)
             return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
-                              on_done=done, should_stop=self.should_stop)
+                              on_done=done, should_stop=self.should_stop, finished=self.finished)
 
     def _stop_point(self) -> None:
         if self.stop.is_set():
@@ -195,11 +207,12 @@ class Sweep:
         # core, having seen the SIGTERM, can abort (-6) or re-raise it (-15) after our message
         os._exit(INTERRUPTED)
 
-    def main(self, after: OnDone = None, store_checked: bool = False) -> int:
-        """:meth:`check`, then :meth:`run`; the exit status (module docstring), each error as
-        one ``error:`` line on stderr. ``store_checked``: the caller ran the store checks."""
+    def main(self, after: OnDone = None) -> int:
+        """:meth:`check` (unless the caller ran it), then :meth:`run`; the exit status (module
+        docstring), each error as one ``error:`` line on stderr."""
         try:
-            self.check(store=not store_checked)
+            if not self.checked:
+                self.check()
         except ValueError as err:  # SweepError, StoreError: bad input, nothing run or recorded
             return _error(err, 2)
         try:

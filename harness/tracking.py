@@ -36,7 +36,8 @@ from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
 from harness.paths import folder_name
-from harness.store import (Store, StoreError, deleted_experiment_error, finished_runs, sqlite_path,
+from harness.mlflow_sql import finished_runs
+from harness.store import (Store, StoreError, deleted_experiment_error, sqlite_path,
                            sqlite_uri)
 from harness.leases import LEASE_S, Heartbeat, Leases, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
@@ -228,7 +229,7 @@ class Tracker:
                         trial_ids: Collection[str] | None = None) -> dict[str, list[str]]:
         """``trial_id → run ids`` of the experiment's FINISHED trial runs (of ``trial_ids`` only,
         if given): on a SQLite store one query of the ``trial_id`` tags
-        (:func:`harness.store.finished_runs`; with ``trial_ids`` flat with the store's size); on
+        (:func:`harness.mlflow_sql.finished_runs`; with ``trial_ids`` flat with the store's size); on
         a server, MLflow's search (it returns whole runs)."""
         db = sqlite_path(self.store.uri)
         if db is not None:

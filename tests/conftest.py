@@ -34,6 +34,164 @@ def hydra_conf():
     GlobalHydra.instance().clear()
 
 
+# The commands the in-process fixture calls: ``python -m NAME`` → (its config, its usage text,
+# the module whose ``run(cfg, runtime)`` it is).
+COMMANDS = {"harness": ("config", "HARNESS_USAGE", "harness.command"),
+            "analysis": ("config", "ANALYSIS_USAGE", "analysis.command"),
+            "analysis.report": ("report", "REPORT_USAGE", "analysis.report")}
+
+
+def _precheck(command: str, args: list[str]) -> int | None:
+    """What the shell answers before Hydra (``--help``, unknown choices and keys, YAML errors),
+    as an exit status; ``None`` to go on."""
+    import sys
+
+    from harness import cli
+    from harness.expansion import SweepError, check_config_files
+
+    try:
+        cli.precheck(getattr(cli, COMMANDS[command][1]), args)
+        if command == "harness":
+            check_config_files(args)
+    except SystemExit as exit_:
+        return exit_.code
+    except SweepError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return None
+
+
+def _compose(command: str, args: list[str], cwd: Path):
+    """``(cfg, runtime)`` as the shell's ``@hydra.main`` gives them to ``run``: the command line's
+    sweeps taken out (:func:`harness.cli.take_sweeps`), the rest composed with Hydra's compose
+    API, ``hydra.run.dir`` resolved against ``cwd`` (Hydra's config set while it resolves)."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from harness.cli import Runtime, take_sweeps
+    from harness.command import DRY_RUN_HYDRA
+
+    argv, sweeps = take_sweeps(["python", *args])
+    overrides = argv[1:]
+    if command == "harness" and any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in overrides):
+        overrides += DRY_RUN_HYDRA
+    cfg = compose(COMMANDS[command][0], overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    output_dir = cwd / OmegaConf.to_container(cfg.hydra.run, resolve=True)["dir"]
+    runtime = Runtime(cwd=cwd, output_dir=output_dir.resolve(),
+                      overrides=tuple(o for o in overrides if not o.startswith("hydra")),
+                      sweeps=tuple(sweeps),
+                      searchpath=tuple(o for o in overrides if o.startswith("hydra.searchpath=")))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg, runtime
+
+
+def invoke_command(command: str, args: list[str], cwd: Path) -> tuple[int, str, str]:
+    """``python -m COMMAND *args`` in this process, from ``cwd``: the shell's checks, then the
+    command's ``run(cfg, runtime)`` on a config composed with Hydra's compose API; returns
+    ``(exit status, stdout, stderr)``. A config Hydra cannot compose is 2 with Hydra's message,
+    as the shell answers. Hydra's global state and the working directory are restored after.
+
+    Interrupts (``os._exit(130)``) and what the process itself does (signals, ``sys.argv``
+    scrubbing, Hydra's own output folder and logging) are not covered: those stay process
+    tests (``run_cli``, marked ``e2e``)."""
+    import importlib
+    import io
+    import sys
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from hydra.core.hydra_config import HydraConfig
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_hydra, saved_cwd = HydraConfig.instance().cfg, Path.cwd()
+    GlobalHydra.instance().clear()
+    os.chdir(cwd)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = _precheck(command, args)
+            if code is None:
+                with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                    try:
+                        cfg, runtime = _compose(command, args, Path(cwd).resolve())
+                    except Exception as composing:  # noqa: BLE001 - the shell's exit 2 with Hydra's text
+                        print(f"error: {composing}", file=sys.stderr)
+                        code = 2
+                    else:
+                        code = importlib.import_module(COMMANDS[command][2]).run(cfg, runtime)
+    finally:
+        os.chdir(saved_cwd)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = saved_hydra
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture()
+def invoke():
+    """``invoke("harness", ["+ablation=smoke", "dry_run=true"], cwd) -> (code, out, err)``: a
+    command called in-process (:func:`invoke_command`)."""
+    return invoke_command
+
+
+@pytest.fixture(scope="session")
+def migrated_store_template(tmp_path_factory) -> Path:
+    """An empty MLflow SQLite store, created and migrated once per test process (MLflow's own
+    suite caches its migrated store the same way): about 4 CPU-s a store saved per test."""
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path_factory.mktemp("store-template")
+    MlflowClient(f"sqlite:///{folder / 'mlflow.db'}").search_experiments()  # creates and migrates
+    return folder / "mlflow.db"
+
+
+@pytest.fixture()
+def migrated_store(migrated_store_template):
+    """``migrated_store(folder)``: a copy of the migrated empty store as ``folder/mlflow.db``
+    (where ``tracking=local`` looks); returns its path."""
+    import shutil
+
+    def copy(folder: Path) -> Path:
+        db = Path(folder) / "mlflow.db"
+        shutil.copyfile(migrated_store_template, db)
+        return db
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def shared_ray():
+    """One local Ray instance (a head with 2 CPUs, its own processes, stopped by this fixture)
+    for the tests of a test process that need *a* Ray but do not test Ray's lifetime; yields its
+    address for ``cluster=ray cluster.address=ADDRESS``."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    cluster.wait_for_nodes()
+    try:
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def shared_mlflow_server(tmp_path_factory):
+    """One ``mlflow server`` on SQLite for the tests of a test process that need *a* server (each
+    test uses its own experiment names); yields its URI."""
+    folder = tmp_path_factory.mktemp("shared-server")
+    with mlflow_server(f"sqlite:///{folder / 'server.db'}", folder / "artifacts") as uri:
+        yield uri
+
+
+@pytest.fixture(scope="session")
+def shared_postgres_mlflow_server(postgres, tmp_path_factory):
+    """One ``mlflow server`` on the session's PostgreSQL (the cluster recipe's backend), shared as
+    :func:`shared_mlflow_server`; yields its URI."""
+    folder = tmp_path_factory.mktemp("shared-pg-server")
+    with mlflow_server(postgres.create_database("shared_server"), folder / "artifacts") as uri:
+        yield uri
+
+
 def pytest_collection_modifyitems(config, items):
     """Run the ``slow`` end-to-end tests first (under ``-n 2`` the long ones then overlap instead
     of ending the run on one worker); skip tests marked ``gpu`` where CUDA is unavailable."""

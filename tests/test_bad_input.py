@@ -30,14 +30,15 @@ def _extra_conf(root: Path) -> Path:
     ("model=noschema", "noschema"),
     ("model=softmax,noschema", "noschema"),
 ])
-def test_each_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, run_cli, override, named):
+@pytest.mark.integration
+def test_each_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, invoke, override, named):
     work = tmp_path / "work"
     work.mkdir()
     conf = _extra_conf(tmp_path)
-    proc = run_cli(["harness", "cluster=serial", *FAST, *override.split(),
-                    f"hydra.searchpath=[file://{conf}]"], work)
-    assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-3000:])
-    lines = proc.stderr.strip().splitlines()
+    code, out, err = invoke("harness", ["cluster=serial", *FAST, *override.split(),
+                                        f"hydra.searchpath=[file://{conf}]"], work)
+    assert code == 2, (out[-2000:], err[-3000:])
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and named in lines[0], lines
     assert not (work / "mlflow.db").exists() and not (work / "mlartifacts").exists()  # no parent run
     written = [p.relative_to(work) for p in work.rglob("*") if p.is_file()]
@@ -45,7 +46,8 @@ def test_each_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, run_c
     assert all(".hydra" in p.parts or p.suffix == ".log" for p in written), written
 
 
-def test_a_yaml_error_names_file_and_line_for_a_default_group_choice(tmp_path, run_cli):
+@pytest.mark.integration
+def test_a_yaml_error_names_file_and_line_for_a_default_group_choice(tmp_path, invoke):
     """A broken preset reached through an ablation's defaults list, not the command line."""
     conf = tmp_path / "extra"
     (conf / "ablation").mkdir(parents=True)
@@ -56,9 +58,9 @@ def test_a_yaml_error_names_file_and_line_for_a_default_group_choice(tmp_path, r
         "  grid:\n    seed: range(2)\n")
     work = tmp_path / "work"
     work.mkdir()
-    proc = run_cli(["harness", "cluster=serial", "+ablation=uses", f"hydra.searchpath=[file://{conf}]"], work)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+    code, _, err = invoke("harness", ["cluster=serial", "+ablation=uses", f"hydra.searchpath=[file://{conf}]"], work)
+    assert code == 2
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "teacher_x.yaml:4" in lines[0], lines
 
 

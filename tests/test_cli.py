@@ -55,7 +55,10 @@ def test_smoke_ablation_end_to_end_on_ray(tmp_path):
     assert "18 trial runs" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_dry_run_lists_trials_and_records_nothing(tmp_path):
+    """The one dry run through the real process (Hydra's output folder switched off by the
+    shell); ``tests/test_command.py`` runs the same listing in-process."""
     proc = _run(["harness", "+ablation=smoke", "seed=0", "dry_run=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
@@ -73,28 +76,32 @@ def test_single_trial_of_the_defaults_serially(tmp_path):
     assert len(runs) == 2  # parent + one child
 
 
-def test_bad_value_is_rejected_before_any_trial_with_exit_2(tmp_path):
-    proc = _run(["harness", "+ablation=smoke", "task.n_train=0"], tmp_path)
-    assert proc.returncode == 2
-    assert "n_train" in proc.stderr
+@pytest.mark.integration
+def test_bad_value_is_rejected_before_any_trial_with_exit_2(tmp_path, invoke):
+    code, _, err = invoke("harness", ["+ablation=smoke", "task.n_train=0"], tmp_path)
+    assert code == 2
+    assert "n_train" in err
     assert not (tmp_path / "mlflow.db").exists()
 
 
 TINY = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64"]
 
 
-def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path):
-    """``-m`` with ``seed=0,1,2`` (Hydra's multirun) runs every value, in one invocation."""
-    proc = _run(["harness", "-m", "+ablation=smoke", "model=mlp", "task.n_train=64", "seed=0,1,2",
-                 "dry_run=true"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[:2] == ["== smoke", "3 trials"]
-    assert {f"seed={s}" for s in range(3)} <= set(proc.stdout.split())
-    proc = _run(["harness", "-m", "seed=0,1", *TINY], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 trials: 0 already finished (skipped), 2 finished now" in proc.stdout
-    proc = _run(["harness", "seed=range(3)", *TINY], tmp_path)  # without -m too; 0, 1 are done
-    assert "3 trials: 2 already finished (skipped), 1 finished now" in proc.stdout, proc.stderr[-3000:]
+@pytest.mark.integration
+def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke, migrated_store):
+    """``-m`` with ``seed=0,1,2`` (Hydra's multirun) runs every value, in one invocation; the
+    next invocation resumes (in-process: the shell's argv handling is the same function)."""
+    code, out, err = invoke("harness", ["-m", "+ablation=smoke", "model=mlp", "task.n_train=64", "seed=0,1,2",
+                                        "dry_run=true"], tmp_path)
+    assert code == 0, err[-3000:]
+    assert out.splitlines()[:2] == ["== smoke", "3 trials"]
+    assert {f"seed={s}" for s in range(3)} <= set(out.split())
+    migrated_store(tmp_path)
+    code, out, err = invoke("harness", ["-m", "seed=0,1", *TINY], tmp_path)
+    assert code == 0, err[-3000:]
+    assert "2 trials: 0 already finished (skipped), 2 finished now" in out
+    code, out, err = invoke("harness", ["seed=range(3)", *TINY], tmp_path)  # without -m too; 0, 1 are done
+    assert "3 trials: 2 already finished (skipped), 1 finished now" in out, err[-3000:]
 
 
 def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):

@@ -257,7 +257,7 @@ def _digest(path: Path) -> str:
 ])
 def test_bad_input_exits_2_with_its_message_and_leaves_the_store_unchanged(tmp_path, run_cli, populated,
                                                                           override, message):
-    from harness.store import relocate_artifacts
+    from harness.mlflow_sql import relocate_artifacts
 
     shutil.copy(populated / "mlflow.db", tmp_path / "mlflow.db")
     shutil.copytree(populated / "mlartifacts", tmp_path / "mlartifacts")

@@ -91,13 +91,14 @@ def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_cli, 
     assert list((copy / "mlartifacts").rglob("config.yaml"))
 
 
-def test_dry_run_sees_the_finished_trials_of_a_store_in_a_percent_folder(tmp_path, run_cli):
+@pytest.mark.integration
+def test_dry_run_sees_the_finished_trials_of_a_store_in_a_percent_folder(tmp_path, invoke):
     folder = tmp_path / "store%41"
     folder.mkdir()
-    assert run_cli([*RUN, "tracking.db_path=store%41/mlflow.db"], tmp_path).returncode == 0
-    proc = run_cli([*RUN, "tracking.db_path=store%41/mlflow.db", "dry_run=true"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "1 already finished (done)" in proc.stdout, proc.stdout
+    assert invoke(RUN[0], [*RUN[1:], "tracking.db_path=store%41/mlflow.db"], tmp_path)[0] == 0
+    code, out, err = invoke(RUN[0], [*RUN[1:], "tracking.db_path=store%41/mlflow.db", "dry_run=true"], tmp_path)
+    assert code == 0, err[-3000:]
+    assert "1 already finished (done)" in out, out
 
 
 def test_store_does_not_import_tracking():
@@ -107,10 +108,10 @@ def test_store_does_not_import_tracking():
     assert "harness.tracking" not in imported, imported
 
 
-def test_finished_ids_of_a_server_store(tmp_path, run_cli, mlflow_server_uri):
-    from harness.store import Store, finished_ids
+def test_finished_trials_of_a_server_store(tmp_path, run_cli, mlflow_server_uri):
+    from harness.store import Store, finished_trials
 
     proc = run_cli([*RUN, "tracking=server", f"tracking.uri={mlflow_server_uri}"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(finished_ids(Store(mlflow_server_uri, None), "single/teacher/softmax")) == 1
-    assert finished_ids(Store(mlflow_server_uri, None), "nope") == set()
+    assert len(finished_trials(Store(mlflow_server_uri, None), "single/teacher/softmax")) == 1
+    assert finished_trials(Store(mlflow_server_uri, None), "nope") == {}

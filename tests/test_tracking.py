@@ -229,7 +229,7 @@ def test_config_yaml_is_the_resolved_config_as_omegaconf_writes_it(hydra_conf, g
 
 def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
     """The resume listing of a SQLite store (one SQL query of the trial_id tags,
-    harness.store.finished_runs) answers what MLflow's own search answers: FINISHED runs with a
+    harness.mlflow_sql.finished_runs) answers what MLflow's own search answers: FINISHED runs with a
     trial_id, of this experiment only, deleted runs left out, every run id of a trial kept; given
     a sweep's trial ids, of those only."""
     from harness.leases import search_all
@@ -265,6 +265,13 @@ def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
     only = tracker.finished_trials(experiment, {"a", "failed", "elsewhere", "nope"})  # a sweep's own
     assert {k: sorted(v) for k, v in only.items()} == {"a": sorted(twice)}
     assert tracker.finished_trials(experiment, set()) == {}
+    # by the experiment's name, as a sweep's checks read it once (harness.store.finished_trials)
+    from harness.store import finished_trials
+
+    by_name = finished_trials(store, "unit")
+    assert {k: sorted(v) for k, v in by_name.items()} == {k: sorted(v) for k, v in searched.items()}
+    assert {k: sorted(v) for k, v in finished_trials(store, "unit", {"a", "nope"}).items()} == {"a": sorted(twice)}
+    assert finished_trials(store, "missing") == {}
 
 
 def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keeps_every_value(hydra_conf, tmp_path):

@@ -1,0 +1,81 @@
+"""The three commands as functions (``run(cfg, runtime) -> int``), called in-process by the
+``invoke`` fixture: what one invocation does once, and the fixture itself against the real shell."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+TINY = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64",
+        "task.n_train=64", "summary=false"]
+
+
+def _counting(monkeypatch, owner, name: str) -> list:
+    """Wrap ``owner.name`` (a module's function or a class's method) so that each call is
+    counted: returns the list of its calls' positional arguments."""
+    original, calls = getattr(owner, name), []
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_one_invocation_runs_the_preflight_once_and_reads_the_finished_trials_once(
+        tmp_path, invoke, monkeypatch):
+    """A run, its no-op resume and a forced rerun each build the trials to run once and read the
+    store's finished trials once per ablation; the queue plans from that one read."""
+    from harness import sweep
+    from harness.tracking import Tracker
+
+    preflights = _counting(monkeypatch, sweep, "preflight")
+    reads = _counting(monkeypatch, sweep, "finished_trials")
+    queue_reads = _counting(monkeypatch, Tracker, "finished_trials")
+    outs = []
+    for round_, extra in enumerate(([], [], ["force=true"])):
+        code, out, err = invoke("harness", [*TINY, "seed=0,1", *extra], tmp_path)
+        assert code == 0, err[-3000:]
+        outs.append(out)
+        assert len(preflights) == round_ + 1 and len(reads) == round_ + 1
+        built = {t.trial_id for t in preflights[-1][0]}
+        assert len(built) == (2 if round_ != 1 else 0)  # the no-op resume builds nothing
+    assert [("2 trials: 0 already finished (skipped), 2 finished now" in outs[0]),
+            ("2 trials: 2 already finished (skipped), 0 finished now" in outs[1]),
+            ("2 trials: 0 already finished (skipped), 2 finished now" in outs[2])] == [True] * 3, outs
+    assert queue_reads == []  # the plan used the checks' read, not a second one
+
+
+def test_a_dry_run_in_process_lists_the_trials_and_writes_nothing(tmp_path, invoke):
+    code, out, err = invoke("harness", ["+ablation=smoke", "seed=0", "dry_run=true"], tmp_path)
+    assert code == 0, err[-3000:]
+    lines = out.strip().splitlines()
+    assert lines[:2] == ["== smoke", "9 trials"]
+    assert any("mlp" in line and "task.n_train=1024" in line for line in lines[2:])
+    assert list(tmp_path.iterdir()) == []  # no store, no output folder
+
+
+def test_the_fixture_answers_what_the_shell_answers(tmp_path, invoke):
+    """--help (0), an unknown group choice, a mistyped key and a bad value (2, one line)."""
+    code, out, _ = invoke("harness", ["--help"], tmp_path)
+    assert code == 0 and out.startswith("usage: python -m harness")
+    for args, named in ((["model=sofmax"], "did you mean softmax?"), (["train.max_step=5"], "max_steps"),
+                        (["train.lr=inf", "cluster=serial"], "train.lr")):
+        code, _, err = invoke("harness", args, tmp_path)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and named in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_analysis_and_report_run_in_process(tmp_path, invoke, migrated_store):
+    """``python -m analysis`` on a finished one-off sweep, and the report's bad ``report.out``."""
+    migrated_store(tmp_path)
+    code, _, err = invoke("harness", [*TINY, "seed=0,1"], tmp_path)
+    assert code == 0, err[-3000:]
+    code, out, err = invoke("analysis", [*TINY, "seed=0,1"], tmp_path)
+    assert code == 0, err[-3000:]
+    assert "2 trial runs {'FINISHED': 2}" in out
+    (tmp_path / "afile").write_text("")
+    code, _, err = invoke("analysis.report", ["scale=tiny", "report.out=afile/x.md"], tmp_path)
+    assert code == 2 and "is a file where a folder goes" in err, err

@@ -1,0 +1,104 @@
+"""The import structure, checked on the source: packages import only downward (``tasks`` ←
+``harness`` ← ``analysis`` ← ``benchmarks``), ``harness/`` has no circular import, and the only
+``harness`` → ``analysis`` import is the one ``python -m harness`` needs for its end-of-sweep
+summary (:mod:`harness.command`). Every import counts, also one inside a function (a lazy import
+is still a dependency); only those under ``if TYPE_CHECKING:`` are left out (never run)."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("tasks", "harness", "analysis", "benchmarks")  # each imports only those before it
+# (importer, imported package): the allowed upward imports, each with its reason
+ALLOWED_UP = {("harness.command", "analysis")}  # the end-of-sweep summary of python -m harness
+
+
+def _module(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Ids of the import nodes inside ``if TYPE_CHECKING:`` blocks."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return found
+
+
+def imports(layers: tuple[str, ...] = LAYERS, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module → the project modules it imports (``from harness import sweep`` counts as
+    ``harness.sweep`` where that is a module)."""
+    paths = [p for layer in layers for p in sorted((root / layer).rglob("*.py"))]
+    modules = {_module(p, root) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_only(tree)
+        found = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[_module(path, root)] = {m for m in found if m in modules} - {_module(path, root)}
+    return graph
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each upward import not in :data:`ALLOWED_UP`, as ``importer -> imported``."""
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    out = []
+    for importer, targets in graph.items():
+        for target in targets:
+            up = rank[target.split(".")[0]] > rank[importer.split(".")[0]]
+            if up and (importer, target.split(".")[0]) not in ALLOWED_UP:
+                out.append(f"{importer} -> {target}")
+    return sorted(out)
+
+
+def cycle(graph: dict[str, set[str]], package: str) -> list[str] | None:
+    """A circular import among ``package``'s modules, or ``None``."""
+    inside = {m: {t for t in ts if t.split(".")[0] == package and not t == package}
+              for m, ts in graph.items() if m.split(".")[0] == package and m != package}
+    try:
+        tuple(graphlib.TopologicalSorter(inside).static_order())
+    except graphlib.CycleError as err:
+        return err.args[1]
+    return None
+
+
+def test_packages_import_only_downward():
+    assert violations(imports()) == []
+
+
+@pytest.mark.parametrize("package", LAYERS)
+def test_no_circular_import_inside_a_package(package):
+    assert cycle(imports(), package) is None
+
+
+def test_the_checks_catch_an_upward_import_and_a_circle(tmp_path):
+    """The rules fail on a tree that breaks them: harness → analysis from a module other than
+    the entry point, and a ↔ b inside harness."""
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+        (tmp_path / layer / "__init__.py").write_text("")
+    (tmp_path / "analysis" / "plots.py").write_text("")
+    (tmp_path / "harness" / "a.py").write_text("def f():\n    from harness import b\n")
+    (tmp_path / "harness" / "b.py").write_text("import harness.a\nfrom analysis.plots import x\n")
+    (tmp_path / "harness" / "command.py").write_text("from analysis import plots\n")
+    graph = imports(root=tmp_path)
+    assert violations(graph) == ["harness.b -> analysis.plots"]
+    assert set(cycle(graph, "harness")) == {"harness.a", "harness.b"}
+    (tmp_path / "harness" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                               "    import harness.a\n")
+    assert cycle(imports(root=tmp_path), "harness") is None
