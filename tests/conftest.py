@@ -134,6 +134,28 @@ def invoke():
     return invoke_command
 
 
+def _in_process(args: list[str], cwd: Path):
+    """``run_cli``'s call, in this process: ``(["harness", *args], cwd)`` →
+    ``subprocess.CompletedProcess`` with the exit status and the captured output
+    (:func:`invoke_command`), so a converted test keeps its assertions."""
+    import subprocess
+
+    code, out, err = invoke_command(args[0], list(args[1:]), Path(cwd))
+    return subprocess.CompletedProcess(["python", "-m", *args], code, out, err)
+
+
+@pytest.fixture()
+def run_in_process():
+    """:func:`run_cli`'s signature, called in-process (:func:`_in_process`)."""
+    return _in_process
+
+
+@pytest.fixture(scope="module")
+def run_in_process_module():
+    """:func:`run_in_process` for module-scoped fixtures."""
+    return _in_process
+
+
 @pytest.fixture(scope="session")
 def migrated_store_template(tmp_path_factory) -> Path:
     """An empty MLflow SQLite store, created and migrated once per test process (MLflow's own

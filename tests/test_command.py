@@ -79,3 +79,25 @@ def test_analysis_and_report_run_in_process(tmp_path, invoke, migrated_store):
     (tmp_path / "afile").write_text("")
     code, _, err = invoke("analysis.report", ["scale=tiny", "report.out=afile/x.md"], tmp_path)
     assert code == 2 and "is a file where a folder goes" in err, err
+
+
+def test_a_sweep_in_process_on_the_shared_ray_through_the_shared_server(tmp_path, invoke, shared_ray,
+                                                                        shared_mlflow_server):
+    """The fixtures for tests that need *a* Ray and *a* server, not their lifetimes: a sweep
+    joins the running instance (``cluster=ray``), records through the server, and leaves both
+    running for the next test; the store on the server has the trials, nothing is local."""
+    from harness.store import Store, finished_trials
+
+    fast = [a for a in TINY if not a.startswith("cluster=")]
+    args = ["cluster=ray", f"cluster.address={shared_ray}", "tracking=server",
+            f"tracking.uri={shared_mlflow_server}", "task=nearest", "model=deepsets", *fast, "seed=0,1"]
+    code, out, err = invoke("harness", args, tmp_path)
+    assert code == 0, err[-3000:]
+    assert "joined Ray cluster at" in err
+    assert len(finished_trials(Store(shared_mlflow_server, None), "single/nearest/deepsets")) == 2
+    assert not (tmp_path / "mlflow.db").exists()
+    import ray
+
+    assert not ray.is_initialized()  # the driver disconnected; the instance itself runs on
+    code, out, err = invoke("harness", args, tmp_path)  # and a second sweep joins it again
+    assert code == 0 and "2 already finished (skipped), 0 finished now" in out, err[-3000:]

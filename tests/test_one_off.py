@@ -39,12 +39,13 @@ def test_expand_names_one_off_runs_by_preset_and_ablations_by_their_name(hydra_c
     assert cfg.hydra.run.dir.split("/")[:2] == ["outputs", folder_name("single/nearest/mlp")]
 
 
+@pytest.mark.integration
 @pytest.mark.slow
-def test_one_off_runs_of_two_models_get_two_experiments_the_analysis_finds(tmp_path, run_cli, trial_runs):
+def test_one_off_runs_of_two_models_get_two_experiments_the_analysis_finds(tmp_path, run_in_process, trial_runs):
     from mlflow.tracking import MlflowClient
 
     for model in ("softmax", "mlp"):
-        proc = run_cli(["harness", f"model={model}", *FAST], tmp_path)
+        proc = run_in_process(["harness", f"model={model}", *FAST], tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -58,6 +59,6 @@ def test_one_off_runs_of_two_models_get_two_experiments_the_analysis_finds(tmp_p
         assert experiment.artifact_location == (tmp_path / "mlartifacts" / folder_name(name)).as_uri()
         folders.add(folder_name(name))
     assert {p.name for p in (tmp_path / "outputs").iterdir()} == folders  # hydra.run.dir per experiment
-    proc = run_cli(["analysis", "model=mlp", *FAST], tmp_path)  # the same overrides find the run
+    proc = run_in_process(["analysis", "model=mlp", *FAST], tmp_path)  # the same overrides find the run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 trial runs" in proc.stdout

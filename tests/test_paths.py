@@ -38,13 +38,14 @@ def _written(root: Path) -> set[str]:
     return {str(p.relative_to(root)).split("/")[0] for p in root.iterdir()}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["../../escaped", "a/b"])
-def test_an_unsafe_ablation_name_writes_only_below_the_working_folder(tmp_path, run_cli, name):
+def test_an_unsafe_ablation_name_writes_only_below_the_working_folder(tmp_path, run_in_process, name):
     from mlflow.tracking import MlflowClient
 
     work = tmp_path / "top" / "work"
     work.mkdir(parents=True)
-    proc = run_cli(["harness", *ONE, f"ablation.name={name}"], work)
+    proc = run_in_process(["harness", *ONE, f"ablation.name={name}"], work)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _written(tmp_path) == {"top"} and _written(tmp_path / "top") == {"work"}
     assert _written(work) == {"outputs", "mlflow.db", "mlartifacts"}

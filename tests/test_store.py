@@ -20,10 +20,10 @@ RUN = ["harness", "cluster=serial", *FAST]
 
 
 @pytest.fixture(scope="module")
-def populated(tmp_path_factory, run_cli_module):
+def populated(tmp_path_factory, run_in_process_module):
     """A folder whose store holds one finished single-trial sweep (made once per module)."""
     folder = tmp_path_factory.mktemp("populated")
-    assert run_cli_module(RUN, folder).returncode == 0
+    assert run_in_process_module(RUN, folder).returncode == 0
     return folder
 
 
@@ -47,12 +47,13 @@ def _garbage_page(db: Path) -> None:
         handle.write(bytes((i * 7919 + 13) % 251 for i in range(4096)))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("damage", [_truncate, _garbage_page])
-def test_a_damaged_store_exits_2_naming_the_file_and_is_not_written(tmp_path, run_cli, populated, damage):
+def test_a_damaged_store_exits_2_naming_the_file_and_is_not_written(tmp_path, run_in_process, populated, damage):
     db = _copy(populated, tmp_path)
     damage(db)
     before = _digest(db)
-    proc = run_cli(RUN, tmp_path)
+    proc = run_in_process(RUN, tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -62,7 +63,8 @@ def test_a_damaged_store_exits_2_naming_the_file_and_is_not_written(tmp_path, ru
     assert not (tmp_path / "outputs").exists() or not list((tmp_path / "outputs").rglob("*.png"))
 
 
-def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_cli, populated):
+@pytest.mark.integration
+def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_in_process, populated):
     from mlflow.tracking import MlflowClient
 
     copy = tmp_path / "copy"
@@ -70,7 +72,7 @@ def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_cli, 
     shutil.copy(populated / "mlflow.db", copy / "mlflow.db")
     before = _digest(copy / "mlflow.db")
     original = sorted(p.relative_to(populated) for p in (populated / "mlartifacts").rglob("*"))
-    proc = run_cli([*RUN, "seed=1", "tracking.db_path=copy/mlflow.db"], tmp_path)
+    proc = run_in_process([*RUN, "seed=1", "tracking.db_path=copy/mlflow.db"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = proc.stderr.strip().splitlines()
     assert len(line) == 1, line
@@ -78,7 +80,7 @@ def test_a_copied_store_exits_2_naming_both_artifact_folders(tmp_path, run_cli, 
     assert "tracking.relocate_artifacts=true" in line[0]
     assert _digest(copy / "mlflow.db") == before
     # on purpose: new runs' artifacts go beside the copy; the original folder is not touched
-    proc = run_cli([*RUN, "seed=1", "tracking.db_path=copy/mlflow.db",
+    proc = run_in_process([*RUN, "seed=1", "tracking.db_path=copy/mlflow.db",
                     "tracking.relocate_artifacts=true"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.relative_to(populated) for p in (populated / "mlartifacts").rglob("*")) == original
@@ -108,10 +110,11 @@ def test_store_does_not_import_tracking():
     assert "harness.tracking" not in imported, imported
 
 
-def test_finished_trials_of_a_server_store(tmp_path, run_cli, mlflow_server_uri):
+@pytest.mark.integration
+def test_finished_trials_of_a_server_store(tmp_path, run_in_process, mlflow_server_uri):
     from harness.store import Store, finished_trials
 
-    proc = run_cli([*RUN, "tracking=server", f"tracking.uri={mlflow_server_uri}"], tmp_path)
+    proc = run_in_process([*RUN, "tracking=server", f"tracking.uri={mlflow_server_uri}"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(finished_trials(Store(mlflow_server_uri, None), "single/teacher/softmax")) == 1
     assert finished_trials(Store(mlflow_server_uri, None), "nope") == {}
