@@ -19,9 +19,10 @@ def _files(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in (".png", ".csv", ".md")}
 
 
+@pytest.mark.integration
 @pytest.mark.slow
-def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, run_cli):
-    proc = run_cli(["analysis.report", "scale=tiny"], tmp_path)
+def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, run_in_process):
+    proc = run_in_process(["analysis.report", "scale=tiny"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "outputs" / "report-tiny"
     report = (out / "report.md").read_text()
@@ -37,7 +38,7 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     suite = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/ablation/paper.yaml").read_text())
     assert len(list(out.glob("report/*/sample_efficiency.png"))) == len(suite["ablation"]["suite"])  # one per ablation
 
-    again = run_cli(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline"],  # a folder
+    again = run_in_process(["analysis.report", "scale=tiny", f"report.runs={bundle}", "report.out=offline"],  # a folder
                     tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     offline = (tmp_path / "offline" / "report.md").read_text()
@@ -49,12 +50,13 @@ def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, r
     assert [k for k in generated if generated[k] != regenerated[k]] == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("out", ["report.txt", "notes.txt/report.md", "here"])
-def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, run_cli, out):
+def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, run_in_process, out):
     (tmp_path / "notes.txt").write_text("a file where a folder would go")
     (tmp_path / "here").mkdir()
     (tmp_path / "here" / "report").write_text("a file where the figures' folder would go")
-    proc = run_cli(["analysis.report", "scale=tiny", f"report.out={out}"], tmp_path)
+    proc = run_in_process(["analysis.report", "scale=tiny", f"report.out={out}"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"report.out='{out}'" in proc.stderr and "folder" in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()  # no store opened, no trial started

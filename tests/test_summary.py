@@ -78,18 +78,19 @@ def test_the_printed_ui_command_is_the_readmes_and_a_server_gives_its_own_page()
     assert ui_link(Store("http://mlflow.example:5000", None), "3") == f"http://mlflow.example:5000/{page}"
 
 
+@pytest.mark.integration
 @pytest.mark.slow
-def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, run_cli):
-    longer = run_cli(["harness", *SWEEP, "train.max_steps=20"], tmp_path)
+def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, run_in_process):
+    longer = run_in_process(["harness", *SWEEP, "train.max_steps=20"], tmp_path)
     assert longer.returncode == 0, longer.stderr[-3000:]
-    short = run_cli(["harness", *SWEEP, "train.max_steps=3"], tmp_path)
+    short = run_in_process(["harness", *SWEEP, "train.max_steps=3"], tmp_path)
     assert short.returncode == 0, short.stderr[-3000:]
     assert "2 finished now, 0 failed, 0 diverged" in short.stdout
     summary = _table(short.stdout)
     rows = summary.splitlines()[1:]
     assert len(rows) == 2 and all(re.search(r"\s0$", row) for row in rows), summary  # diverged 0
     assert "test relative MSE" in summary and "max_steps" not in summary  # the 20-step runs are not in
-    analysis = run_cli(["analysis", *SWEEP, "train.max_steps=3"], tmp_path)
+    analysis = run_in_process(["analysis", *SWEEP, "train.max_steps=3"], tmp_path)
     assert analysis.returncode == 0, analysis.stderr[-3000:]
     assert "2 trial runs" in analysis.stdout
     assert _table(analysis.stdout) == summary
@@ -97,13 +98,14 @@ def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, ru
 
     # the two budgets as one sweep (with and without -m): one analysis, split by max_steps
     for multirun in ([], ["-m"]):
-        both = run_cli(["analysis", *multirun, *SWEEP, "train.max_steps=3,20"], tmp_path)
+        both = run_in_process(["analysis", *multirun, *SWEEP, "train.max_steps=3,20"], tmp_path)
         assert both.returncode == 0, both.stderr[-3000:]
         assert "4 trial runs" in both.stdout and both.stdout.count("sample_efficiency.png") == 1
         table = _table(both.stdout)
         assert len(table.splitlines()) == 5 and "max_steps=3" in table and "max_steps=20" in table
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_analysis_finds_ablations_on_the_search_path_and_refuses_what_does_not_compose(tmp_path, run_cli):
     from harness.tracking import Store, open_client
