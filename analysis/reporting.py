@@ -617,6 +617,16 @@ def _out_path(cfg: DictConfig) -> Path:
     return Path.cwd() / "outputs" / f"report-{cfg.scale.name}" / "report.md"
 
 
+def _tag_blowups(uri: str, bundle: pd.DataFrame) -> None:
+    """Tag the store's blown-up runs ``blowup=true`` (:func:`analysis.verdicts.tag_blowups`)."""
+    import mlflow
+
+    runs, _ = split(bundle)
+    n = verdicts_of.tag_blowups(mlflow.MlflowClient(tracking_uri=uri), {k: stats.add_error(v) for k, v in runs.items()})
+    if n:
+        print(f"tagged {n} blown-up runs (blowup=true)", flush=True)
+
+
 def generate(cfg: DictConfig, cli: list[str]) -> None:
     """Run, export and write as :mod:`analysis.report` describes; prints each claim's verdict."""
     out = _out_path(cfg)
@@ -646,6 +656,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
             run_reruns(cfg, ablations, configs, cli, store, bundle_path.parent / FROZEN)
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)
+        _tag_blowups(store.uri, bundle)
         source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
     verdicts = write_report(cfg, configs, bundle, out, source)
     for claim, verdict in verdicts.items():

@@ -131,9 +131,9 @@ def add_error(df: pd.DataFrame) -> pd.DataFrame:
     out["reference_name"] = np.where(regression, "uniform mixing", token_name)
     fallback = out["task.name"] if "task.name" in out else "task"
     out["task"] = out["task"].fillna(fallback) if "task" in out else fallback
-    if BLOWUP not in out:  # computed from the bundle where no run was tagged (offline regeneration)
-        arm = "arm" if "arm" in out else "variant"
-        out[BLOWUP] = blowup(out, [arm if c == "arm" else c for c in BLOWUP_GROUP])
+    # always from the runs themselves (a bundle regenerates offline; an MLflow tag is for the UI)
+    arm = "arm" if "arm" in out else "variant"
+    out[BLOWUP] = blowup(out, [arm if c == "arm" else c for c in BLOWUP_GROUP])
     return out
 
 

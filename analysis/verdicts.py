@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import phases, protocol, stability
+from analysis import phases, protocol, stability, stats
 from analysis.confirm import seeds_of
 
 UNSTABLE = "unstable"
@@ -81,6 +81,22 @@ def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFr
             out.append(block if block is not None else first)
     mark_shared(out)
     return out
+
+
+def tag_blowups(client: Any, runs: Mapping[str, pd.DataFrame]) -> int:
+    """Tag every blown-up run (:func:`analysis.stats.blowup`, the ``blowup`` column of
+    :func:`analysis.stats.add_error`) ``blowup=true`` in the MLflow store of ``client``
+    (``MlflowClient``), so the UI shows it beside ``diverged``; returns how many were tagged.
+    The report computes the column from the runs whatever the tags say (a bundle regenerates
+    offline)."""
+    n = 0
+    for df in runs.values():
+        if df.empty or "run_id" not in df or stats.BLOWUP not in df:
+            continue
+        for run_id in df.loc[stats.is_blowup(df), "run_id"].dropna().astype(str):
+            client.set_tag(run_id, stats.BLOWUP, "true")
+            n += 1
+    return n
 
 
 def label(result: protocol.PartResult) -> str:

@@ -255,3 +255,18 @@ def test_todays_bundle_c12b_cannot_show_delta_and_c9_control_is_decided_by_blown
     assert got["teacher_squashed"].reasons[0].startswith("decided by 4 blown-up runs")
     c12b = next(r for t, r in got.items() if t != "teacher_squashed")
     assert c12b.verdict == INCONCLUSIVE and c12b.reasons[0].startswith("the measurement cannot show δ")
+
+
+def test_blown_up_runs_are_tagged_in_the_store():
+    """Each blown-up run gets the tag ``blowup=true`` through the MLflow client, no other run."""
+    df = _frame({"a": [0.30, 0.31, 6.2, 0.29, 0.30]}).assign(run_id=lambda d: "r" + d.index.astype(str))
+
+    class Client:
+        tags: list = []
+
+        def set_tag(self, run_id, key, value):
+            self.tags.append((run_id, key, value))
+
+    client = Client()
+    assert verdicts.tag_blowups(client, {"x": df}) == int(df["blowup"].sum()) >= 1
+    assert client.tags == [(r, "blowup", "true") for r in df.loc[df["blowup"], "run_id"]]
