@@ -289,7 +289,7 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
     for i, r in enumerate(results, 1):
         s = r.spec
         kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
-        short = sorted({prose.reason_name(x) for x in r.reasons})
+        short = list(dict.fromkeys(prose.reason_name(x) for x in r.reasons))  # the deciding rule first
         verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "") + \
             (f"; {r.conditions}" if r.conditions else "")
         shared = f"<br>*the same runs as {'; '.join(r.shared_with)}*" if r.shared_with else ""
@@ -424,7 +424,7 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
             out["checks"][claim.id] = verdict
         else:
             verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
-            moved = [f"{r.spec['name'].split(':')[0]}: {r.conditions}" for r in mine
+            moved = [f"{verdicts_of.short_label(r.spec)}: {stability.compact(r.conditions)}" for r in mine
                      if r.conditions and r.spec["role"] == "deciding"]
             why += "; conditions: " + " · ".join(moved) if moved else ""
             out["decided"][claim.id] = (verdict, why)

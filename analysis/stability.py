@@ -25,6 +25,7 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -163,8 +164,19 @@ def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResu
         elif r.verdict in DECISIVE:
             moved.append(f"{r.verdict} under {where} ({estimate})")
         else:
-            moved.append(f"{r.verdict} under {where} with {estimate}")
+            moved.append(f"the estimate moves under {where} ({estimate})")
     return "; ".join([_head(main.verdict, registered, same), *moved]) if moved else ""
+
+
+def compact(text: str) -> str:
+    """A condition sentence (:func:`conditions`) without its parenthesised details, for the
+    summary and the verdict table: "contradicted under the scaled and tied readouts; not shown
+    under the learned readout"."""
+    while True:
+        shorter = re.sub(r"\s*\([^()]*\)", "", text)
+        if shorter == text:
+            return text.strip()
+        text = shorter
 
 
 def _lr_text(result: protocol.PartResult) -> str:

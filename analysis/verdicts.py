@@ -99,6 +99,16 @@ def tag_blowups(client: Any, runs: Mapping[str, pd.DataFrame]) -> int:
     return n
 
 
+def short_label(spec: Mapping[str, Any]) -> str:
+    """A part named in a sentence: its name's lead before ':' where short and whole ("(a)
+    selection"), with its arms, e.g. "(a) selection, `value` vs `softmax`"; else the arms and
+    the task (a name cut at its first ':' could end mid-phrase)."""
+    lead = str(spec["name"]).split(":")[0]
+    arms = f"`{spec['a']}` vs `{spec['b']}`"
+    whole = ":" in str(spec["name"]) and len(lead) <= 30 and lead.count("(") == lead.count(")")
+    return f"{lead}, {arms}" if whole else f"{arms} on {spec['task']}"
+
+
 def label(result: protocol.PartResult) -> str:
     """A part as another claim names it: ``C12 (a) W_V (M5) lowers error …``."""
     return f"{result.spec['claim']} {result.spec['name']}"

@@ -191,6 +191,12 @@ def test_conditions_travel_with_the_verdict():
     reversed_ = stability.conditions(_r(SUPPORTED, 0.2, 0.1, 0.3), {"x4": _r(CONTRADICTED, -0.1, -0.2, -0.05)})
     assert reversed_.startswith("supported as registered; reversed under ×4 budget (contradicted")
     assert stability.conditions(main, {"x4": _r(CONTRADICTED, 0.03, 0.02, 0.04)}, "scaled") == ""
+    assert stability.compact(text) == ("contradicted under the scaled and tied readouts; not shown under the "
+                                       "learned readout")
+    assert verdicts.short_label({"name": "(a) selection: adding W_V", "a": "value", "b": "softmax", "task": "t"}) \
+        == "(a) selection, `value` vs `softmax`"
+    assert verdicts.short_label({"name": "teacher (T3f′ squashed: ψ after) reverses", "a": "coordwise",
+                                 "b": "softmax", "task": "t"}) == "`coordwise` vs `softmax` on t"
 
 
 # ----------------------------------------------------------------------------- only weaker
