@@ -35,6 +35,7 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    seeds) is not contradicted by the same test on its own interval, or no control is registered,
    or both arms are within δ of 0 error (at most δ: ≤), or both within δ of the error of the
    part's named ``floor`` arm (a family that cannot represent the target).
+
    4b. **Blown-up runs** (:func:`analysis.stats.blowup`: validation error at the best checkpoint
    above the task's nothing-learned reference where the arm's other seeds are not, or far
    above them on the log scale) stay in the pairs and are counted; a part with any is decided
@@ -43,11 +44,13 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    own test it is *inconclusive: decided by N blown-up runs*. An lr with a blown-up
    exploratory seed is not eligible for selection; a verdict only that exclusion makes is
    inconclusive for the same reason.
+
    4c. **Resolution**: the largest effect the measurement could show (the compared arm's
    distance from the value's floor: 0 error, or the first validation step for
    steps-to-target), on the exploratory block, below δ (0 for a difference) plus the
    exploratory 95% half-width: *inconclusive: the measurement cannot show δ*.
-   These rules only ever make a part inconclusive.
+
+   These rules (4b, 4c) only ever make a part inconclusive.
 5. **Multiplicity**: each deciding part's *p-value for contradiction* (:func:`p_contradiction`:
    the part is contradicted, unadjusted, exactly when it is below α = 0.05) is adjusted by
    Holm's step-down method over the claim's deciding parts (:func:`holm`; a part without an
