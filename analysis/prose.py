@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from analysis import protocol
+from analysis import protocol, stability, verdicts
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
 # a section not listed (or missing from theory.md) links to the page itself.
@@ -129,10 +129,12 @@ def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]
         return f"{said}: unstable, {why} {link}."
     if verdict == protocol.SUPPORTED:
         return f"{said}: supported by the evidence ({why}) {link}."
+    moved = "".join(f"; {verdicts.short_label(r.spec)}: {stability.compact(r.conditions)}"
+                    for r in deciding if r.conditions)
     if verdict == protocol.CONTRADICTED:
         return (f"{said}: the evidence goes against it ({len(against)} of {len(deciding)} deciding parts "
-                f"contradict it: {'; '.join(against)}) {link}.")
-    return f"{said}: still open, inconclusive ({_reason(deciding)}) {link}."
+                f"contradict it: {'; '.join(against)}{moved}) {link}.")
+    return f"{said}: still open, inconclusive ({_reason(deciding)}{moved}) {link}."
 
 
 def what_matters(claims, verdicts: Mapping[str, tuple[str, str]],

@@ -33,8 +33,24 @@ For one part on one ablation's runs (:func:`analysis.trials.restrict`, with ``ar
    *supported* one: a contradiction needs no power): the part's registered positive control
    (``control: [a', b']``, a known-different pair on the same task, n_train, budget, readout and
    seeds) is not contradicted by the same test on its own interval, or no control is registered,
-   or both arms are within δ of 0 error, or both within δ of the error of the part's named
-   ``floor`` arm (a family that cannot represent the target).
+   or both arms are within δ of 0 error (at most δ: ≤), or both within δ of the error of the
+   part's named ``floor`` arm (a family that cannot represent the target).
+
+   4b. **Blown-up runs** (:func:`analysis.stats.blowup`: validation error at the best checkpoint
+   above the task's nothing-learned reference where the arm's other seeds are not, or far
+   above them on the log scale) stay in the pairs and are counted; a part with any is decided
+   again without their seeds and by the Hodges–Lehmann estimate with its exact signed-rank
+   interval (:func:`analysis.stats.hodges_lehmann`), and where either says otherwise than its
+   own test it is *inconclusive: decided by N blown-up runs*. An lr with a blown-up
+   exploratory seed is not eligible for selection; a verdict only that exclusion makes is
+   inconclusive for the same reason.
+
+   4c. **Resolution**: the largest effect the measurement could show (the compared arm's
+   distance from the value's floor: 0 error, or the first validation step for
+   steps-to-target), on the exploratory block, below δ (0 for a difference) plus the
+   exploratory 95% half-width: *inconclusive: the measurement cannot show δ*.
+
+   These rules (4b, 4c) only ever make a part inconclusive.
 5. **Multiplicity**: each deciding part's *p-value for contradiction* (:func:`p_contradiction`:
    the part is contradicted, unadjusted, exactly when it is below α = 0.05) is adjusted by
    Holm's step-down method over the claim's deciding parts (:func:`holm`; a part without an
@@ -114,6 +130,12 @@ class PartResult:
     control: str = ""  # an equivalence's positive control, decided by the same test (step 4)
     se: float = np.nan  # standard error of the mean paired difference, sd(d)/√n
     n_runs: int = 0  # runs of both arms at their chosen lr and the decided size(s)
+    conditions: str = ""  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
+    blowups: int = 0  # blown-up runs (stats.blowup) among the part's pairs
+    resolution: float | None = None  # the largest effect the measurement could show, in the value's units
+    shared_with: tuple[str, ...] = ()  # other claims' parts built from the same trial ids
+    trial_ids: tuple[str, ...] = ()  # the paired runs' trial ids, both arms (sorted)
+    robust: str = ""  # the blown-up runs' checks: without them, and Hodges–Lehmann (step 4b)
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -440,16 +462,16 @@ def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
     fails = []
     steps = _steps_target(spec["value"]) is not None
     unit = "steps (of the budget)" if steps else "error"
-    if spec["value"] != "auc" and result.mean_a < delta and result.mean_b < delta:
+    if spec["value"] != "auc" and result.mean_a <= delta and result.mean_b <= delta:
         fails.append(f"both arms within δ of 0 {unit} ({result.mean_a:.3g}, {result.mean_b:.3g})")
-    if steps and result.mean_a > 1 - delta and result.mean_b > 1 - delta:
+    if steps and result.mean_a >= 1 - delta and result.mean_b >= 1 - delta:
         fails.append(f"both arms within δ of the budget: neither reaches the target ({result.mean_a:.3g}, "
                      f"{result.mean_b:.3g})")
     if spec["floor"]:
         floor = _arm_mean(df, spec, spec["floor"], result.n_train)
         if np.isnan(floor):
             fails.append(f"the floor arm `{spec['floor']}` has no runs at n_train={result.n_train}")
-        elif abs(result.mean_a - floor) < delta and abs(result.mean_b - floor) < delta:
+        elif abs(result.mean_a - floor) <= delta and abs(result.mean_b - floor) <= delta:
             fails.append(f"both arms within δ of the floor arm `{spec['floor']}` ({floor:.3g})")
     if len(spec["control"]) != 2:
         return fails + ["no positive control registered"]
@@ -492,28 +514,80 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
 
 
 def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
-                check_edge: bool = True) -> PartResult:
+                check_edge: bool = True, explored: PartResult | None = None) -> PartResult:
     """Decide one pre-registered part on an ablation's runs (module docstring, steps 1–4).
 
     Args:
         df: the ablation's runs with ``arm`` (:func:`analysis.trials.restrict`) and the columns
-            of :func:`analysis.stats.add_error`.
+            of :func:`analysis.stats.add_error` (``blowup`` computed here where absent).
         part: the part's spec (:class:`harness.config.PartConfig` or a mapping).
         expected_seeds: seeds per arm the ablation ran (for "k of n" pairs); default: the most
             seeds either arm has.
-        check_edge: apply the *lr at grid edge* precondition (off for reruns at one fixed lr,
+        check_edge: apply the *lr at grid edge* precondition and the blown-up lr rule of the
+            selection (off for reruns at one fixed lr: the confirmation block,
             :mod:`analysis.budget`).
+        explored: the part's decision on the exploratory block, whose resolution and half-width
+            the *cannot show δ* rule reads (step 4c: known before the confirmation block);
+            None: this decision's own.
 
     Returns:
         A :class:`PartResult`; never raises for missing data (the verdict is then inconclusive
         with the reason).
     """
+    result = _decide(df, part, expected_seeds, check_edge, exclude_blowup=check_edge)
+    if check_edge and result.verdict in (SUPPORTED, CONTRADICTED) and _lr_moved(df, result.spec):
+        # the blown-up lr rule moved a chosen lr: a decision it alone makes is not made (step 4b)
+        before = _decide(df, part, expected_seeds, check_edge, exclude_blowup=False)
+        if before.verdict != result.verdict:
+            n = int(stats.is_blowup(_arm_rows(df, result.spec)[0]).sum())
+            _void(result, f"decided by {n} blown-up runs: the lr choice without their lr says "
+                          f"{before.test_alone or before.verdict}")
+    _resolve_limit(result, explored or result)
+    return result
+
+
+def _lr_moved(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
+    """Whether leaving out the lrs with a blown-up seed changes some arm's chosen lr."""
+    rows, missing = _arm_rows(df, spec)
+    if missing or rows.empty:
+        return False
+    rows = _with_blowup(rows)
+    if not rows[stats.BLOWUP].any():  # nothing to leave out
+        return False
+    group = ("task", "arm", "task.n_train")
+    now, before = (stats.select_lr(rows, group=group, exclude_blowup=x) for x in (True, False))
+    pick = lambda t: t.groupby(list(group))["lr_chosen"].first()  # noqa: E731
+    return not pick(now).fillna(-1).equals(pick(before).fillna(-1))
+
+
+def _with_blowup(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the ``blowup`` column (:func:`analysis.stats.blowup` per arm where absent)."""
+    if stats.BLOWUP in rows:
+        return rows.assign(**{stats.BLOWUP: stats.is_blowup(rows)})
+    return rows.assign(**{stats.BLOWUP: stats.blowup(rows)})
+
+
+def _void(result: PartResult, reason: str) -> None:
+    """Make a decided part inconclusive for ``reason`` (a rule of step 4b–c), keeping what its
+    interval said; the generic 'interval includes …' line gives way to the rule's."""
+    if result.verdict == OBSERVED:
+        return
+    if result.verdict in (SUPPORTED, CONTRADICTED):
+        result.test_alone, result.reasons = result.verdict, []
+    keep = [x for x in result.reasons if x.split(":")[0] in (*PRECONDITIONS, NO_POWER)]
+    result.verdict, result.reasons = INCONCLUSIVE, [reason, *keep]
+
+
+def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge: bool,
+            exclude_blowup: bool) -> PartResult:
+    """:func:`decide_part` with the blown-up lr rule on or off (``exclude_blowup``)."""
     spec, chose = _resolve(df, part)
     a, b, value = spec["a"], spec["b"], spec["value"]
     rows, missing = _arm_rows(df, spec)
     if missing:
         return PartResult(spec, INCONCLUSIVE, [missing])
-    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"))
+    rows = _with_blowup(rows)
+    chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"), exclude_blowup=exclude_blowup)
     result = PartResult(spec, INCONCLUSIVE, choice=chose)
     pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
     if spec["test"] == "equivalence" and spec["role"] != "control":
@@ -524,6 +598,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
     at = common if value == "auc" else [common[-1]]
     result.n_train = ", ".join(str(int(n)) for n in at)
     per_arm: dict[str, pd.Series] = {}
+    used = []
     for arm in (a, b):
         mine = chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)]
         ok = _usable(mine, value)
@@ -531,6 +606,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
             return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
                                                    "an axis is pooled (name it in the arm)"])
         per_arm[arm] = _per_seed(ok, value, at)
+        used.append(ok)
         result.n_runs += len(ok)
         if "n_params" in ok and ok["n_params"].notna().any():
             result.params[arm] = float(pd.to_numeric(ok["n_params"], errors="coerce").max())
@@ -541,10 +617,102 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
     result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
+    paired = pd.concat(used)
+    paired = paired[paired["seed"].isin(pairs.index)]
+    result.trial_ids = tuple(sorted(paired["trial_id"].astype(str))) if "trial_id" in paired else ()
+    result.resolution = _resolution(result, paired)
     pre["not learned"] += _not_learned(chosen, at, result)
     if NO_POWER in pre:
         pre[NO_POWER] += _power(df, result, check_edge)
-    return _verdict(result, pairs, pre)
+    _verdict(result, pairs, pre)
+    blown = sorted(set(paired.loc[paired[stats.BLOWUP], "seed"]))
+    result.blowups = int(paired[stats.BLOWUP].sum())
+    if blown and len(pairs) >= 2:
+        _robust(result, pairs, blown)
+    return result
+
+
+def _robust(result: PartResult, pairs: pd.DataFrame, blown: list) -> None:
+    """Step 4b, a part with blown-up runs among its pairs: decided again without their seeds
+    and by the Hodges–Lehmann estimate with its exact signed-rank interval
+    (:func:`analysis.stats.hodges_lehmann`); where either test says otherwise than the
+    part's own, it is *inconclusive: decided by N blown-up runs*. Never makes a part decisive."""
+    spec = result.spec
+    d = (pairs[spec["b"]] - pairs[spec["a"]])
+    own = result.test_alone or result.verdict
+    rest = d.drop(index=[s for s in blown if s in d.index]).to_numpy(float)
+    without = _test(rest, spec)[0] if rest.size >= 2 else INCONCLUSIVE
+    _, wlo, whi = stats.t_interval(rest, 0.95)
+    hl, hlo, hhi = stats.hodges_lehmann(d.to_numpy(float), 0.95)
+    robust = _interval_test(d.to_numpy(float), spec, stats.hodges_lehmann)
+    result.robust = (f"{result.blowups} blown-up run(s) on seed(s) {', '.join(str(int(x)) for x in blown)}; "
+                     f"without them d = {float(np.mean(rest)) if rest.size else np.nan:.3g} "
+                     f"[{wlo:.3g}, {whi:.3g}] (95%, {rest.size} pairs): {without}; Hodges–Lehmann "
+                     f"{hl:.3g} [{hlo:.3g}, {hhi:.3g}] (exact signed-rank 95%): {robust}")
+    if result.verdict != OBSERVED and (without != own or robust != own):
+        _void(result, f"decided by {result.blowups} blown-up runs: {result.robust}")
+
+
+def _interval_test(d: np.ndarray, spec: Mapping[str, Any], interval: Any) -> str:
+    """Step 3's rules on another interval (``interval(d, level) -> (estimate, lo, hi)``): a
+    difference on its 95% interval; an equivalence supported by its 90% interval inside ±δ
+    (two-sided) or below δ (one-sided), contradicted by its 95% interval outside."""
+    delta = float(spec["delta"])
+    _, lo95, hi95 = interval(d, 0.95)
+    if spec["test"] == "difference":
+        return SUPPORTED if lo95 > 0 else CONTRADICTED if hi95 < 0 else INCONCLUSIVE
+    _, lo90, hi90 = interval(d, 0.90)
+    if int(spec["sides"]) == 2:
+        inside, outside = -delta < lo90 and hi90 < delta, lo95 > delta or hi95 < -delta
+    else:
+        inside, outside = hi90 < delta, lo95 > delta
+    return SUPPORTED if inside else CONTRADICTED if outside else INCONCLUSIVE
+
+
+def _floor(spec: Mapping[str, Any], rows: pd.DataFrame) -> tuple[float, str]:
+    """The value's floor and its name (step 4c): the first validation step after 0 over the
+    budget for steps-to-target (``train.eval_every / train.max_steps``), log of
+    :data:`analysis.stats.FLOOR` for ``auc``, else 0 (no task has teacher noise; the zero
+    predictor is a ceiling, not a floor)."""
+    if _steps_target(spec["value"]) is not None:
+        every = pd.to_numeric(rows.get("train.eval_every", pd.Series(dtype=float)), errors="coerce")
+        budget = pd.to_numeric(rows.get(STEPS, pd.Series(dtype=float)), errors="coerce")
+        if every.notna().any() and budget.notna().any():
+            return float((every / budget).min()), "the first validation step"
+        return 0.0, "0 steps"
+    if spec["value"] == "auc":
+        return float(np.log(stats.FLOOR)), "log of the error floor"
+    return 0.0, "0 error"
+
+
+def _resolution(result: PartResult, rows: pd.DataFrame) -> float:
+    """The largest effect the part's measurement could show (step 4c), in the value's units:
+    the comparison arm's distance from the value's floor (:func:`_floor`): the arm ``b`` for a
+    one-sided equivalence (``d = b − a`` cannot exceed it), the higher arm otherwise (``|d|``
+    cannot exceed it)."""
+    floor, _ = _floor(result.spec, rows)
+    top = result.mean_b if result.spec["test"] == "equivalence" and int(result.spec["sides"]) == 1 \
+        else max(result.mean_a, result.mean_b)
+    return float(max(top - floor, 0.0)) if np.isfinite(top) else np.nan
+
+
+def _resolve_limit(result: PartResult, explored: PartResult) -> None:
+    """Step 4c, *the measurement cannot show δ*: where the exploratory decision's largest
+    showable effect (``explored.resolution``) is below δ (an equivalence; 0 for a difference,
+    whose test is against 0) plus its 95% half-width, the part is inconclusive."""
+    spec = result.spec
+    res = explored.resolution
+    if res is None or not np.isfinite(res) or np.isnan(explored.lo95):
+        return
+    need = (float(spec["delta"]) if spec["test"] == "equivalence" else 0.0) + (explored.hi95 - explored.lo95) / 2
+    result.resolution = res  # the deciding measurement's, known before the confirmation block
+    if res < need:
+        result.preconditions["resolution"] = f"fails: largest effect {res:.3g} < {need:.3g}"
+        _void(result, f"the measurement cannot show δ: the largest effect it could show is {res:.3g} "
+                      f"(the compared arm's distance from its floor, exploratory block) < δ + the 95% "
+                      f"half-width = {need:.3g}")
+    else:
+        result.preconditions.setdefault("resolution", "ok")
 
 
 def p_contradiction(d: np.ndarray, spec: Mapping[str, Any]) -> float:

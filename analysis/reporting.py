@@ -295,9 +295,11 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
     for i, r in enumerate(results, 1):
         s = r.spec
         kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
-        short = sorted({prose.reason_name(x) for x in r.reasons})
-        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "")
-        rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)} | `{s['a']}` {_num(r.mean_a)} vs "
+        short = list(dict.fromkeys(prose.reason_name(x) for x in r.reasons))  # the deciding rule first
+        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "") + \
+            (f"; {r.conditions}" if r.conditions else "")
+        shared = f"<br>*the same runs as {'; '.join(r.shared_with)}*" if r.shared_with else ""
+        rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)}{shared} | `{s['a']}` {_num(r.mean_a)} vs "
                     f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
                     f"{s['delta']} | {verdict} |")
         lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
@@ -310,6 +312,15 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
                    f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
         if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
             detail.append(f"   * positive control (the same test must contradict it): {r.control}")
+        if r.resolution is not None and not math.isnan(r.resolution):
+            detail.append(f"   * resolution (the largest effect the measurement could show, exploratory block): "
+                          f"{_num(r.resolution)}; {r.preconditions.get('resolution', 'not judged')}")
+        if r.blowups:
+            detail.append(f"   * blown-up runs among the pairs: {r.robust}")
+        if r.conditions:
+            detail.append(f"   * conditions: {r.conditions}")
+        if r.shared_with:
+            detail.append(f"   * one comparison, one part: built from the same trial ids as {'; '.join(r.shared_with)}")
         if not tiny and (r.reasons or r.test_alone):
             detail.append(f"   * why: {'; '.join(r.reasons) or '–'}"
                           + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
@@ -318,9 +329,10 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
 
 
 def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
-    """Parts by role and verdict, and the inconclusive ones by reason."""
+    """Parts by role and verdict, and the inconclusive ones by reason; a comparison that several
+    claims' parts rest on (the same trial ids) counts once."""
     rows = []
-    for r in decided:
+    for r in verdicts_of.distinct(decided):  # a comparison several claims rest on counts once
         reasons = [prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
         rows.append({"role": r.spec["role"], "verdict": r.verdict,
                      "reason": ", ".join(sorted(set(reasons))) or "–"})
@@ -352,7 +364,8 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
     lines = [f"### `{name}`", "", question, "",
              f"Trials: {n.get('total', 0)}" + (f" runs of the {plan} trials this ablation composes to"
                                                 if plan is not None else "") + f" ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
-             f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged; {ext} past an lr grid edge); "
+             f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged, {n.get('blowup', 0)} blown up; "
+             f"{ext} past an lr grid edge); "
              f"its sweeps were open {wall / 60:.1f} min over {len(mine)} invocation(s) (a suite's "
              "ablations run as one queue, so their times overlap).", ""]
     for fig in sorted(folder.glob("*.png")):
@@ -417,6 +430,9 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
             out["checks"][claim.id] = verdict
         else:
             verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
+            moved = [f"{verdicts_of.short_label(r.spec)}: {stability.compact(r.conditions)}" for r in mine
+                     if r.conditions and r.spec["role"] == "deciding"]
+            why += "; conditions: " + " · ".join(moved) if moved else ""
             out["decided"][claim.id] = (verdict, why)
             marks = list(dict.fromkeys(r.spec["name"].split(":")[0] for r in mine  # once each, deciding only
                                        if (claim.id, r.spec["name"]) in rereg and r.spec["role"] == "deciding"))
@@ -515,6 +531,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     evidence = Evidence(shown, presets, enumerate_terms(6), identities)
     parts = verdicts_of.decide_parts(configs, runs)
     stab = verdicts_of.stability_frame(configs, runs, longer)
+    verdicts_of.annotate(parts, stab)  # each part's conditions (readouts, ×4) travel with its verdict
     claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
     sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name)
     n_longer = sum(len(d) for d in longer.values())
@@ -605,6 +622,16 @@ def _out_path(cfg: DictConfig) -> Path:
     return Path.cwd() / "outputs" / f"report-{cfg.scale.name}" / "report.md"
 
 
+def _tag_blowups(uri: str, bundle: pd.DataFrame) -> None:
+    """Tag the store's blown-up runs ``blowup=true`` (:func:`analysis.verdicts.tag_blowups`)."""
+    import mlflow
+
+    runs, _ = split(bundle)
+    n = verdicts_of.tag_blowups(mlflow.MlflowClient(tracking_uri=uri), {k: stats.add_error(v) for k, v in runs.items()})
+    if n:
+        print(f"tagged {n} blown-up runs (blowup=true)", flush=True)
+
+
 def generate(cfg: DictConfig, cli: list[str]) -> None:
     """Run, export and write as :mod:`analysis.report` describes; prints each claim's verdict."""
     out = _out_path(cfg)
@@ -633,6 +660,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
             run_reruns(cfg, ablations, configs, cli, store, bundle_path.parent / FROZEN)
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)
+        _tag_blowups(store.uri, bundle)
         source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
     verdicts = write_report(cfg, configs, bundle, out, source)
     for claim, verdict in verdicts.items():

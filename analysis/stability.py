@@ -25,6 +25,7 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -95,10 +96,87 @@ def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> str:
     return ""
 
 
-def _block(df: pd.DataFrame, part: Any, check_edge: bool) -> protocol.PartResult:
+def _block(df: pd.DataFrame, part: Any, check_edge: bool,
+           explored: protocol.PartResult | None = None) -> protocol.PartResult:
     if df.empty:
         return protocol.PartResult(protocol.spec_dict(part), INCONCLUSIVE, ["no runs"])
-    return protocol.decide_part(df, part, check_edge=check_edge)
+    return protocol.decide_part(df, part, check_edge=check_edge, explored=explored)
+
+
+def _where(block: str) -> str:
+    """A condition block as a reader names it: ``readout=tied`` → ``the tied readout``, ``x4`` →
+    ``×4 budget``."""
+    return f"the {block.split('=', 1)[1]} readout" if block.startswith("readout=") else "×4 budget"
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def _head(verdict: str, registered: str | None, same: list[str]) -> str:
+    """'contradicted under the scaled and tied readouts' (and at ×4 budget) for the conditions
+    under which the main verdict holds."""
+    readouts = ([registered] if registered else []) + [b.split("=", 1)[1] for b in same if b.startswith("readout=")]
+    where = f"under the {_listed(readouts)} readout{'s' if len(readouts) > 1 else ''}" if readouts else "as registered"
+    return f"{verdict} {where}" + (" and at ×4 budget" if "x4" in same else "")
+
+
+def _interval(result: protocol.PartResult) -> str:
+    if np.isnan(result.lo95):
+        return f"d = {result.effect:.3g}, no interval" if np.isfinite(result.effect) else "no interval"
+    return f"d = {result.effect:.3g} [{result.lo95:.3g}, {result.hi95:.3g}]"
+
+
+def _why(result: protocol.PartResult) -> str:
+    """An inconclusive block's reasons in a few words: the rules' names, or that the interval
+    decides neither way."""
+    names = [x.split(":")[0] if ":" in x else "the interval decides neither way"
+             if x.startswith("the ") and ("interval" in x or "bound" in x) else x for x in result.reasons]
+    return ", ".join(dict.fromkeys(names)) or "the interval decides neither way"
+
+
+def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResult],
+               registered: str | None = None) -> str:
+    """The condition sentence of a deciding part (paper.md §13 "Conditions travel with the
+    verdict"), '' where no condition moves it: per condition block (``x4``, ``readout=<name>``,
+    :func:`split_blocks`) decided at the frozen lr, *reversed under X* (opposite decisive
+    labels), *not shown under X (reason)* (a decisive verdict inconclusive there: a
+    precondition, or a rerun with fewer seeds), *supported/contradicted under X* (an
+    inconclusive one decisive there), or, for an inconclusive verdict inconclusive there too,
+    the interval under X where its 95% interval excludes ``main.effect`` by at least δ/2; led
+    by the conditions under which the main verdict holds (the same label: a decisive verdict
+    holds there whatever its estimate), e.g. "contradicted under the scaled and tied readouts; not shown
+    under the learned readout (the 95% interval includes 0)". Blocks without runs say nothing."""
+    same, moved = [], []
+    for name, r in blocks.items():
+        if r.reasons == ["no runs"] or (r.verdict == INCONCLUSIVE and not r.n_runs):
+            continue
+        where = _where(name)
+        excludes = bool(np.isfinite(r.lo95) and np.isfinite(main.effect) and not r.lo95 <= main.effect <= r.hi95)
+        estimate = f"{_interval(r)}, excluding the main estimate {main.effect:.3g}" if excludes else _interval(r)
+        material = abs(r.effect - main.effect) >= float(main.spec["delta"]) / 2  # a shift a reader acts on
+        if r.verdict == main.verdict and (main.verdict in DECISIVE or not (excludes and material)):
+            same.append(name)  # the verdict holds there (an estimate moving within one label is its table's)
+        elif {r.verdict, main.verdict} == set(DECISIVE):
+            moved.append(f"reversed under {where} ({r.verdict}, {estimate})")
+        elif main.verdict in DECISIVE:
+            moved.append(f"not shown under {where} ({_why(r)}; {estimate})")
+        elif r.verdict in DECISIVE:
+            moved.append(f"{r.verdict} under {where} ({estimate})")
+        else:
+            moved.append(f"the estimate moves under {where} ({estimate})")
+    return "; ".join([_head(main.verdict, registered, same), *moved]) if moved else ""
+
+
+def compact(text: str) -> str:
+    """A condition sentence (:func:`conditions`) without its parenthesised details, for the
+    summary and the verdict table: "contradicted under the scaled and tied readouts; not shown
+    under the learned readout"."""
+    while True:
+        shorter = re.sub(r"\s*\([^()]*\)", "", text)
+        if shorter == text:
+            return text.strip()
+        text = shorter
 
 
 def _lr_text(result: protocol.PartResult) -> str:
@@ -114,7 +192,8 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
         # (under the registered one, decide_part would find none of its runs)
         readout = {"readout": name.split("=", 1)[1]} if name.startswith("readout=") else {}
         results[name] = _block(blocks.get(name, pd.DataFrame()),
-                               {**results["exploratory"].spec, "choose_b": [], **readout}, False)
+                               {**results["exploratory"].spec, "choose_b": [], **readout}, False,
+                               results["exploratory"] if name == "confirmation" else None)
     row: dict[str, Any] = {"claim": spec["claim"], "part": spec["name"], "task": spec["task"],
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
     for name, r in results.items():
@@ -133,6 +212,11 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     row["x4_moved"] = results["x4"].verdict != results["exploratory"].verdict
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
                             and results[k].verdict != results["exploratory"].verdict]
+    main = results[deciding]
+    row["conditions"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
+                                   spec["readout"])
+    row["trial_ids"] = ",".join(main.trial_ids)
+    row["blowups"] = main.blowups
     return row
 
 
@@ -158,6 +242,18 @@ def claim_unstable(rows: list[dict[str, Any]]) -> str:
     return ""
 
 
+def mark_once(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with ``claims`` (every claim a row's comparison bears on: rows of several
+    claims with the same ``trial_ids``, joined) and ``repeat`` (True on every such row but the
+    first): *one comparison, one part*, so the report shows it once (:func:`report_lines`)."""
+    if frame.empty or "trial_ids" not in frame:
+        return frame
+    key = frame["trial_ids"].fillna("").astype(str)
+    key = key.where(key != "", pd.Series([f"_row{i}" for i in range(len(frame))], index=frame.index))
+    claims = frame.groupby(key, sort=False)["claim"].agg(lambda c: ", ".join(dict.fromkeys(c)))
+    return frame.assign(claims=key.map(claims), repeat=key.duplicated())
+
+
 def write_stability(rows: list[dict[str, Any]], path: Path) -> bool:
     """Write the table as CSV when some row has a confirmation block; returns whether it did."""
     if not rows or not any(r["confirmation_runs"] for r in rows):
@@ -181,9 +277,16 @@ def _blocks_of(frame: pd.DataFrame) -> list[str]:
     return ["exploratory", "confirmation", "x4", *readouts]
 
 
+def _once(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per comparison (:func:`mark_once`), its ``claim`` naming every claim."""
+    if "repeat" not in frame:
+        return frame
+    return frame[~frame["repeat"].astype(bool)].assign(claim=frame["claims"])
+
+
 def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
     rows = []
-    for _, r in frame.iterrows():
+    for _, r in _once(frame).iterrows():
         row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
         row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
         flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
@@ -191,13 +294,15 @@ def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
                  "×4 moved" if r.get("x4_moved") else "",
                  f"readout moved: {', '.join(r['readout_moved'])}" if len(r.get("readout_moved") or []) else ""]
         row["flags"] = "; ".join(f for f in flags if f) or "–"
+        row["conditions"] = r.get("conditions") or "–"
+        row["blown-up runs"] = int(r["blowups"]) if pd.notna(r.get("blowups")) else 0
         rows.append(row)
     return pd.DataFrame(rows).to_markdown(index=False)
 
 
 def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
     rows = []
-    for _, r in frame.iterrows():
+    for _, r in _once(frame).iterrows():
         for b in blocks:
             if f"{b}_runs" not in r or not r[f"{b}_runs"] or pd.isna(r[f"{b}_runs"]):
                 continue
@@ -210,7 +315,7 @@ def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
 def _slack_table(frame: pd.DataFrame) -> str:
     cols = {"support_delta": "support (δ)", "support_se": "support (SE)",
             "contradict_delta": "contradict (δ)", "contradict_se": "contradict (SE)"}
-    table = frame[["claim", "part", "decided_on", *cols]].rename(columns={**cols, "decided_on": "block"})
+    table = _once(frame)[["claim", "part", "decided_on", *cols]].rename(columns={**cols, "decided_on": "block"})
     return table.to_markdown(index=False, floatfmt=".2f")
 
 
@@ -223,7 +328,10 @@ def report_lines(frame: pd.DataFrame) -> list[str]:
     blocks = _blocks_of(frame)
     return ["A part's verdict on each block of runs; the claim is *unstable* when a part gets opposite decisive "
             "labels on the exploratory and the confirmation seeds, or a leave-one-seed-out flip decides it; "
-            "×4 steps and readout changes are flags only.", "", _verdict_table(frame, blocks), "",
+            "×4 steps and readout changes are flags only, and *conditions* states the verdict with the readouts "
+            "and budgets it holds under where one moves it. A comparison several claims rest on (the same "
+            "trial ids) is one row naming every claim; *blown-up runs* counts the deciding block's runs whose "
+            "validation error blew up.", "", _verdict_table(frame, blocks), "",
             "<details><summary>what each block ran</summary>", "", _blocks_table(frame, blocks), "", "</details>", "",
             "Slack of the deciding block's interval to each threshold (positive: on the side the rule needs), "
             "in units of δ and of the standard error of the mean paired difference:", "",

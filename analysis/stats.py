@@ -131,6 +131,9 @@ def add_error(df: pd.DataFrame) -> pd.DataFrame:
     out["reference_name"] = np.where(regression, "uniform mixing", token_name)
     fallback = out["task.name"] if "task.name" in out else "task"
     out["task"] = out["task"].fillna(fallback) if "task" in out else fallback
+    # always from the runs themselves (a bundle regenerates offline; an MLflow tag is for the UI)
+    arm = "arm" if "arm" in out else "variant"
+    out[BLOWUP] = blowup(out, [arm if c == "arm" else c for c in BLOWUP_GROUP])
     return out
 
 
@@ -139,6 +142,14 @@ def diverged(df: pd.DataFrame) -> pd.Series:
     if "diverged" not in df:
         return pd.Series(False, index=df.index)
     return df["diverged"].astype(str).str.lower().eq("true")
+
+
+def is_blowup(df: pd.DataFrame) -> pd.Series:
+    """Boolean series: the run's ``blowup`` column or tag is true (:func:`blowup`, added by
+    :func:`add_error`); False if absent."""
+    if BLOWUP not in df:
+        return pd.Series(False, index=df.index)
+    return df[BLOWUP].astype(str).str.lower().eq("true")
 
 
 def finished(df: pd.DataFrame, value: str | None = None) -> pd.DataFrame:
@@ -150,13 +161,16 @@ def finished(df: pd.DataFrame, value: str | None = None) -> pd.DataFrame:
 
 
 def counts(df: pd.DataFrame, by: Sequence[str] = ("task", "variant")) -> pd.DataFrame:
-    """Trials per group by outcome: ``total``, ``finished``, ``failed``, ``killed``, ``running``
-    and ``diverged`` (FINISHED runs whose training loss became non-finite; their metrics are
-    from the last finite state). Groups sort by their values (numbers as numbers)."""
+    """Trials per group by outcome: ``total``, ``finished``, ``failed``, ``killed``, ``running``,
+    ``diverged`` (FINISHED runs whose training loss became non-finite; their metrics are
+    from the last finite state) and ``blowup`` (FINISHED runs whose validation error blew up,
+    :func:`blowup`; they stay in every statistic and are counted here). Groups sort by their
+    values (numbers as numbers)."""
     status = df["status"].astype(str)
     flags = pd.DataFrame({"total": 1, "finished": status.eq("FINISHED"), "failed": status.eq("FAILED"),
                           "killed": status.eq("KILLED"), "running": status.eq("RUNNING"),
-                          "diverged": status.eq("FINISHED") & diverged(df)}, index=df.index)
+                          "diverged": status.eq("FINISHED") & diverged(df),
+                          "blowup": status.eq("FINISHED") & is_blowup(df)}, index=df.index)
     flags = flags.astype(int)
     if not by:
         return flags.sum().to_frame().T.reset_index(drop=True)
@@ -165,13 +179,15 @@ def counts(df: pd.DataFrame, by: Sequence[str] = ("task", "variant")) -> pd.Data
 
 def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task.n_train"),
               lr: str = "train.lr", criterion: str = "val/best_error",
-              tie_break: str = "val/best_loss") -> pd.DataFrame:
+              tie_break: str = "val/best_loss", exclude_blowup: bool = False) -> pd.DataFrame:
     """The rows at the learning rate chosen per ``group`` on validation (paper.md §13 "Selection").
 
     Rule: per group and learning rate, the mean over seeds of ``criterion`` (the task's error
     metric on validation: relative MSE, or 1 − accuracy) over FINISHED runs, ties broken by the
     mean ``tie_break`` (validation loss), then by the smaller lr. An lr with any diverged FINISHED seed (or a
-    non-finite criterion) is not eligible (paper.md §13 *diverged*). Test metrics are never looked at.
+    non-finite criterion) is not eligible (paper.md §13 *diverged*); with ``exclude_blowup``, nor is
+    an lr with a blown-up seed (the ``blowup`` column, :func:`is_blowup`; paper.md §13 "Blown-up
+    runs", for a selection on the exploratory seeds). Test metrics are never looked at.
     All rows of the chosen lr are returned (FAILED and diverged ones included, so that
     :func:`counts` still sees them), with columns ``lr_chosen``, ``lr_grid`` (the sorted tried lrs,
     as a tuple), ``lr_ties`` (the eligible lrs whose criterion equals the chosen one's, which the
@@ -194,6 +210,8 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     done = out["status"] == "FINISHED"  # FAILED/KILLED runs are counted, not judged here
     runs = out[done].assign(_ok=~diverged(out[done])
                             & np.isfinite(pd.to_numeric(out[done][criterion], errors="coerce")))
+    if exclude_blowup:
+        runs["_ok"] &= ~is_blowup(runs)
     runs["_tie"] = pd.to_numeric(runs[tie_break], errors="coerce") if tie_break in runs else 0.0
     per_lr = runs.groupby([*group, lr], dropna=False).agg(
         ok=("_ok", "all"), crit=(criterion, "mean"), tie=("_tie", "mean")).reset_index()
@@ -406,3 +424,111 @@ def default_targets(df: pd.DataFrame, fraction: float = 0.5) -> dict[str, float]
         base = ref if np.isfinite(ref) and ref > 0 else grp.groupby("variant")["error"].mean().max()
         targets[task] = fraction * float(base)
     return targets
+
+
+# ----------------------------------------------------------------------------- blown-up runs
+BLOWUP = "blowup"  # a run's tag/column: its validation error blew up (not the claim label *unstable*)
+FAR_DECADES = 1.0  # "far above": at least this many decades (log10) above the other seeds' median …
+FAR_MADS = 5.0  # … and at least this many robust SDs (1.4826 × MAD of their log10 errors) …
+FAR_REFERENCE = 0.1  # … and within a decade of learning nothing (≥ this × the nothing-learned error)
+ABOVE_RATIO = 2.0  # a run above the nothing-learned reference blew up if ≥ this × its other seeds' median
+MIN_OTHERS = 2  # other seeds needed to judge "far above" (a median and a MAD of fewer says nothing)
+BLOWUP_GROUP = ("task", "arm", "task.n_train", "train.lr", "train.max_steps", "task.readout")
+
+
+def nothing_learned(df: pd.DataFrame) -> pd.Series:
+    """Per run, the validation error of the task's *nothing learned* reference (paper.md §13
+    "Blown-up runs"): for relative MSE the zero predictor (``val/zero_rel_mse``, exactly 1; the
+    identity and uniform mixing are predictors that learned something, and the identity can
+    be far worse than 0), for token tasks the worse of the majority class (``1 −
+    val/majority_acc``) and uniform mixing (``1 − val/uniform_acc``). NaN where the run logged
+    none."""
+    nan = pd.Series(np.nan, index=df.index)
+    num = lambda c: pd.to_numeric(df[c], errors="coerce") if c in df else nan  # noqa: E731
+    regression = num("val/rel_mse").notna() | num("test/rel_mse").notna()
+    token = pd.concat([1.0 - num("val/majority_acc"), 1.0 - num("val/uniform_acc")], axis=1).max(axis=1)
+    return num("val/zero_rel_mse").fillna(1.0).where(regression, token)
+
+
+def blowup(df: pd.DataFrame, group: Sequence[str] = BLOWUP_GROUP,
+           criterion: str = "val/best_error") -> pd.Series:
+    """Boolean series: the run *blew up* (paper.md §13 "Blown-up runs"): its validation error at
+    its best checkpoint (``criterion``) is
+
+    * above the task's nothing-learned reference (:func:`nothing_learned`) where its arm's other
+      seeds are not (their median is below it) and at least :data:`ABOVE_RATIO` × their median
+      (with fewer than :data:`MIN_OTHERS` others, by the reference alone): an arm above it on
+      every seed learned nothing (the precondition *not learned*), and one hovering at it
+      (0.998 and 1.002) did not blow up; or
+    * far above its arm's other seeds: on the log10 scale at least :data:`FAR_DECADES` decade and
+      :data:`FAR_MADS` robust SDs (1.4826 × the median absolute deviation) above the median of
+      the other FINISHED runs of its ``group`` (task, arm, n_train, lr, steps, readout: the same
+      configuration on other seeds, every block of seeds pooled), judged only with ≥
+      :data:`MIN_OTHERS` others, and at least :data:`FAR_REFERENCE` × the nothing-learned
+      error (a seed at 1e-5 beside seeds at 1e-8 sits on another floor; it did not blow up).
+      Errors below :data:`FLOOR` count as it.
+
+    A diverged run (non-finite loss) is not a blow-up: it has its own tag. Group columns missing
+    from ``df`` are left out; a run without ``criterion`` is False."""
+    out = pd.Series(False, index=df.index)
+    if df.empty or criterion not in df:
+        return out
+    value = pd.to_numeric(df[criterion], errors="coerce")
+    done = (df["status"] == "FINISHED") if "status" in df else pd.Series(True, index=df.index)
+    ok = done & ~diverged(df) & np.isfinite(value)
+    reference = nothing_learned(df)
+    above = ok & (value > reference).fillna(False)
+    material = (value >= FAR_REFERENCE * reference).fillna(False)
+    logs = np.log10(value.clip(lower=FLOOR)).where(ok)
+    keys = [c for c in group if c in df]
+    grouped = logs.groupby([df[c].astype(str) for c in keys], sort=False) if keys else [((), logs)]
+    for _, g in grouped:
+        x = g.dropna()
+        for i, v in x.items():
+            others = x.drop(index=i).to_numpy()
+            if others.size < MIN_OTHERS:
+                out[i] = bool(above[i])
+                continue
+            med = float(np.median(others))
+            out[i] = (bool(above[i]) and med < np.log10(max(float(reference[i]), FLOOR))
+                      and v - med >= np.log10(ABOVE_RATIO))
+            mad = 1.4826 * float(np.median(np.abs(others - med)))
+            out[i] = out[i] or (bool(material[i]) and v - med >= max(FAR_DECADES, FAR_MADS * mad))
+    return out
+
+
+def signed_rank_null(n: int) -> np.ndarray:
+    """The exact null distribution of the Wilcoxon signed-rank statistic ``T⁺`` for ``n``
+    untied, non-zero differences: ``(n(n+1)/2 + 1,)`` probabilities of T⁺ = 0, 1, …
+    (each sign ± with probability ½, so the count of sign patterns with a given rank sum,
+    over 2ⁿ; the distribution ``scipy.stats.wilcoxon(method="exact")`` uses)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):  # add rank with a + sign: shift the counts by rank
+        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    return counts / 2.0 ** n
+
+
+def hodges_lehmann(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """The Hodges–Lehmann estimate of the centre of paired differences ``values: (n,)`` (the
+    median of the Walsh averages ``(d_i + d_j)/2``, i ≤ j) and its exact distribution-free
+    confidence interval at ``level`` (Hollander & Wolfe, *Nonparametric Statistical Methods*,
+    §3.2): the Walsh averages of order ``C`` and ``M + 1 − C`` (``M = n(n+1)/2``), ``C`` the
+    largest count with ``P(T⁺ < C) ≤ (1 − level)/2`` under the exact signed-rank null
+    (:func:`signed_rank_null`). A robust paired statistic: a few blown-up seeds move it little.
+
+    Returns ``(estimate, lo, hi)``; NaN with no value; ``(−inf, inf)`` bounds where ``n`` is too
+    small for the level (n ≤ 5 at 95%: even the most extreme sign pattern has probability
+    2/2ⁿ ≥ 5%)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return np.nan, np.nan, np.nan
+    i, j = np.triu_indices(x.size)
+    walsh = np.sort((x[i] + x[j]) / 2.0)
+    estimate = float(np.median(walsh))
+    cdf = np.cumsum(signed_rank_null(x.size))  # cdf[t] = P(T⁺ ≤ t)
+    c = int(np.searchsorted(cdf, (1.0 - level) / 2.0, side="right"))  # P(T⁺ ≤ c − 1) ≤ α/2
+    if c < 1:
+        return estimate, -np.inf, np.inf
+    return estimate, float(walsh[c - 1]), float(walsh[walsh.size - c])

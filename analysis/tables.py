@@ -98,7 +98,7 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     mean and t-interval over seeds; none of these intervals with fewer than 3 seeds),
     ``target``, ``n_to_target_boot`` with ``_lo``/``_hi`` (bootstrap; ``inf`` = not reached),
     ``reference_error`` (the trivial predictor's), and the counts ``used``, ``failed``,
-    ``killed``, ``running``, ``diverged`` of the trials at the chosen lr.
+    ``killed``, ``running``, ``diverged``, ``blowup`` of the trials at the chosen lr.
 
     Args:
         df: runs (see :func:`analysis.curves.prepare`; raw runs are prepared here).
@@ -128,7 +128,7 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     count.insert(0, "used", g.size())
     count["used"] = count["used"].fillna(0).astype(int)
     table = pd.concat([base, _wide_errors(ok, x), *summary, _reach(ok, goals, x, seed)], axis=1)
-    table = table.join(count[["used", "failed", "killed", "running", "diverged"]], how="outer")
+    table = table.join(count[["used", "failed", "killed", "running", "diverged", "blowup"]], how="outer")
     reference = table.pop("reference_error")
     table.insert(table.columns.get_loc("used"), "reference_error", reference)
     return curves.sort_rows(table.reset_index(), key)

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import phases, protocol, stability
+from analysis import phases, protocol, stability, stats
 from analysis.confirm import seeds_of
 
 UNSTABLE = "unstable"
@@ -65,7 +65,8 @@ def decide_both(conf: DictConfig, df: pd.DataFrame, part: Any) -> tuple[protocol
     if protocol.spec_dict(part)["role"] != "deciding" or block.empty:
         return first, None
     # b as the exploratory block chose it (frozen), one lr per arm: no lr-edge precondition
-    return first, protocol.decide_part(block, {**first.spec, "choose_b": []}, _n_seeds(block), check_edge=False)
+    return first, protocol.decide_part(block, {**first.spec, "choose_b": []}, _n_seeds(block), check_edge=False,
+                                       explored=first)
 
 
 def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> list[protocol.PartResult]:
@@ -78,7 +79,78 @@ def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFr
         for part in conf.ablation.parts:
             first, block = decide_both(conf, df, part)
             out.append(block if block is not None else first)
+    mark_shared(out)
     return out
+
+
+def tag_blowups(client: Any, runs: Mapping[str, pd.DataFrame]) -> int:
+    """Tag every blown-up run (:func:`analysis.stats.blowup`, the ``blowup`` column of
+    :func:`analysis.stats.add_error`) ``blowup=true`` in the MLflow store of ``client``
+    (``MlflowClient``), so the UI shows it beside ``diverged``; returns how many were tagged.
+    The report computes the column from the runs whatever the tags say (a bundle regenerates
+    offline)."""
+    n = 0
+    for df in runs.values():
+        if df.empty or "run_id" not in df or stats.BLOWUP not in df:
+            continue
+        for run_id in df.loc[stats.is_blowup(df), "run_id"].dropna().astype(str):
+            client.set_tag(run_id, stats.BLOWUP, "true")
+            n += 1
+    return n
+
+
+def short_label(spec: Mapping[str, Any]) -> str:
+    """A part named in a sentence: its name's lead before ':' where short and whole ("(a)
+    selection"), with its arms, e.g. "(a) selection, `value` vs `softmax`"; else the arms and
+    the task (a name cut at its first ':' could end mid-phrase)."""
+    lead = str(spec["name"]).split(":")[0]
+    arms = f"`{spec['a']}` vs `{spec['b']}`"
+    whole = ":" in str(spec["name"]) and len(lead) <= 30 and lead.count("(") == lead.count(")")
+    return f"{lead}, {arms}" if whole else f"{arms} on {spec['task']}"
+
+
+def label(result: protocol.PartResult) -> str:
+    """A part as another claim names it: ``C12 (a) W_V (M5) lowers error …``."""
+    return f"{result.spec['claim']} {result.spec['name']}"
+
+
+def mark_shared(results: list[protocol.PartResult]) -> None:
+    """*One comparison, one part* (paper.md §13): fill ``shared_with`` of each deciding part
+    built from exactly the same trial ids as another claim's deciding part (their labels,
+    :func:`label`), in place. Each claim keeps its part (its verdict and Holm family); the
+    tables that count across claims count the comparison once (:func:`distinct`)."""
+    by_ids: dict[tuple[str, ...], list[protocol.PartResult]] = {}
+    for r in results:
+        if r.trial_ids and r.spec["role"] == "deciding":
+            by_ids.setdefault(r.trial_ids, []).append(r)
+    for same in by_ids.values():
+        for r in same:
+            r.shared_with = tuple(label(o) for o in same if o is not r and o.spec["claim"] != r.spec["claim"])
+
+
+def distinct(results: list[protocol.PartResult]) -> list[protocol.PartResult]:
+    """``results`` with every comparison once: a part that shares its trial ids with an earlier
+    one of another claim (``shared_with``) left out, for the tallies across claims."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for r in results:
+        if r.shared_with and r.trial_ids in seen:
+            continue
+        seen.add(r.trial_ids) if r.trial_ids else None
+        out.append(r)
+    return out
+
+
+def annotate(results: list[protocol.PartResult], frame: pd.DataFrame) -> None:
+    """Fill each deciding part's ``conditions`` from the stability table
+    (:func:`stability_frame`, its ``conditions`` column: :func:`analysis.stability.conditions`),
+    in place, matched on claim and part name."""
+    if frame.empty or "conditions" not in frame:
+        return
+    said = {(r["claim"], r["part"]): r["conditions"] for _, r in frame.iterrows()}
+    for r in results:
+        text = said.get((r.spec["claim"], r.spec["name"]))
+        r.conditions = text if isinstance(text, str) else ""
 
 
 def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
@@ -100,7 +172,7 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
     if frame.empty:
         return frame
     why = {claim: stability.claim_unstable(g.to_dict("records")) for claim, g in frame.groupby("claim", sort=False)}
-    return frame.assign(unstable=frame["claim"].map(why))
+    return stability.mark_once(frame.assign(unstable=frame["claim"].map(why)))
 
 
 def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> tuple[str, str]:
