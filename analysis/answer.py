@@ -222,7 +222,7 @@ def holds_under(result: protocol.PartResult, row: Mapping[str, Any] | None) -> s
     verdict; blown-up runs (``result.blowups``) named."""
     said = str(getattr(result, "conditions", "") or "")
     readout = result.spec.get("readout")
-    main = f"{readout} readout" if readout else ""
+    main = f"{readout} readout" if readout and not said else ""  # the analysis's conditions name the readouts
     if not said and row is not None:
         others = [b for b in ("x4", *sorted(k for k in row if re.fullmatch(r"readout=[^_]+", str(k))))
                   if row.get(f"{b}_runs") and isinstance(row.get(b), str)]
@@ -291,15 +291,15 @@ def part_cells(result: protocol.PartResult, labels: Sequence[str], row: Mapping[
                units: Mapping[str, str]) -> dict[str, str]:
     """One part's cells of the component table (every cell whole: nothing is cut)."""
     label = f"{', '.join(labels)} {_task_code(result.spec)}"
-    effect = (f"{_num(result.effect)} [{_num(result.lo95)}, {_num(result.hi95)}], δ {result.spec['delta']:g} "
-              f"({_units(result, units)})" if not math.isnan(result.effect) else "no interval")
+    effect = (f"{_num(result.effect)} [{_num(result.lo95)}, {_num(result.hi95)}]; δ {result.spec['delta']:g}; "
+              f"{_units(result, units)}" if not math.isnan(result.effect) else "no interval")
     why, decide = what_would_decide(result) if result.spec["role"] == "deciding" else ("", "")
     return {"part": f"{label}: {hypothesis(result.spec)}", "effect": effect, "verdict": _verdict_text(result),
             "holds": holds_under(result, row) if result.spec["role"] == "deciding" else "–",
             "decide": f"{why} → {decide}" if why else "–"}
 
 
-COLUMNS = {"part": "part: hypothesis", "effect": "effect d [95% interval], δ (units)", "verdict": "verdict",
+COLUMNS = {"part": "part: hypothesis", "effect": "effect d [95% interval]; δ; units", "verdict": "verdict",
            "holds": "holds under", "decide": "if undecided: why → what would decide it"}
 
 
