@@ -145,12 +145,15 @@ def seeds_needed(effect: float, sd: float, one_sided_alpha: float, power: float 
 def _at_floor(result: protocol.PartResult) -> str:
     """Why both arms sit at their floor, or ''."""
     spec, delta = result.spec, float(result.spec["delta"])
+    shown = next((x for x in result.reasons if "cannot show δ" in x), "")  # the analysis's resolution rule, whole
+    if shown:
+        return shown
+    floor = next((x for x in result.reasons if "within δ of the floor" in x), "")
+    if floor:
+        return floor.split(": ", 1)[-1]  # the no-power clause without its name
     resolution = getattr(result, "resolution", None)
     if resolution is not None and not math.isnan(resolution) and resolution < delta:
         return f"the largest effect this measurement can show is {resolution:.3g}, below δ = {delta:g}"
-    floor = next((x for x in result.reasons if "within δ of the floor" in x or "cannot show δ" in x), "")
-    if floor:
-        return floor.split(": ", 1)[-1]
     if str(spec["value"]) in ("error", "absent_error") and max(result.mean_a, result.mean_b) < delta:
         return f"both arms within δ of 0 error ({_num(result.mean_a)}, {_num(result.mean_b)})"
     return ""
@@ -180,7 +183,7 @@ def what_would_decide(result: protocol.PartResult) -> tuple[str, str]:
         return floor, "a harder task (not more seeds)"
     blown = next((r for r in result.reasons if "blown-up" in r), "")
     if blown:
-        return blown.split(": ", 1)[-1], "an lr at which no seed blows up (the part decided without them agrees)"
+        return blown, "an lr at which no seed blows up (the part decided without them agrees)"
     names = [r.split(":")[0] for r in result.reasons]
     if result.test_alone in (protocol.SUPPORTED, protocol.CONTRADICTED):
         failed = [n for n in names if n in REMEDIES]
@@ -252,6 +255,12 @@ def _label(result: protocol.PartResult) -> str:
     return f"{result.spec['claim']}{_letter(result.spec)}"
 
 
+def _names(result: protocol.PartResult) -> set[str]:
+    """The ways ``shared_with`` may name this part: ``C12 (a) W_V (M5) …`` (claim and part name,
+    as :func:`analysis.verdicts.decide_parts` writes it) or ``C12(a)``."""
+    return {f"{result.spec['claim']} {result.spec['name']}", _label(result)}
+
+
 def merge_shared(results: Sequence[protocol.PartResult]) -> list[tuple[protocol.PartResult, list[str]]]:
     """``[(result, labels of every claim part it stands for)]``: a comparison built from the same
     trials is listed once, naming each claim it bears on (issue 45 item 2, *one comparison,
@@ -262,8 +271,8 @@ def merge_shared(results: Sequence[protocol.PartResult]) -> list[tuple[protocol.
         key, shared = _key(r), set(getattr(r, "shared_with", ()) or ())
         hit = index.get(key)
         if hit is None:
-            hit = next((i for i, (o, labels) in enumerate(out) if _label(r) in set(getattr(o, "shared_with", ()) or ())
-                        or shared & set(labels)), None)
+            hit = next((i for i, (o, _) in enumerate(out) if _names(r) & set(getattr(o, "shared_with", ()) or ())
+                        or shared & _names(o)), None)
         if hit is not None:
             out[hit][1].append(_label(r))
             continue

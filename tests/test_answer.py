@@ -105,7 +105,16 @@ def test_what_would_decide_follows_its_rules_in_order():
                        0.0, test="equivalence", value="steps_to_0.003", delta=0.1, mean=(0.1, 0.1),
                        reasons=["inconclusive: the measurement cannot show δ"])
     resolution.resolution = 0.0333
-    assert answer.what_would_decide(resolution)[1] == "a harder task (not more seeds)"
+    assert answer.what_would_decide(resolution) == ("inconclusive: the measurement cannot show δ",
+                                                    "a harder task (not more seeds)")
+    resolution.reasons = []  # no rule fired, but the measurement's resolution is below δ
+    assert answer.what_would_decide(resolution) == ("the largest effect this measurement can show is 0.0333, below "
+                                                    "δ = 0.1", "a harder task (not more seeds)")
+    blown = _part("C9", "(T3f′)", "coordwise", "softmax", INCONCLUSIVE, -0.129, -0.519, 0.262, value="auc",
+                  reasons=["decided by 4 blown-up runs: without seeds 1002, 1005 d = 0.175 [0.17, 0.18]"])
+    assert answer.what_would_decide(blown) == ("decided by 4 blown-up runs: without seeds 1002, 1005 d = 0.175 "
+                                               "[0.17, 0.18]", "an lr at which no seed blows up (the part decided "
+                                               "without them agrees)")
     at_margin = _part("C10", "(T4a)", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, 0.0204,
                       0.0138, 0.027, test="equivalence", sides=1)
     assert answer.what_would_decide(at_margin) == (
@@ -124,7 +133,7 @@ def test_a_comparison_shared_by_two_claims_is_listed_once_naming_both():
     assert _row(table, "W_V").startswith("| W_V | C8(b), C12(a) T3d: `value` lower than `softmax` | 0.0396 ")
     assert _row(table, "W_V").count("<br>") == 0
     c12.effect = 0.04  # numbers differ (e.g. a rounding elsewhere), but the analysis says the trials are shared
-    c12.shared_with = ("C8(b)",)
+    c12.shared_with = (f"C8 {c8.spec['name']}",)  # as analysis.verdicts names it
     assert answer.merge_shared([c8, c12])[0][1] == ["C8(b)", "C12(a)"]
     assert _row(table, "positions") == ("| positions | not measured: no registered part compares arms that differ "
                                         "by it | – | – | – | – |")
