@@ -7,7 +7,7 @@ its frozen lr) the arm's seeds, sorted, are split into two disjoint halves (the 
 the next ⌊n/2⌋; an odd seed out is left out), paired in order, relabelled as two arms and
 decided by :func:`analysis.protocol.decide_part` with the deciding part's own value, task and
 readout. Every deciding part's arms on each block give one comparison each; a comparison built
-from the same runs as another (a shared arm) counts once.
+from the same trials as another (a shared arm, or one trial in two ablations) counts once.
 
 * **Difference rule** (paired 95% t-interval against 0): the rate of *decisive* labels
   (supported or contradicted) on same-vs-same comparisons, against the nominal 5%.
@@ -92,6 +92,15 @@ def _one_lr(block: pd.DataFrame, task: str, arm: str) -> pd.DataFrame:
     return chosen[chosen["lr_chosen"].notna()].drop(columns=["lr_chosen", "lr_grid", "lr_ties", "lr_eligible"])
 
 
+def _identity(frame: pd.DataFrame | None) -> tuple | None:
+    """What makes two same-vs-same frames one comparison: their runs' ``trial_id`` (one trial can
+    stand in two ablations' runs, e.g. W_V on T3d for C8(b) and C12(a)), else ``run_id``."""
+    if frame is None:
+        return None
+    column = next((c for c in ("trial_id", "run_id") if c in frame and frame[c].notna().all()), None)
+    return tuple(sorted(frame[column].astype(str))) if column else None
+
+
 def comparisons(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
                 parts: Sequence[protocol.PartResult]) -> pd.DataFrame:
     """One row per same-vs-same comparison and rule: ``task``, ``arm``, ``block``, ``rule``,
@@ -112,7 +121,7 @@ def comparisons(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFra
                 for arm in dict.fromkeys([spec["a"], chosen_b.get((spec["claim"], spec["name"]), spec["b"])]):
                     frame = halves(_one_lr(blocks.get(block_name, pd.DataFrame()), spec["task"], arm)) \
                         if not blocks.get(block_name, pd.DataFrame()).empty else None
-                    ids = tuple(sorted(frame["run_id"].astype(str))) if frame is not None and "run_id" in frame else None
+                    ids = _identity(frame)
                     if frame is None or (ids, spec["value"]) in seen:
                         continue
                     seen.add((ids, spec["value"]))

@@ -156,7 +156,7 @@ def _runs(second_offset: float, pairing_noise: float = 0.0) -> pd.DataFrame:
                                                       "test/uniform_rel_mse": 0.7})
     df["val/best_error"] = df["test/rel_mse"] = df.pop("error")
     df = stats.add_error(df)
-    df["run_id"] = [f"r{i}" for i in range(len(df))]
+    df["run_id"] = df["trial_id"] = [f"r{i}" for i in range(len(df))]
     return df
 
 
@@ -172,6 +172,8 @@ def test_same_vs_same_pairs_disjoint_halves_in_order_and_shifts_by_delta():
     assert list(confirm.index) == list(calibration.RULES[:2]) + list(calibration.RULES[1:])
     assert list(confirm) == [SUPPORTED, CONTRADICTED, CONTRADICTED, CONTRADICTED]
     assert len(table[table["block"] == "exploratory"]) == 4  # 5 seeds at the chosen lr: 2 pairs
+    twice = {"x": _runs(0.05, 1e-4), "y": _runs(0.05, 1e-4).assign(run_id=lambda d: "y" + d["run_id"])}
+    assert len(calibration.comparisons({"x": CONF, "y": CONF}, twice, [])) == len(table)  # one trial, two ablations
     same = calibration.comparisons({"x": CONF}, {"x": _runs(0.0, 0.001)}, [])
     labels = same[same["block"] == "confirmation"].set_index("rule")["label"]
     assert labels[calibration.RULES[0]] == INCONCLUSIVE  # nothing differs: not decisive
