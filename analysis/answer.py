@@ -93,7 +93,9 @@ TERMS = ("**Terms.** d = value(b) − value(a) per seed, at each arm's lr chosen
          "supported because its positive control (a pair known to differ) is not contradicted by the same "
          "test, or both arms sit within δ of their floor; *floor*: the lowest error the arms can reach "
          "there (0, or a named arm's error); *half-width*: half the length of the 95% interval. "
-         "*Holds under*: the verdict of the same part rerun at ×4 steps and under the other readouts.")
+         "*Holds under*: the verdict of the same part rerun at ×4 steps (four times the step budget) and under "
+         "the other readouts of a token task (*scaled*: β Eᵀ f(X) with one learned temperature β; *tied*: Eᵀ f(X); "
+         "*learned*: U f(X)).")
 
 
 def _letter(spec: Mapping[str, Any]) -> str:
