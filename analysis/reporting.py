@@ -20,7 +20,7 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import phases, prose, protocol, stability, stats
+from analysis import answer, calibration, phases, prose, protocol, stability, stats, trail
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
 from analysis.confirm import FROZEN, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of, write_frozen
@@ -533,14 +533,16 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     stab = verdicts_of.stability_frame(configs, runs, longer)
     verdicts_of.annotate(parts, stab)  # each part's conditions (readouts, ×4) travel with its verdict
     claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
+    opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, runs, longer, shown, parts, stab)
     sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name)
     n_longer = sum(len(d) for d in longer.values())
     health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
+    header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
+                                           len(configs)), folder, processor_line(runs, longer))
     lines = [
-        *_header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
-                                       len(configs)), folder, processor_line(runs, longer)),
+        *header[:2], *opening, *header[2:],  # the answer first, then the provenance (issue 45 item 1)
         *_completeness(runs, planned(bundle)),
         *([f"**This is a check of the path at scale `{cfg.scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
@@ -550,6 +552,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         "| claim | statement | deciding parts | verdict | why |", "|---|---|---|---|---|",
         *claims["claim_rows"], "",
         *_stability(stab, folder),
+        *calibrated,
         '## <a id="checks"></a>Checks (exact identities: implementation checks, not evidence)', "",
         "| claim | statement | checks | status |", "|---|---|---|---|", *claims["check_rows"], "",
         "## Parts by role, verdict and reason", "", *_summary_table(parts),
@@ -568,6 +571,21 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(_for_reader("\n".join(lines) + "\n", cfg.scale, out))
     return claims["shown"]
+
+
+def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame],
+                  longer: dict[str, pd.DataFrame], shown: dict[str, pd.DataFrame],
+                  parts: list[protocol.PartResult], stab: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The report's opening (:func:`analysis.answer.section`) and its calibration section
+    (:mod:`analysis.calibration`)."""
+    units = {str(t): str(n) for df in shown.values() if "error_name" in df
+             for t, n in df.groupby("task")["error_name"].first().items()}
+    scale = (f"n_train up to {cfg.scale.n_train_max} and {cfg.scale.steps} steps per trial "
+             f"(×{int(cfg.report.budget_factor)} in the budget reruns)")
+    opening = answer.section(parts, stab, _reregistered(configs), trail.processors(runs, longer), units, scale)
+    table = calibration.comparisons(configs, runs, parts)
+    return opening, ["## Calibration: how often the rules decide when nothing differs", "",
+                     *calibration.report_lines(table)]
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
