@@ -91,6 +91,10 @@ class Queue:
         """Stop here if the sweep says so (an interrupt), or if this driver lost its lease."""
         if self.should_stop():
             raise KeyboardInterrupt("interrupt requested")
+        self._check_lease()
+
+    def _check_lease(self) -> None:
+        """Raise :class:`harness.leases.LeaseLost` if a write or a read found the lease lost."""
         leases = getattr(self.tracker, "leases", None)
         reason = self.writer.lost or (leases.lost if leases is not None else None)
         if reason is not None:
@@ -215,6 +219,7 @@ class Queue:
             self.writer.end_run(sweep.summary.parent_id, status)
             self.writer.flush()
             self.open_parents.remove(sweep)
+        self._check_lease()  # a lost lease: no summary either (it would write into the closed parent)
         if self.on_done is not None:
             with tqdm.external_write_mode():  # the progress bar is still open: print below it
                 self.on_done(sweep.summary.ablation, sweep.summary)
