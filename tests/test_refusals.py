@@ -98,3 +98,42 @@ def test_a_report_runs_that_is_no_bundle_exits_2(hydra_conf, no_suite, tmp_path,
     err = _refused(capsys, lambda: no_suite.generate(cfg, []))
     assert f"report.runs='{path}' cannot be read as a results bundle" in err
     assert not (tmp_path / "mlflow.db").exists()
+
+
+NAN_TASK = '''
+import torch
+from tasks.base import Batch, RegressionTask
+
+
+class NanTargets(RegressionTask):
+    """Targets with a NaN in one example in eight (a user's bug in sample())."""
+
+    def __init__(self, cfg, dtype=torch.float32):
+        super().__init__(cfg, dtype)
+        self.d = 4
+        self.set_lengths([3])
+
+    def sample(self, g, size, n):
+        x = torch.randn(size, n, self.d, generator=g, dtype=self.dtype)
+        y = x.clone()
+        y[::8, 0, 0] = float("nan")
+        return Batch(x=x, y=y)
+'''
+
+
+def test_a_task_whose_data_is_not_finite_is_refused_by_the_preflight(hydra_conf, tmp_path, monkeypatch):
+    """Before: trained on, reported as "diverged", exit status 0, no word about the data."""
+    from harness.expansion import SweepError, compose_trial
+    from harness.validate import preflight
+
+    (tmp_path / "wt47_nan_task.py").write_text(NAN_TASK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    trial = compose_trial(["task=external", "task.target=wt47_nan_task:NanTargets", "task.n_train=16",
+                           "task.n_val=8", "task.n_test=8"], [])
+    with pytest.raises(SweepError) as err:
+        preflight([trial], "cpu")
+    message = str(err.value)
+    assert "not finite" in message and "the data, not the training, is at fault" in message
+    assert len(message.splitlines()) == 1
+    good = compose_trial(["task.n_train=16", "task.n_val=8", "task.n_test=8"], [])
+    preflight([good], "cpu")  # a task of the paper passes
