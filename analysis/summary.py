@@ -121,7 +121,7 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
     from harness.tracking import Tracker  # MLflow: the figures are logged to the parent run
 
     tracker = Tracker(store)
-    paths = reuse.write_once(df, out_dir, **how) if not df.empty else []
+    paths = _draw(ablation, df, out_dir, how) if not df.empty else []
     table = report(df, out_dir) if not df.empty else None
     stamp = out_dir / reuse.STAMP
     for path in [*paths, *([table] if table else []), *([stamp] if paths else [])]:
@@ -135,6 +135,20 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
           f"browse: {ui_link(store, info.experiment_id)}")
 
 
+def _draw(ablation: str, df: pd.DataFrame, out_dir: Path, how: dict[str, Any]) -> list[Path]:
+    """The figures (:func:`analysis.reuse.write_once`); one that fails to draw after every trial
+    finished is one warning line, not the sweep's failure: the trials are recorded, the exit
+    status stays theirs, and ``python -m analysis`` redraws the figures. Returns the files
+    written (none if drawing failed)."""
+    try:
+        return reuse.write_once(df, out_dir, **how)
+    except Exception as err:  # noqa: BLE001 - any drawing error: the trials' results stand
+        why = (str(err).strip().splitlines() or [""])[0]
+        print(f"warning: the figures of {ablation!r} were not drawn ({type(err).__name__}: {why}); the trials "
+              f"are recorded; python -m analysis +ablation={ablation} redraws them", file=sys.stderr)
+        return []
+
+
 def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, out_dir: Path) -> None:
     """:func:`summarise` of a no-op resume: nothing is written to the store."""
     from harness.store import experiments
@@ -146,7 +160,7 @@ def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, o
         if found:
             plot = f"{found[0]}/{PLOT}" if PLOT in found[1] else None
         else:
-            paths = reuse.write_once(df, out_dir, **how)
+            paths = _draw(ablation, df, out_dir, how)
             plot = str(out_dir / PLOT) if out_dir / PLOT in paths else None
         report(df, out_dir)
     if plot:
