@@ -23,7 +23,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence
+from typing import Callable, ContextManager, Optional, Sequence
 
 from tqdm import tqdm
 
@@ -292,7 +292,8 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
 
 def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, tracker: Tracker,
                cli: list[str], force: bool = False, on_done: OnDone = None,
-               should_stop: Callable[[], bool] = _never) -> list[SweepSummary]:
+               should_stop: Callable[[], bool] = _never,
+               closing: Callable[[], ContextManager] = contextlib.nullcontext) -> list[SweepSummary]:
     """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
     on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
     one :class:`SweepSummary` per ablation, in the order given.
@@ -310,6 +311,9 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     the running trials are cancelled, their runs and the open parent runs are closed as KILLED,
     and ``KeyboardInterrupt`` propagates; everything that finished stays recorded.
 
+    ``closing()``: the context the runs are closed in (the sweep's: a second signal does not
+    cut the closing short, :func:`harness.signals.closing`).
+
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
     the rounds of a suite so that Ray starts once.
 
@@ -325,7 +329,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
         queue.run(scheduler)
         ok = True
     finally:
-        queue.close(ok)  # raises TrackingError if a write failed
+        with closing() if not ok else contextlib.nullcontext():
+            queue.close(ok)  # raises TrackingError if a write failed
     return [s.summary for s in queue.ablations]
 
 

@@ -161,7 +161,7 @@ class Sweep:
             self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
             tracker = Tracker(self.store, self.lease_s)
             return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
-                              on_done=done, should_stop=self.should_stop)
+                              on_done=done, should_stop=self.should_stop, closing=signals.closing)
 
     def _stop_point(self) -> None:
         if self.stop.is_set():
@@ -187,8 +187,13 @@ class Sweep:
         sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
         if not (isinstance(stop, KeyboardInterrupt) or sigterm or self.stop.is_set()):
             return
-        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
-              "recorded, and the same command resumes", file=sys.stderr)
+        if signals.CLOSING.cut:  # a third signal cut the closing short: say what it left
+            print("interrupted while closing: some runs of this sweep may stay RUNNING until their lease "
+                  "(tracking.lease_s) expires, when the next invocation closes them; finished ones are "
+                  "recorded, and the same command resumes", file=sys.stderr)
+        else:
+            print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+                  "recorded, and the same command resumes", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
