@@ -224,6 +224,14 @@ class Ahead:
                     raise KeyboardInterrupt("interrupt requested")
 
 
+RAY_START_TRIES = 2  # ray.init of a local instance: a start-up timeout is tried once more
+
+
+class RayStartError(RuntimeError):
+    """Ray's local instance did not start (it timed out at start-up on every try): exit status
+    1, nothing run or recorded (:meth:`RayScheduler._start_local`)."""
+
+
 class SerialScheduler:
     """Trials one after another in the driver process (``cluster=serial``)."""
 
@@ -287,9 +295,7 @@ class RayScheduler:
                       file=sys.stderr)
             # "local": always a new instance, never one that `ray start` left on this machine;
             # its workers at cluster.worker_niceness, not Ray's 15 (harness/config.py says why)
-            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False,
-                     _system_config={"worker_niceness": self.cfg.worker_niceness})
+            self._start_local()
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
             total = ray.cluster_resources()
@@ -299,6 +305,35 @@ class RayScheduler:
         self._check_feasible()
         self._warm()
         return self
+
+    def _start_local(self) -> None:
+        """``ray.init`` of a new local instance; where it times out at start-up (Ray waits 30 s
+        for its raylet: on a loaded machine it sometimes needs more, and a minute later the same
+        command works) the half-started instance is shut down and started once more; nothing
+        has been recorded yet, so the retry is safe.
+
+        Raises:
+            RayStartError: it timed out twice: one line naming the cause and what to do.
+        """
+        import ray
+
+        for attempt in range(1, RAY_START_TRIES + 1):
+            try:
+                ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False,
+                         _system_config={"worker_niceness": self.cfg.worker_niceness})
+                return
+            except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this
+                if "timed out during startup" not in str(err):
+                    raise
+                ray.shutdown()  # the processes it did start
+                if attempt == RAY_START_TRIES:
+                    raise RayStartError(
+                        f"Ray's local instance did not start ({attempt} tries, each waiting 30 s for its "
+                        "raylet: the machine is too busy); nothing was run or recorded: run the same "
+                        "command again when the load is lower, or with cluster=serial (no Ray)") from None
+                print(f"Ray's local instance timed out at start-up (a busy machine); starting it once more",
+                      file=sys.stderr)
 
     def _warm(self) -> None:
         """Start one worker per slot now, so that while the driver plans and claims, each

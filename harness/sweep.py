@@ -11,7 +11,8 @@ finished ones stay recorded, and the process ends with exit status 130. Only thi
 the flag: the scheduler and the queue get its ``should_stop`` callable.
 
 Exit status (:meth:`Sweep.main`): 0 every trial finished; 1 some trial failed, or some of the
-sweep is not recorded (a failed write, a lost lease); 2 bad input (nothing run or recorded);
+sweep is not recorded (a failed write, a lost lease), or Ray's local instance timed out at
+start-up twice (a busy machine: :class:`harness.scheduler.RayStartError`); 2 bad input (nothing run or recorded);
 130 interrupted.
 """
 
@@ -28,7 +29,7 @@ from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
 from harness.records import SweepSummary, TrackingError, Trial
 from harness.console import print_summary
-from harness.scheduler import make_scheduler
+from harness.scheduler import RayStartError, make_scheduler
 from harness.store import Store, check_experiments, check_store, experiments, finished_ids, has_running
 from harness.validate import check_cluster, preflight
 
@@ -209,7 +210,7 @@ class Sweep:
             return _error(err, 2)
         try:
             any_failed = self.run(after)
-        except TrackingError as err:  # the sweep ran, but some of it is not recorded
+        except (TrackingError, RayStartError) as err:  # not recorded; or Ray did not start (busy)
             return _error(err, 1)
         except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
             return _error(err, 2)
