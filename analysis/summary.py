@@ -130,7 +130,7 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
         tracker.client.set_tag(parent, STAMP_TAG, reuse.read_stamp(stamp.read_text())[0])
     info = tracker.client.get_run(parent).info
     if any(p.name == PLOT for p in paths):
-        print(f"plot: {info.artifact_uri}/{PLOT}")
+        print(f"plot: {_shown(out_dir / PLOT)} (logged to the parent run: {info.artifact_uri}/{PLOT})")
     print(f"records: {store.uri} (experiment {ablation!r}, parent run {parent})\n"
           f"browse: {ui_link(store, info.experiment_id)}")
 
@@ -205,6 +205,23 @@ def _stamped_mlflow(store_uri: str, experiment_id: str, key: str) -> list[tuple[
     return found
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it (``outputs/…``, as the
+    README names the folder), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def mlflow_command() -> str:
+    """The ``mlflow`` that runs as printed: the one beside this Python (a venv's
+    ``.venv/bin/mlflow``, relative to the working directory where it lies below it, as the
+    README gives it), else ``mlflow`` (on PATH)."""
+    beside = Path(sys.executable).parent / "mlflow"
+    return _shown(beside) if beside.is_file() else "mlflow"
+
+
 def ui_link(store: Store, experiment_id: str) -> str:
     """Where the MLflow UI shows an experiment's training runs (MLflow 3 opens its GenAI pages
     unless the URL asks for ``workflowType=machine_learning``), in the saved view whose columns
@@ -218,4 +235,4 @@ def ui_link(store: Store, experiment_id: str) -> str:
     if store.artifact_root is None:  # a tracking server serves the UI itself
         return f"{store.uri}/{page}"
     env = " ".join(f"{key}={value}" for key, value in UI_ENV.items())
-    return f"{env} mlflow ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"
+    return f"{env} {mlflow_command()} ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"

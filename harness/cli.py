@@ -321,15 +321,25 @@ def take_sweeps(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return [argv[0], *rest], sweeps
 
 
+def _sentences(text: str, most: int) -> str:
+    """``text`` cut to at most about ``most`` characters at the end of a sentence, or, where its
+    first sentence is longer, at a word, with "…" (``--help`` never ends a question mid-way)."""
+    if len(text) <= most:
+        return text
+    ends = [i + 1 for i, c in enumerate(text[:most]) if c in ".?!" and (i + 1 == len(text) or text[i + 1] == " ")]
+    if ends:
+        return text[:ends[-1]]
+    return textwrap.shorten(text, most - 2, placeholder=" …")
+
+
 def help_text(usage: str, conf: Path = CONF) -> str:
     """``usage``, then every ablation with its question and every group with its options."""
     out = [usage, "Ablations (+ablation=NAME):"]
     width = max(len(name) for name in options("ablation", conf))
     for name in options("ablation", conf):
-        question = ablation_question(name, conf)
-        wrapped = textwrap.wrap(question, 98 - width) or [""]
+        wrapped = textwrap.wrap(_sentences(ablation_question(name, conf), 3 * (98 - width)), 98 - width) or [""]
         out.append(f"  {name:<{width}}  {wrapped[0]}")
-        out += [f"  {'':<{width}}  {line}" for line in wrapped[1:3]]
+        out += [f"  {'':<{width}}  {line}" for line in wrapped[1:]]
     out += ["", "Config groups (GROUP=OPTION; any key as KEY=VALUE, e.g. train.max_steps=50 seed=3):"]
     for group in groups(conf):
         if group != "ablation":

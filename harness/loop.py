@@ -85,6 +85,7 @@ class Queue:
         self.writer = TrackingWriter(tracker)  # per-trial writes on a writer thread
         self.bar: Optional[tqdm] = None
         self.n_failed = 0  # outcomes with an error so far (the progress bar's count)
+        self.n_elsewhere = 0  # trials skipped as another invocation's (the progress bar's count)
         self.waiting: list[_Ablation] = []  # done here, some trials still run by another invocation
 
     def _safe_point(self) -> None:
@@ -172,7 +173,8 @@ class Queue:
         if run_id is None:  # another invocation runs or finished it
             sweep.summary.n_elsewhere += 1
             sweep.elsewhere.append(trial.trial_id)
-            self.bar.update(1)
+            self.n_elsewhere += 1
+            self._tick()
             self._back(sweep)
             return False
         self.running[id(trial)] = run_id
@@ -192,11 +194,18 @@ class Queue:
         old = sweep.finished.get(outcome.trial.trial_id, []) if self.force else []
         sweep.recorded.append((outcome, self.writer.finish_trial(self.running[key], outcome, old)))
         del self.running[key]  # after: an interrupt mid-way closes it KILLED
-        self.bar.update(1)
         self.n_failed += outcome.error is not None
-        self.bar.set_postfix(done=self.bar.n - self.n_failed, failed=self.n_failed,
-                             remaining=self.bar.total - self.bar.n)
+        self._tick()
         self._back(sweep)
+
+    def _tick(self) -> None:
+        """One more trial back (recorded, or another invocation's): the bar's count and its
+        parts, which add up to it (done + failed + elsewhere = the count)."""
+        self.bar.update(1)
+        parts = dict(done=self.bar.n - self.n_failed - self.n_elsewhere, failed=self.n_failed)
+        if self.n_elsewhere:
+            parts["elsewhere"] = self.n_elsewhere
+        self.bar.set_postfix(**parts, remaining=self.bar.total - self.bar.n)
 
     def end(self, sweep: _Ablation) -> None:
         """The ablation's last trial is back: tally it, close its parent (FAILED if a record

@@ -5,6 +5,8 @@ sweeps and the search path ``python -m harness`` takes."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -72,9 +74,13 @@ def test_the_printed_ui_command_is_the_readmes_and_a_server_gives_its_own_page()
     from harness.store import Store
 
     page = f"#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
-    assert ui_link(Store("sqlite:////data/mlflow.db", "/data/mlartifacts"), "3") == (
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri sqlite:////data/mlflow.db "
-        f"--port 5000, then http://127.0.0.1:5000/{page}")
+    line = ui_link(Store("sqlite:////data/mlflow.db", "/data/mlartifacts"), "3")
+    env, mlflow, rest = line.split(" ", 2)
+    assert env == "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" and rest == (
+        f"ui --backend-store-uri sqlite:////data/mlflow.db --port 5000, then http://127.0.0.1:5000/{page}")
+    # the venv's mlflow (issue 47: a bare `mlflow` fails outside the venv), as the README's command
+    assert (Path(mlflow) if Path(mlflow).is_absolute() else Path.cwd() / mlflow).is_file()
+    assert Path(mlflow).parent.samefile(Path(sys.executable).parent)
     assert ui_link(Store("http://mlflow.example:5000", None), "3") == f"http://mlflow.example:5000/{page}"
 
 
