@@ -227,9 +227,36 @@ class Ahead:
 RAY_START_TRIES = 2  # ray.init of a local instance: a start-up timeout is tried once more
 
 
+# the longest folder for Ray's session files whose socket paths (…/session_<date>_<pid>/sockets/
+# …) stay within AF_UNIX's 107 bytes: a TMPDIR of up to 32 characters, plus "/ray"
+RAY_TEMP_MAX = 36
+
+
 class RayStartError(RuntimeError):
-    """Ray's local instance did not start (it timed out at start-up on every try): exit status
-    1, nothing run or recorded (:meth:`RayScheduler._start_local`)."""
+    """Ray's local instance did not start (it timed out at start-up on every try, or it has no
+    short temporary folder): exit status 1, nothing run or recorded
+    (:meth:`RayScheduler._start_local`)."""
+
+
+def ray_temp_dir() -> Optional[str]:
+    """The folder for a local Ray instance's session files: None (Ray's own, ``$RAY_TMPDIR`` or
+    ``$TMPDIR`` or ``/tmp``, plus ``/ray``) where that is at most :data:`RAY_TEMP_MAX` bytes,
+    else ``/tmp/ray-<uid>``: a per-job ``TMPDIR`` of a Slurm site (often longer) made Ray refuse
+    its socket path ("AF_UNIX path length cannot exceed 107 bytes") in a 37-line traceback.
+
+    Raises:
+        RayStartError: the default is too long and ``/tmp`` cannot be written (one line).
+    """
+    from ray._common.utils import get_default_ray_temp_dir
+
+    default = get_default_ray_temp_dir()
+    if len(default.encode()) <= RAY_TEMP_MAX:
+        return None
+    if not os.access("/tmp", os.W_OK | os.X_OK):
+        raise RayStartError(f"Ray's temporary folder {default} is too long for its sockets (at most "
+                            f"{RAY_TEMP_MAX} bytes) and /tmp cannot be written: set RAY_TMPDIR to a short "
+                            "writable folder (e.g. RAY_TMPDIR=/dev/shm/$USER)")
+    return f"/tmp/ray-{os.getuid()}"
 
 
 class SerialScheduler:
@@ -320,7 +347,7 @@ class RayScheduler:
         for attempt in range(1, RAY_START_TRIES + 1):
             try:
                 ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False,
+                         log_to_driver=False, configure_logging=False, _temp_dir=ray_temp_dir(),
                          _system_config={"worker_niceness": self.cfg.worker_niceness})
                 return
             except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this

@@ -56,3 +56,24 @@ def test_a_second_timeout_is_one_line_and_exit_status_1(fake_ray, hydra_conf, tm
     assert "Traceback" not in text
     err = [line for line in text.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "Ray's local instance did not start" in err[0] and "cluster=serial" in err[0]
+
+
+def test_a_long_tmpdir_gets_a_short_ray_folder(fake_ray, monkeypatch):
+    """A Slurm job's TMPDIR of more than 32 characters: before, Ray refused its socket path
+    (AF_UNIX path length cannot exceed 107 bytes) in a 37-line traceback."""
+    import os
+
+    import ray
+
+    from harness.scheduler import ray_temp_dir
+
+    seen = {}
+    fake_ray["fails"] = 0
+    monkeypatch.setattr(ray, "init", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", "/scratch/local/slurm-job-123456789/tmp-of-this-job")
+    RayScheduler(ClusterConfig(scheduler=SchedulerKind.local))._start_local()
+    assert seen["_temp_dir"] == f"/tmp/ray-{os.getuid()}"
+    assert len(seen["_temp_dir"]) + 80 < 107
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    assert ray_temp_dir() is None  # a short one: Ray's own choice
