@@ -1,8 +1,11 @@
 """What the command lines do before anything heavy is imported: ``--help``, and a check of every
 config-group choice (``model=…``, ``task=…``, ``+ablation=…``) against the files in ``conf/`` and
 of every key of a schema-backed node (``train.max_steps``, ``seed``, with or without ``+``)
-against its dataclass, with "did you mean" for a misspelling. Imports only the standard library and Hydra's override
-parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow.
+against its dataclass, with "did you mean" for a misspelling, and of ``ablation.name`` (UTF-8, at
+most MLflow's 500 characters). Imports only the standard library, PyYAML and Hydra's override
+parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow; only
+a ``task.KEY``/``model.KEY`` override loads the task and model registries (torch) to read the
+presets' schemas.
 
 The dataclass schemas that Hydra's ConfigStore keeps in the same groups (``attention_schema``) are
 bases of the presets, not choices, and are never listed.
