@@ -178,7 +178,9 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
 
     summary.summarise("unit", trials, store, parent.info.run_id, tmp_path / "sweep")
     recorded = f"{parent.info.artifact_uri}/sample_efficiency.png"
-    assert drawn == [tmp_path / "sweep"] and f"plot: {recorded}\n" in capsys.readouterr().out
+    # the file the README names (outputs/… of the sweep's folder), and where the store keeps it
+    shown = f"plot: {tmp_path / 'sweep' / 'sample_efficiency.png'} (logged to the parent run: {recorded})\n"
+    assert drawn == [tmp_path / "sweep"] and shown in capsys.readouterr().out
     logged = {f.path for f in tracker.client.list_artifacts(parent.info.run_id)}
     assert {reuse.STAMP, "sample_efficiency.png"} <= logged
     assert tracker.client.get_run(parent.info.run_id).data.tags[summary.STAMP_TAG] == \
