@@ -106,8 +106,9 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
 
     A sweep that recorded trials draws into ``out_dir`` and logs every file, with the stamp of
     :mod:`analysis.reuse`, as artifacts of its parent run ``parent``, which it tags
-    :data:`STAMP_TAG`; the printed plot location is its artifact URI in the store (under a Ray
-    job, ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent``
+    :data:`STAMP_TAG`; the printed plot location is, on a file store, the file in ``out_dir``
+    (``outputs/…``, as the README names it) and its logged copy, on a server its artifact URI
+    in the store (under a Ray job, ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent``
     empty: every trial had finished, no run was written) writes nothing to the store: it prints
     the table (written to ``out_dir``) and the figures of the latest parent run stamped with the
     same digest (:func:`recorded_figures`), or, where none is (e.g. a run changed since), draws
@@ -129,8 +130,10 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
     if paths:  # last: the tag promises that the stamp and every file it lists are logged
         tracker.client.set_tag(parent, STAMP_TAG, reuse.read_stamp(stamp.read_text())[0])
     info = tracker.client.get_run(parent).info
-    if any(p.name == PLOT for p in paths):
-        print(f"plot: {_shown(out_dir / PLOT)} (logged to the parent run: {info.artifact_uri}/{PLOT})")
+    if any(p.name == PLOT for p in paths):  # a file store: the outputs/ file the README names;
+        # a server: its artifact (under a Ray job, out_dir lies in the job's temporary folder)
+        print(f"plot: {_shown(out_dir / PLOT)} (logged to the parent run: {info.artifact_uri}/{PLOT})"
+              if store.artifact_root is not None else f"plot: {info.artifact_uri}/{PLOT}")
     print(f"records: {store.uri} (experiment {ablation!r}, parent run {parent})\n"
           f"browse: {ui_link(store, info.experiment_id)}")
 
