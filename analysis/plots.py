@@ -225,8 +225,7 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
         ax.set_title(f"{facet}\n{curves.describe_excluded(data[data['facet'] == facet], value)}",
                      fontsize=8)
     if legend:
-        with _layout_only_draws():
-            g.add_legend(legend_data=dict(legend), title=legend_title, label_order=list(legend))
+        _add_legend(g, legend, legend_title)
     where = " · ".join(p for p in (ablation, f"scale={scale}" if scale else None) if p)
     g.figure.suptitle(f"{where}: {title}" if where else title, fontsize=11,
                       y=1 + 0.3 / g.figure.get_figheight(), va="bottom")
@@ -238,6 +237,37 @@ def _finish(g: sns.FacetGrid, data: pd.DataFrame, title: str, caption: str, out:
     _save(g.figure, *paths)
     plt.close(g.figure)
     return paths
+
+
+LEGEND_WIDTH = 40  # characters per line of a legend entry: longer arm names wrap
+
+
+def _add_legend(g: sns.FacetGrid, legend: Mapping[str, Line2D], title: str) -> None:
+    """The figure legend beside the panels, each entry wrapped at :data:`LEGEND_WIDTH`
+    characters, so a legend fits whatever its labels' length (seaborn widens the figure by the
+    legend's width, and a legend wider than the figure asked ``subplots_adjust`` for a right edge
+    left of the left one: "left cannot be >= right", a finished sweep reported as failed).
+    Should it still not fit beside the panels, it goes below them."""
+    wrapped = {_wrap_label(label): line for label, line in legend.items()}
+    if len(wrapped) < len(legend):  # two labels alike in their shortened form: every line kept
+        wrapped = {_wrap_label(label, None): line for label, line in legend.items()}
+    try:
+        with _layout_only_draws():
+            g.add_legend(legend_data=wrapped, title=title, label_order=list(wrapped))
+    except ValueError:  # still wider than the figure can give it: below the panels instead
+        if g._legend is not None:
+            g._legend.remove()
+        g._legend = g.figure.legend(list(wrapped.values()), list(wrapped), title=title, loc="upper center",
+                                    bbox_to_anchor=(0.5, 0), frameon=False)
+
+
+def _wrap_label(label: str, most: int | None = 4) -> str:
+    """A legend label in lines of :data:`LEGEND_WIDTH` characters; over ``most`` lines, its
+    first two, "…" and its last (where the run counts and parameter counts stand)."""
+    lines = textwrap.wrap(label, LEGEND_WIDTH, break_on_hyphens=False) or [label]
+    if most is not None and len(lines) > most:
+        lines = [*lines[:2], "…", lines[-1]]
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

@@ -652,13 +652,17 @@ def _tag_blowups(uri: str, bundle: pd.DataFrame) -> None:
 
 def generate(cfg: DictConfig, cli: list[str]) -> None:
     """Run, export and write as :mod:`analysis.report` describes; prints each claim's verdict."""
+    from analysis.report_paths import check_out, read_runs
+
     out = _out_path(cfg)
+    check_out(out, cfg.report.out)  # before the suite: a path it cannot write ends it in one line
+    source_path = Path(cfg.report.runs or ".")
+    source_path = source_path if source_path.is_absolute() else Path.cwd() / source_path
+    given = read_runs(source_path, cfg.report.runs) if cfg.report.runs else None  # before composing
     bundle_path = out.with_suffix("") / "runs.csv.gz"
     suite_cfg, configs = _compose_suite(cfg.report.suite, cli)
-    if cfg.report.runs:
-        source_path = Path(cfg.report.runs)
-        source_path = source_path if source_path.is_absolute() else Path.cwd() / source_path
-        bundle = read_bundle(source_path)
+    if given is not None:
+        bundle = given
         source = f"the results bundle `{source_path.name}`"
     else:
         from harness.expansion import SweepError, expand_suite

@@ -106,8 +106,9 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
 
     A sweep that recorded trials draws into ``out_dir`` and logs every file, with the stamp of
     :mod:`analysis.reuse`, as artifacts of its parent run ``parent``, which it tags
-    :data:`STAMP_TAG`; the printed plot location is its artifact URI in the store (under a Ray
-    job, ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent``
+    :data:`STAMP_TAG`; the printed plot location is, on a file store, the file in ``out_dir``
+    (``outputs/…``, as the README names it) and its logged copy, on a server its artifact URI
+    in the store (under a Ray job, ``out_dir`` lies in Ray's temporary working directory). A no-op resume (``parent``
     empty: every trial had finished, no run was written) writes nothing to the store: it prints
     the table (written to ``out_dir``) and the figures of the latest parent run stamped with the
     same digest (:func:`recorded_figures`), or, where none is (e.g. a run changed since), draws
@@ -121,7 +122,7 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
     from harness.tracking import Tracker  # MLflow: the figures are logged to the parent run
 
     tracker = Tracker(store)
-    paths = reuse.write_once(df, out_dir, **how) if not df.empty else []
+    paths = _draw(ablation, df, out_dir, how) if not df.empty else []
     table = report(df, out_dir) if not df.empty else None
     stamp = out_dir / reuse.STAMP
     for path in [*paths, *([table] if table else []), *([stamp] if paths else [])]:
@@ -129,10 +130,26 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
     if paths:  # last: the tag promises that the stamp and every file it lists are logged
         tracker.client.set_tag(parent, STAMP_TAG, reuse.read_stamp(stamp.read_text())[0])
     info = tracker.client.get_run(parent).info
-    if any(p.name == PLOT for p in paths):
-        print(f"plot: {info.artifact_uri}/{PLOT}")
+    if any(p.name == PLOT for p in paths):  # a file store: the outputs/ file the README names;
+        # a server: its artifact (under a Ray job, out_dir lies in the job's temporary folder)
+        print(f"plot: {_shown(out_dir / PLOT)} (logged to the parent run: {info.artifact_uri}/{PLOT})"
+              if store.artifact_root is not None else f"plot: {info.artifact_uri}/{PLOT}")
     print(f"records: {store.uri} (experiment {ablation!r}, parent run {parent})\n"
           f"browse: {ui_link(store, info.experiment_id)}")
+
+
+def _draw(ablation: str, df: pd.DataFrame, out_dir: Path, how: dict[str, Any]) -> list[Path]:
+    """The figures (:func:`analysis.reuse.write_once`); one that fails to draw after every trial
+    finished is one warning line, not the sweep's failure: the trials are recorded, the exit
+    status stays theirs, and ``python -m analysis`` redraws the figures. Returns the files
+    written (none if drawing failed)."""
+    try:
+        return reuse.write_once(df, out_dir, **how)
+    except Exception as err:  # noqa: BLE001 - any drawing error: the trials' results stand
+        why = (str(err).strip().splitlines() or [""])[0]
+        print(f"warning: the figures of {ablation!r} were not drawn ({type(err).__name__}: {why}); the trials "
+              f"are recorded; python -m analysis +ablation={ablation} redraws them", file=sys.stderr)
+        return []
 
 
 def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, out_dir: Path) -> None:
@@ -146,7 +163,7 @@ def _no_op(ablation: str, df: pd.DataFrame, how: dict[str, Any], store: Store, o
         if found:
             plot = f"{found[0]}/{PLOT}" if PLOT in found[1] else None
         else:
-            paths = reuse.write_once(df, out_dir, **how)
+            paths = _draw(ablation, df, out_dir, how)
             plot = str(out_dir / PLOT) if out_dir / PLOT in paths else None
         report(df, out_dir)
     if plot:
@@ -191,6 +208,23 @@ def _stamped_mlflow(store_uri: str, experiment_id: str, key: str) -> list[tuple[
     return found
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it (``outputs/…``, as the
+    README names the folder), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def mlflow_command() -> str:
+    """The ``mlflow`` that runs as printed: the one beside this Python (a venv's
+    ``.venv/bin/mlflow``, relative to the working directory where it lies below it, as the
+    README gives it), else ``mlflow`` (on PATH)."""
+    beside = Path(sys.executable).parent / "mlflow"
+    return _shown(beside) if beside.is_file() else "mlflow"
+
+
 def ui_link(store: Store, experiment_id: str) -> str:
     """Where the MLflow UI shows an experiment's training runs (MLflow 3 opens its GenAI pages
     unless the URL asks for ``workflowType=machine_learning``), in the saved view whose columns
@@ -204,4 +238,4 @@ def ui_link(store: Store, experiment_id: str) -> str:
     if store.artifact_root is None:  # a tracking server serves the UI itself
         return f"{store.uri}/{page}"
     env = " ".join(f"{key}={value}" for key, value in UI_ENV.items())
-    return f"{env} mlflow ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"
+    return f"{env} {mlflow_command()} ui --backend-store-uri {store.uri} --port 5000, then http://127.0.0.1:5000/{page}"

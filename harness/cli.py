@@ -1,8 +1,11 @@
 """What the command lines do before anything heavy is imported: ``--help``, and a check of every
 config-group choice (``model=…``, ``task=…``, ``+ablation=…``) against the files in ``conf/`` and
 of every key of a schema-backed node (``train.max_steps``, ``seed``, with or without ``+``)
-against its dataclass, with "did you mean" for a misspelling. Imports only the standard library and Hydra's override
-parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow.
+against its dataclass, with "did you mean" for a misspelling, and of ``ablation.name`` (UTF-8, at
+most MLflow's 500 characters). Imports only the standard library, PyYAML and Hydra's override
+parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow; only
+a ``task.KEY``/``model.KEY`` override loads the task and model registries (torch) to read the
+presets' schemas.
 
 The dataclass schemas that Hydra's ConfigStore keeps in the same groups (``attention_schema``) are
 bases of the presets, not choices, and are never listed.
@@ -71,7 +74,10 @@ def ablation_question(name: str, conf: Path = CONF) -> str:
     """The question an ablation asks: the ``# Q:`` paragraph of ``conf/ablation/NAME.yaml``'s
     header, on one line; ``""`` if there is none (or no such file)."""
     path = conf / "ablation" / f"{name}.yaml"
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return ""
+    except (OSError, ValueError):  # a name too long for a file name, or not encodable: no such file
         return ""
     lines, inside = [], False
     for line in path.read_text().splitlines():
@@ -158,12 +164,97 @@ def schema_fields(source: Path = Path(__file__).with_name("config.py")) -> dict[
             for c in classes}
 
 
+def preset_family(group: str, preset: str, conf: Sequence[Path] = (CONF,)) -> str | None:
+    """The family of a ``task``/``model`` preset: the ``<family>_schema`` of its YAML's defaults
+    list (``conf/model/softmax.yaml`` → ``attention``); None if no such file or entry."""
+    import yaml
+
+    for folder in conf:
+        path = folder / group / f"{preset}.yaml"
+        if path.is_file():
+            defaults = (yaml.safe_load(path.read_text()) or {}).get("defaults") or []
+            for entry in defaults:
+                if isinstance(entry, str) and entry.endswith("_schema"):
+                    return entry[: -len("_schema")]
+    return None
+
+
+def _chosen_presets(group: str, parsed: Sequence, conf: Sequence[Path]) -> set[str]:
+    """The ``task``/``model`` presets a command may compose: its own choice (``task=a,b``), else
+    every one its ablation's YAML names (grids and parts), else the default of ``config.yaml``."""
+    import yaml
+
+    chosen = {str(v) for o in parsed if o.key_or_group == group and not o.is_delete()
+              for v in (o.sweep_string_iterator() if o.is_sweep_override() else [o.value()])}
+    if chosen:
+        return chosen
+    found: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == group and isinstance(value, (str, list)):
+                    found.update(v.strip() for v in (value if isinstance(value, list) else value.split(",")))
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for o in parsed:
+        if o.key_or_group == "ablation" and isinstance(o.value(), str):
+            for folder in conf:
+                path = folder / "ablation" / f"{o.value()}.yaml"
+                if path.is_file():
+                    walk(yaml.safe_load(path.read_text()))
+    if not found:
+        defaults = yaml.safe_load((CONF / "config.yaml").read_text())["defaults"]
+        found = {d[group] for d in defaults if isinstance(d, dict) and group in d}
+    return {f for f in found if isinstance(f, str) and f}
+
+
+def preset_fields(group: str, presets: Sequence[str], conf: Sequence[Path] = (CONF,)) -> dict[str, list[str]] | None:
+    """Preset → the fields of its family's schema (``tasks.registry.TASKS`` or
+    ``harness.models.registry.MODELS``: imports torch, so only called for a ``task.``/``model.``
+    key); None if a preset's family is not a registered one (``external``: free ``kwargs``)."""
+    import dataclasses
+
+    if group == "task":
+        from tasks.registry import TASKS as registry
+    else:
+        from harness.models.registry import MODELS as registry
+    fields = {}
+    for preset in presets:
+        family = preset_family(group, preset, conf)
+        if family not in registry:
+            return None
+        fields[preset] = [f.name for f in dataclasses.fields(registry[family].schema)]
+    return fields
+
+
+def _check_preset_key(override, parsed: Sequence, conf: Sequence[Path]) -> str | None:
+    """A ``task.KEY``/``model.KEY`` override (with or without ``+``) whose ``KEY`` no schema of
+    the presets the command composes has, as an error naming it, the presets and their keys."""
+    group, _, rest = override.key_or_group.partition(".")
+    key = rest.split(".")[0]
+    presets = sorted(_chosen_presets(group, parsed, conf))
+    fields = preset_fields(group, presets, conf) if presets else None
+    if not fields:
+        return None
+    allowed = sorted({f for names in fields.values() for f in names})
+    if key in allowed:
+        return None
+    return (f"{override.input_line}: no key {key!r} in {group} preset {', '.join(presets)}"
+            f"{suggest(key, allowed)} (allowed: {', '.join(allowed)})")
+
+
 def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | None:
     """The first override among ``args`` whose key is not a field of its schema-backed node
     (``train.max_step``, also as ``+train.max_step``; ``seed``, ``train``, ``cluster``, …), as
     an error naming the key, the closest field and the allowed ones; ``None`` if all exist.
-    Keys under ``task`` and ``model`` (typed by each family's own schema), config groups,
-    ``hydra.*`` and deletions (``~key``) are left to Hydra."""
+    Keys under ``task`` and ``model`` (``task.n_trian``, ``+model.sigm``) are checked against the
+    schema of each preset the command composes (:func:`_check_preset_key`; this imports the
+    registries, torch with them, only when such a key is given). Config groups, ``hydra.*`` and
+    deletions (``~key``) are left to Hydra."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     lines = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra.")]
@@ -188,6 +279,29 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
             node = fields[part]
             if node is None:
                 break
+        if node is None and key.split(".")[0] in ("task", "model") and "." in key:
+            error = _check_preset_key(override, parsed, conf)
+            if error:
+                return error
+    return None
+
+
+def check_names(args: Sequence[str]) -> str | None:
+    """The first ``ablation.name=NAME`` among ``args`` (with ``+``/``++``, quoted or not) that
+    cannot name an ablation (:func:`harness.paths.name_problem`: not UTF-8, over-long), as an
+    error naming it; None if none. Checked on the raw text: Hydra's parser and its output
+    folder (``hydra.run.dir`` holds the name) come after."""
+    from harness.paths import name_problem
+
+    for arg in args:
+        key, sep, value = arg.lstrip("+").partition("=")
+        if sep and key == "ablation.name":
+            value = value[1:-1] if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"" else value
+            problem = name_problem(value)
+            if problem:
+                shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                shown = shown if len(shown) <= 60 else shown[:40] + "…"
+                return f"ablation.name='{shown}' {problem}"
     return None
 
 
@@ -211,15 +325,25 @@ def take_sweeps(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return [argv[0], *rest], sweeps
 
 
+def _sentences(text: str, most: int) -> str:
+    """``text`` cut to at most about ``most`` characters at the end of a sentence, or, where its
+    first sentence is longer, at a word, with "…" (``--help`` never ends a question mid-way)."""
+    if len(text) <= most:
+        return text
+    ends = [i + 1 for i, c in enumerate(text[:most]) if c in ".?!" and (i + 1 == len(text) or text[i + 1] == " ")]
+    if ends:
+        return text[:ends[-1]]
+    return textwrap.shorten(text, most - 2, placeholder=" …")
+
+
 def help_text(usage: str, conf: Path = CONF) -> str:
     """``usage``, then every ablation with its question and every group with its options."""
     out = [usage, "Ablations (+ablation=NAME):"]
     width = max(len(name) for name in options("ablation", conf))
     for name in options("ablation", conf):
-        question = ablation_question(name, conf)
-        wrapped = textwrap.wrap(question, 98 - width) or [""]
+        wrapped = textwrap.wrap(_sentences(ablation_question(name, conf), 3 * (98 - width)), 98 - width) or [""]
         out.append(f"  {name:<{width}}  {wrapped[0]}")
-        out += [f"  {'':<{width}}  {line}" for line in wrapped[1:3]]
+        out += [f"  {'':<{width}}  {line}" for line in wrapped[1:]]
     out += ["", "Config groups (GROUP=OPTION; any key as KEY=VALUE, e.g. train.max_steps=50 seed=3):"]
     for group in groups(conf):
         if group != "ablation":
@@ -237,7 +361,7 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
         print(help_text(usage), end="")
         sys.exit(0)
     dirs = config_dirs(args)
-    error = None if dirs is None else check_choices(args, dirs) or check_keys(args, dirs)
+    error = check_names(args) or (None if dirs is None else check_choices(args, dirs) or check_keys(args, dirs))
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

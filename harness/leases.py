@@ -64,6 +64,11 @@ CHOOSING = "choosing"  # tag of a parent run: "1:<round>" while it picks tickets
 FRESH_S, FRESH_SHARE = 1.0, 0.125
 
 
+def _clocks() -> tuple[float, float]:
+    """``(wall, monotonic)`` seconds: the two clocks :meth:`Leases._fresh` reads."""
+    return time.time(), time.monotonic()
+
+
 class LeaseLost(TrackingError):
     """This driver's parent run was closed by another invocation (its lease expired while the
     driver was paused): the driver claims and records nothing more (module docstring)."""
@@ -100,9 +105,10 @@ class Heartbeat:
     ``on_lost(reason)`` is told) so that it never writes into a run another driver closed."""
 
     def __init__(self, uri: str, run_id: str, lease_s: float,
-                 on_lost: Optional[Callable[[str], None]] = None) -> None:
+                 on_lost: Optional[Callable[[str], None]] = None,
+                 held: Callable[[], bool] = lambda: True) -> None:
         self.client = MlflowClient(tracking_uri=uri)
-        self.run_id, self.every, self.on_lost = run_id, lease_s / 4, on_lost
+        self.run_id, self.every, self.on_lost, self.held = run_id, lease_s / 4, on_lost, held
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="harness-heartbeat", daemon=True)
 
@@ -114,7 +120,10 @@ class Heartbeat:
     def beat(self) -> bool:
         """One beat: renew the lease if the parent is still RUNNING; else tell ``on_lost`` (unless
         the heartbeat is stopping) and answer False (no more beats). A failed read or write (a
-        busy store) is a warning: the next beat tries again."""
+        busy store) is a warning: the next beat tries again. Once the driver knows its lease lost
+        (``held()`` False) it beats no more."""
+        if not self.held():
+            return False
         try:
             run = self.client.get_run(self.run_id)
             if run.info.status != "RUNNING":
@@ -152,8 +161,12 @@ class Leases:
     """
 
     def __init__(self, client: MlflowClient, lease_s: float = LEASE_S, db: Optional[Path] = None) -> None:
-        self.client, self.lease_s, self.db = client, lease_s, db
+        self.lease_s, self.db = lease_s, db
+        self.client = LeasedClient(client, self)  # every write confirms the lease first
         self.own: set[str] = set()  # parent runs this driver opened
+        self.closed: set[str] = set()  # own parents this driver closed itself (their lease ended)
+        self.children: dict[str, str] = {}  # run id → its own parent, for the runs this driver created
+        self.clock: Callable[[], tuple[float, float]] = _clocks  # (wall, monotonic) s; tests fake it
         self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
         self._read: dict[str, tuple[float, float]] = {}  # parent id → when a read found it held
         self._round = 0  # bakery rounds of this driver (the parent's ``choosing`` mark)
@@ -189,7 +202,7 @@ class Leases:
         if run.info.status != "RUNNING" or run.info.lifecycle_stage != "active" or "closed_by" in run.data.tags:
             self.lose(_closed_reason(run))
             return False
-        self._read[parent_id] = (time.time(), time.monotonic())
+        self._read[parent_id] = self.clock()
         return True
 
     def _fresh(self, parent_id: str) -> bool:
@@ -199,18 +212,32 @@ class Leases:
         driver paused for longer than its lease always reads its parent again."""
         if parent_id not in self._read:
             return False
-        wall, mono = self._read[parent_id]
+        (wall, mono), (wall_now, mono_now) = self._read[parent_id], self.clock()
         limit = min(FRESH_S, FRESH_SHARE * self.lease_s)
-        return 0 <= time.time() - wall < limit and 0 <= time.monotonic() - mono < limit
+        return 0 <= wall_now - wall < limit and 0 <= mono_now - mono < limit
 
     def confirm(self, parent_id: str) -> None:
         """Raise :class:`LeaseLost` unless :meth:`holds` (before a claim)."""
         if not self.holds(parent_id):
             raise lease_lost(self.lost)
 
+    def guard(self, run_id: Optional[str], parent_id: Optional[str] = None) -> None:
+        """Before any write of this driver to run ``run_id`` (None: a new run under ``parent_id``):
+        raise :class:`LeaseLost` if the lease is lost, or if the run's parent is one of this
+        driver's own and is no longer held (:meth:`holds`: read at most once a second). A run
+        under no parent of this driver (another driver's stale run, a parent not yet held) needs
+        only the lease not lost; an own parent this driver closed itself needs no read."""
+        if self.lost is not None:
+            raise lease_lost(self.lost)
+        if parent_id is None and run_id is not None:
+            parent_id = run_id if run_id in self.own else self.children.get(run_id)
+        if parent_id is not None and parent_id in self.own and parent_id not in self.closed:
+            self.confirm(parent_id)
+
     def heartbeat(self, uri: str, parent_id: str) -> Heartbeat:
-        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager)."""
-        return Heartbeat(uri, parent_id, self.lease_s, on_lost=self.lose)
+        """The heartbeat that keeps ``parent_id``'s lease (use as a context manager); it stops
+        once the lease is known lost."""
+        return Heartbeat(uri, parent_id, self.lease_s, on_lost=self.lose, held=lambda: self.lost is None)
 
     # ------------------------------------------------------------------ other drivers' runs
     def _alive(self, run, parents: dict, now: int) -> bool:
@@ -408,9 +435,10 @@ class Leases:
             # the ticket outnumbers the live rivals' (a FINISHED rival wins whatever the tickets)
             seen = self._running_rivals(experiment_id, trial_ids, parent_id, ignore)
             ticket = 1 + max((_ticket(r) for r in seen), default=0)
-            created = self._create(experiment_id, runs, ticket)
+            created = self._create(experiment_id, runs, ticket)  # each create confirms the lease
         finally:
-            self.client.set_tag(parent_id, CHOOSING, f"0:{self._round}")
+            with contextlib.suppress(LeaseLost):  # lost meanwhile: the closed parent stays as it is
+                self.client.set_tag(parent_id, CHOOSING, f"0:{self._round}")
         try:
             self._await_choosers(experiment_id, parent_id, poll_s, stop)
             live, finished = self._live_rivals(experiment_id, trial_ids, parent_id, ignore, since_ms, poll_s, stop)
@@ -430,6 +458,42 @@ class Leases:
             else:
                 won.append(info)
         return won
+
+
+class LeasedClient:
+    """A driver's ``MlflowClient`` whose every write to a run first confirms the lease
+    (:meth:`Leases.guard`): the one door through which the driver writes, so that no write point
+    of :mod:`harness.tracking`, :mod:`harness.writer` or :mod:`harness.loop` can write after the
+    lease is lost (module docstring). Reads pass through unchanged."""
+
+    WRITES = ("set_tag", "log_batch", "log_metric", "log_param", "set_terminated", "delete_run",
+              "log_artifact", "log_artifacts", "log_text", "log_dict", "delete_tag")
+
+    def __init__(self, client: MlflowClient, leases: "Leases") -> None:
+        self._client, self._leases = client, leases
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._client, name)
+        if name not in self.WRITES:
+            return attr
+
+        def write(run_id, *args, **kwargs):
+            self._leases.guard(run_id)
+            answer = attr(run_id, *args, **kwargs)
+            if name == "set_terminated" and run_id in self._leases.own:
+                self._leases.closed.add(run_id)  # this driver closed its own parent: its lease ended
+            return answer
+        return write
+
+    def create_run(self, experiment_id: str, *args, tags: Optional[dict] = None, **kwargs):
+        """MLflow's ``create_run``, after :meth:`Leases.guard` of its parent (tag
+        ``mlflow.parentRunId``); a child of an own parent is remembered as its."""
+        parent_id = (tags or {}).get(MLFLOW_PARENT_RUN_ID)
+        self._leases.guard(None, parent_id)
+        run = self._client.create_run(experiment_id, *args, tags=tags, **kwargs)
+        if parent_id in self._leases.own:
+            self._leases.children[run.info.run_id] = parent_id
+        return run
 
 
 def _others(own_parent: str) -> str:

@@ -23,7 +23,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, ContextManager, Mapping, Optional, Sequence
 
 from tqdm import tqdm
 
@@ -85,12 +85,17 @@ class Queue:
         self.writer = TrackingWriter(tracker)  # per-trial writes on a writer thread
         self.bar: Optional[tqdm] = None
         self.n_failed = 0  # outcomes with an error so far (the progress bar's count)
+        self.n_elsewhere = 0  # trials skipped as another invocation's (the progress bar's count)
         self.waiting: list[_Ablation] = []  # done here, some trials still run by another invocation
 
     def _safe_point(self) -> None:
         """Stop here if the sweep says so (an interrupt), or if this driver lost its lease."""
         if self.should_stop():
             raise KeyboardInterrupt("interrupt requested")
+        self._check_lease()
+
+    def _check_lease(self) -> None:
+        """Raise :class:`harness.leases.LeaseLost` if a write or a read found the lease lost."""
         leases = getattr(self.tracker, "leases", None)
         reason = self.writer.lost or (leases.lost if leases is not None else None)
         if reason is not None:
@@ -173,7 +178,8 @@ class Queue:
         if run_id is None:  # another invocation runs or finished it
             sweep.summary.n_elsewhere += 1
             sweep.elsewhere.append(trial.trial_id)
-            self.bar.update(1)
+            self.n_elsewhere += 1
+            self._tick()
             self._back(sweep)
             return False
         self.running[id(trial)] = run_id
@@ -193,11 +199,18 @@ class Queue:
         old = sweep.finished.get(outcome.trial.trial_id, []) if self.force else []
         sweep.recorded.append((outcome, self.writer.finish_trial(self.running[key], outcome, old)))
         del self.running[key]  # after: an interrupt mid-way closes it KILLED
-        self.bar.update(1)
         self.n_failed += outcome.error is not None
-        self.bar.set_postfix(done=self.bar.n - self.n_failed, failed=self.n_failed,
-                             remaining=self.bar.total - self.bar.n)
+        self._tick()
         self._back(sweep)
+
+    def _tick(self) -> None:
+        """One more trial back (recorded, or another invocation's): the bar's count and its
+        parts, which add up to it (done + failed + elsewhere = the count)."""
+        self.bar.update(1)
+        parts = dict(done=self.bar.n - self.n_failed - self.n_elsewhere, failed=self.n_failed)
+        if self.n_elsewhere:
+            parts["elsewhere"] = self.n_elsewhere
+        self.bar.set_postfix(**parts, remaining=self.bar.total - self.bar.n)
 
     def end(self, sweep: _Ablation) -> None:
         """The ablation's last trial is back: tally it, close its parent (FAILED if a record
@@ -220,6 +233,7 @@ class Queue:
             self.writer.end_run(sweep.summary.parent_id, status)
             self.writer.flush()
             self.open_parents.remove(sweep)
+        self._check_lease()  # a lost lease: no summary either (it would write into the closed parent)
         if self.on_done is not None:
             with tqdm.external_write_mode():  # the progress bar is still open: print below it
                 self.on_done(sweep.summary.ablation, sweep.summary)
@@ -293,7 +307,8 @@ def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablat
 def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, tracker: Tracker,
                cli: list[str], force: bool = False, on_done: OnDone = None,
                should_stop: Callable[[], bool] = _never,
-               finished: Mapping[str, dict[str, list[str]]] | None = None) -> list[SweepSummary]:
+               finished: Mapping[str, dict[str, list[str]]] | None = None,
+               closing: Callable[[], ContextManager] = contextlib.nullcontext) -> list[SweepSummary]:
     """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
     on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
     one :class:`SweepSummary` per ablation, in the order given.
@@ -311,6 +326,9 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     the running trials are cancelled, their runs and the open parent runs are closed as KILLED,
     and ``KeyboardInterrupt`` propagates; everything that finished stays recorded.
 
+    ``closing()``: the context the runs are closed in (the sweep's: a second signal does not
+    cut the closing short, :func:`harness.signals.closing`).
+
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
     the rounds of a suite so that Ray starts once. ``finished``: the trials' FINISHED run ids per
     ablation as the caller read them (:meth:`Queue.plan`); read from the store if not given.
@@ -327,7 +345,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
         queue.run(scheduler)
         ok = True
     finally:
-        queue.close(ok)  # raises TrackingError if a write failed
+        with closing() if not ok else contextlib.nullcontext():
+            queue.close(ok)  # raises TrackingError if a write failed
     return [s.summary for s in queue.ablations]
 
 

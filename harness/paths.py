@@ -16,6 +16,7 @@ import re
 from typing import Sequence
 
 SINGLE = "single"  # ablation.name of a run without +ablation (harness.config.AblationConfig)
+MAX_NAME = 500  # MLflow's longest experiment name (mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH)
 
 # Kept as it is: lower-case letters, digits, ``_`` and ``-``, not starting with ``-``, at most 64
 # characters (every conf/ablation name). Upper case is left out because macOS and Windows
@@ -25,6 +26,24 @@ _KEPT = re.compile(r"[a-z0-9_][a-z0-9_-]{0,63}")
 # kept name equals another name's mapped form.
 _MAPPED = re.compile(r".*-[0-9a-f]{8}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an ablation's name (an MLflow experiment, a folder), as the end of
+    a one-line error; None if it can. Refused: the empty name, a name that is not UTF-8 text
+    (bytes of another encoding arrive from the command line as lone surrogates, which neither
+    MLflow nor a file name can store) and one longer than MLflow's experiment names
+    (:data:`MAX_NAME` characters; the folders take a hashed short form, :func:`folder_name`)."""
+    if not name:
+        return "is empty"
+    bad = next((c for c in name if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        at = name.index(bad)
+        return (f"is not UTF-8 text (byte 0x{ord(bad) & 0xFF:02x} at character {at}); "
+                "allowed: any UTF-8 text of 1 to 500 characters")
+    if len(name) > MAX_NAME:
+        return f"is {len(name)} characters long; allowed: 1 to {MAX_NAME} (MLflow's experiment names)"
+    return None
 
 
 def folder_name(name: str) -> str:
@@ -45,7 +64,9 @@ def folder_name(name: str) -> str:
     if _KEPT.fullmatch(name) and not _MAPPED.fullmatch(name):
         return name
     slug = _UNSAFE.sub("_", name).strip("_-")[:48] or "name"
-    return f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    # surrogateescape: a name refused by name_problem still gets a folder when Hydra resolves
+    # hydra.run.dir before the refusal can be printed
+    return f"{slug}-{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
 
 
 def one_off_experiment(tasks: Sequence[str], models: Sequence[str]) -> str:

@@ -224,6 +224,41 @@ class Ahead:
                     raise KeyboardInterrupt("interrupt requested")
 
 
+RAY_START_TRIES = 2  # ray.init of a local instance: a start-up timeout is tried once more
+
+
+# the longest folder for Ray's session files whose socket paths (…/session_<date>_<pid>/sockets/
+# …) stay within AF_UNIX's 107 bytes: a TMPDIR of up to 32 characters, plus "/ray"
+RAY_TEMP_MAX = 36
+
+
+class RayStartError(RuntimeError):
+    """Ray's local instance did not start (it timed out at start-up on every try, or it has no
+    short temporary folder): exit status 1, nothing run or recorded
+    (:meth:`RayScheduler._start_local`)."""
+
+
+def ray_temp_dir() -> Optional[str]:
+    """The folder for a local Ray instance's session files: None (Ray's own, ``$RAY_TMPDIR`` or
+    ``$TMPDIR`` or ``/tmp``, plus ``/ray``) where that is at most :data:`RAY_TEMP_MAX` bytes,
+    else ``/tmp/ray-<uid>``: a per-job ``TMPDIR`` of a Slurm site (often longer) made Ray refuse
+    its socket path ("AF_UNIX path length cannot exceed 107 bytes") in a 37-line traceback.
+
+    Raises:
+        RayStartError: the default is too long and ``/tmp`` cannot be written (one line).
+    """
+    from ray._common.utils import get_default_ray_temp_dir
+
+    default = get_default_ray_temp_dir()
+    if len(default.encode()) <= RAY_TEMP_MAX:
+        return None
+    if not os.access("/tmp", os.W_OK | os.X_OK):
+        raise RayStartError(f"Ray's temporary folder {default} is too long for its sockets (at most "
+                            f"{RAY_TEMP_MAX} bytes) and /tmp cannot be written: set RAY_TMPDIR to a short "
+                            "writable folder (e.g. RAY_TMPDIR=/dev/shm/$USER)")
+    return f"/tmp/ray-{os.getuid()}"
+
+
 class SerialScheduler:
     """Trials one after another in the driver process (``cluster=serial``)."""
 
@@ -287,9 +322,7 @@ class RayScheduler:
                       file=sys.stderr)
             # "local": always a new instance, never one that `ray start` left on this machine;
             # its workers at cluster.worker_niceness, not Ray's 15 (harness/config.py says why)
-            ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False,
-                     _system_config={"worker_niceness": self.cfg.worker_niceness})
+            self._start_local()
         else:
             ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
             total = ray.cluster_resources()
@@ -299,6 +332,35 @@ class RayScheduler:
         self._check_feasible()
         self._warm()
         return self
+
+    def _start_local(self) -> None:
+        """``ray.init`` of a new local instance; where it times out at start-up (Ray waits 30 s
+        for its raylet: on a loaded machine it sometimes needs more, and a minute later the same
+        command works) the half-started instance is shut down and started once more; nothing
+        has been recorded yet, so the retry is safe.
+
+        Raises:
+            RayStartError: it timed out twice: one line naming the cause and what to do.
+        """
+        import ray
+
+        for attempt in range(1, RAY_START_TRIES + 1):
+            try:
+                ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False, _temp_dir=ray_temp_dir(),
+                         _system_config={"worker_niceness": self.cfg.worker_niceness})
+                return
+            except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this
+                if "timed out during startup" not in str(err):
+                    raise
+                ray.shutdown()  # the processes it did start
+                if attempt == RAY_START_TRIES:
+                    raise RayStartError(
+                        f"Ray's local instance did not start ({attempt} tries, each waiting 30 s for its "
+                        "raylet: the machine is too busy); nothing was run or recorded: run the same "
+                        "command again when the load is lower, or with cluster=serial (no Ray)") from None
+                print(f"Ray's local instance timed out at start-up (a busy machine); starting it once more",
+                      file=sys.stderr)
 
     def _warm(self) -> None:
         """Start one worker per slot now, so that while the driver plans and claims, each

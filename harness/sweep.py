@@ -11,7 +11,8 @@ finished ones stay recorded, and the process ends with exit status 130. Only thi
 the flag: the scheduler and the queue get its ``should_stop`` callable.
 
 Exit status (:meth:`Sweep.main`): 0 every trial finished; 1 some trial failed, or some of the
-sweep is not recorded (a failed write, a lost lease); 2 bad input (nothing run or recorded);
+sweep is not recorded (a failed write, a lost lease), or Ray's local instance timed out at
+start-up twice (a busy machine: :class:`harness.scheduler.RayStartError`); 2 bad input (nothing run or recorded);
 130 interrupted.
 """
 
@@ -28,7 +29,7 @@ from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
 from harness.records import SweepSummary, TrackingError, Trial
 from harness.console import print_summary
-from harness.scheduler import make_scheduler
+from harness.scheduler import RayStartError, make_scheduler
 from harness.store import Store, check_experiments, check_store, experiments, finished_trials, has_running
 from harness.validate import check_cluster, preflight
 
@@ -173,7 +174,8 @@ class Sweep:
             self._stop_point()  # a signal during ray.init (noted, or swallowed by Python)
             tracker = Tracker(self.store, self.lease_s)
             return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
-                              on_done=done, should_stop=self.should_stop, finished=self.finished)
+                              on_done=done, should_stop=self.should_stop, finished=self.finished,
+                              closing=signals.closing)
 
     def _stop_point(self) -> None:
         if self.stop.is_set():
@@ -199,8 +201,13 @@ class Sweep:
         sigterm = isinstance(stop, SystemExit) and stop.code == signal.SIGTERM
         if not (isinstance(stop, KeyboardInterrupt) or sigterm or self.stop.is_set()):
             return
-        print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
-              "recorded, and the same command resumes", file=sys.stderr)
+        if signals.CLOSING.cut:  # a third signal cut the closing short: say what it left
+            print("interrupted while closing: some runs of this sweep may stay RUNNING until their lease "
+                  "(tracking.lease_s) expires, when the next invocation closes them; finished ones are "
+                  "recorded, and the same command resumes", file=sys.stderr)
+        else:
+            print("interrupted: running trials cancelled and closed as KILLED; finished ones are "
+                  "recorded, and the same command resumes", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         # Ray is shut down and every run closed; skip the interpreter's teardown, where Ray's C++
@@ -217,7 +224,7 @@ class Sweep:
             return _error(err, 2)
         try:
             any_failed = self.run(after)
-        except TrackingError as err:  # the sweep ran, but some of it is not recorded
+        except (TrackingError, RayStartError) as err:  # not recorded; or Ray did not start (busy)
             return _error(err, 1)
         except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
             return _error(err, 2)

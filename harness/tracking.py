@@ -195,8 +195,8 @@ class Tracker:
     def __init__(self, store: Store, lease_s: float = LEASE_S) -> None:
         self.store = store
         self.lease_s = lease_s
-        self.client = open_client(store)
-        self.leases = Leases(self.client, lease_s, sqlite_path(store.uri))
+        self.leases = Leases(open_client(store), lease_s, sqlite_path(store.uri))
+        self.client = self.leases.client  # every write confirms this driver's lease first
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
         self._parent: dict[str, str] = {}  # trial run id → its parent, for the runs this tracker claimed
@@ -284,6 +284,7 @@ class Tracker:
         deadline = time.monotonic() + patience_s
         while True:
             try:
+                self.leases.guard(run_id)  # a lost lease: not even its own runs are closed
                 if self.client.get_run(run_id).info.status == "RUNNING":
                     pending = self._pending_params(run_id)  # stopped before its first write: say what it was
                     for _, params, _ in batches(params=pending) if pending else ():
@@ -379,7 +380,8 @@ class Tracker:
 
     def _put(self, run_id: str, name: str, write) -> None:
         """Write an artifact of a trial run (:class:`harness.artifacts.Artifacts`; a run this
-        tracker did not open is read once for its location)."""
+        tracker did not open is read once for its location); not once the lease is lost."""
+        self.leases.guard(run_id)
         uri = None if run_id in self.artifacts else self.client.get_run(run_id).info.artifact_uri
         self.artifacts.put(run_id, name, write, uri)
 
@@ -415,7 +417,8 @@ class Tracker:
         else:
             self._log_result(run_id, result, node)
             self.client.set_terminated(run_id, "FINISHED", end_time=now_ms())
-            for old in supersede:
+            for old in supersede:  # another invocation's runs: the lease is this run's parent's
+                self.leases.guard(None, parent_id)
                 self.client.delete_run(old)
         self._forget(run_id)
         return True

@@ -92,9 +92,46 @@ def check_part_values(trials: Sequence[Trial]) -> None:
                              f"steps-to-target values: {allowed}")
 
 
+PREFLIGHT_N = 256  # examples per split and length that the preflight's data check draws
+
+
+def check_data(task, seed: int) -> None:
+    """The task's generated data is finite: up to :data:`PREFLIGHT_N` examples of each split
+    (training of ``seed``, validation, test) at each of its lengths, drawn from the streams the
+    trial draws from; float tensors ``x`` and ``y`` of each :class:`tasks.base.Batch` (token ids
+    are integers). A NaN or inf in the data would otherwise be trained on and reported as
+    "diverged". A sample, not every example (the whole sets cost a suite's preflight seconds).
+
+    Raises:
+        ValueError: naming the split, the tensor, how many values are not finite, and that the
+            task's data (its ``sample``), not the training, is at fault.
+    """
+    cfg = task.cfg
+    lengths = {"train": (task.lengths, cfg.n_train), "val": (task.lengths, cfg.n_val),
+               "test": (sorted({*task.lengths, *task.test_ns}), cfg.n_test)}
+    sets = {split: [task.sample_split(split, n, min(size, PREFLIGHT_N), seed) for n in ns]
+            for split, (ns, size) in lengths.items() if size > 0}
+    for split, batches in sets.items():
+        for batch in batches:
+            for name in ("x", "y"):
+                tensor = getattr(batch, name)
+                if tensor is not None and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    bad = int((~torch.isfinite(tensor)).sum())
+                    raise ValueError(f"the task's generated data is not finite: {bad} of {tensor.numel()} values "
+                                     f"of its {split} {name} (shape {tuple(tensor.shape)}) are NaN or inf; "
+                                     "the data, not the training, is at fault (the task's sample()); "
+                                     "allowed: finite values only")
+
+
+def _streams(task_cfg):
+    """A task's config without its set sizes: what its data streams depend on."""
+    sizes = {k: 0 for k in ("n_train", "n_val", "n_test") if hasattr(task_cfg, k)}
+    return dataclasses.replace(task_cfg, **sizes) if sizes and dataclasses.is_dataclass(task_cfg) else task_cfg
+
+
 def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> None:
     """Check the device and ``cluster.pack_size``, and build each distinct task and model of
-    ``trials`` (cheaply, on the CPU).
+    ``trials`` (cheaply, on the CPU), each task's data checked finite (:func:`check_data`).
 
     Raises:
         SweepError: naming the first trial whose config cannot be built, and why.
@@ -107,6 +144,7 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
         raise SweepError(str(err)) from err
     tasks: dict[str, object] = {}
     built: set[str] = set()
+    checked: set[str] = set()  # the task configs whose data was checked, sizes left out
     for trial in trials:
         cfg = trial.config
         task_key, model_key = repr(cfg.task), repr((cfg.model, cfg.task))  # dataclass reprs
@@ -115,6 +153,10 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
             _positive(trial)
             if task_key not in tasks:
                 tasks[task_key] = build_task(cfg.task, DTYPES[cfg.train.dtype])
+                data_key = repr(_streams(cfg.task))
+                if data_key not in checked:  # once per data stream, not per n_train
+                    check_data(tasks[task_key], cfg.seed)
+                    checked.add(data_key)
             if model_key not in built:
                 task = tasks[task_key]
                 model = build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))

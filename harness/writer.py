@@ -29,6 +29,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from harness.leases import LeaseLost
 from harness.records import Outcome, TrackingError, Trial
 
 
@@ -74,11 +75,22 @@ class TrackingWriter:
             job = self._queue.get()
             if job is None:
                 return
-            what, call = job
-            try:
-                call()
-            except Exception:  # noqa: BLE001 - recorded; close() raises with it
-                self.errors.append(f"{what}: {traceback.format_exc().strip().splitlines()[-1]}")
+            self._do(*job)
+
+    def _do(self, what: str, call: Callable[[], None]) -> None:
+        """Run one queued write; a failure is kept for :meth:`close`, a lost lease noted."""
+        try:
+            call()
+        except LeaseLost:  # nothing written: the loop stops at its next safe point
+            self._lose(getattr(getattr(self.tracker, "leases", None), "lost", None)
+                       or "a write found this driver's parent closed")
+        except Exception:  # noqa: BLE001 - recorded; close() raises with it
+            self.errors.append(f"{what}: {traceback.format_exc().strip().splitlines()[-1]}")
+
+    def _lose(self, reason: str) -> None:
+        """Note that a write found the lease lost (the first reason is kept)."""
+        if self.lost is None:
+            self.lost = reason
 
     def _put(self, what: str, call: Callable[[], None]) -> None:
         self.writes += 1
@@ -141,6 +153,8 @@ class TrackingWriter:
                 if run_id is None:
                     raise TrackingError("its run was never opened (an earlier write failed)")
                 recorded = self.tracker.finish_trial(run_id, outcome, supersede)
+            except LeaseLost:  # found lost mid-record: nothing more written, not even its closing
+                recorded = False
             except BaseException:
                 answer.set_result(None)
                 if run_id is not None:  # not recorded: FAILED where the store still allows it

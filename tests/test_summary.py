@@ -5,6 +5,8 @@ sweeps and the search path ``python -m harness`` takes."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -72,9 +74,13 @@ def test_the_printed_ui_command_is_the_readmes_and_a_server_gives_its_own_page()
     from harness.store import Store
 
     page = f"#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
-    assert ui_link(Store("sqlite:////data/mlflow.db", "/data/mlartifacts"), "3") == (
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false mlflow ui --backend-store-uri sqlite:////data/mlflow.db "
-        f"--port 5000, then http://127.0.0.1:5000/{page}")
+    line = ui_link(Store("sqlite:////data/mlflow.db", "/data/mlartifacts"), "3")
+    env, mlflow, rest = line.split(" ", 2)
+    assert env == "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" and rest == (
+        f"ui --backend-store-uri sqlite:////data/mlflow.db --port 5000, then http://127.0.0.1:5000/{page}")
+    # the venv's mlflow (issue 47: a bare `mlflow` fails outside the venv), as the README's command
+    assert (Path(mlflow) if Path(mlflow).is_absolute() else Path.cwd() / mlflow).is_file()
+    assert Path(mlflow).parent.samefile(Path(sys.executable).parent)
     assert ui_link(Store("http://mlflow.example:5000", None), "3") == f"http://mlflow.example:5000/{page}"
 
 
@@ -174,7 +180,9 @@ def test_a_no_op_resume_prints_the_recorded_figures_and_draws_only_when_the_runs
 
     summary.summarise("unit", trials, store, parent.info.run_id, tmp_path / "sweep")
     recorded = f"{parent.info.artifact_uri}/sample_efficiency.png"
-    assert drawn == [tmp_path / "sweep"] and f"plot: {recorded}\n" in capsys.readouterr().out
+    # the file the README names (outputs/… of the sweep's folder), and where the store keeps it
+    shown = f"plot: {tmp_path / 'sweep' / 'sample_efficiency.png'} (logged to the parent run: {recorded})\n"
+    assert drawn == [tmp_path / "sweep"] and shown in capsys.readouterr().out
     logged = {f.path for f in tracker.client.list_artifacts(parent.info.run_id)}
     assert {reuse.STAMP, "sample_efficiency.png"} <= logged
     assert tracker.client.get_run(parent.info.run_id).data.tags[summary.STAMP_TAG] == \
