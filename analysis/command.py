@@ -49,4 +49,5 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     table = report(df, out)
     for path in [*paths, *([table] if table else [])]:
         print(path)
+    print(f"wrote: {out}")
     return 0

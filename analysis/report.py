@@ -26,9 +26,10 @@ from harness.cli import REPORT_USAGE, Runtime, hydra_shell, precheck
 
 def run(cfg, runtime: Runtime) -> int:
     """Write the report as the module docstring says (:func:`analysis.reporting.generate`);
-    returns the exit status: 0, or 2 for bad input found before any trial starts (one
-    ``error:`` line). An interrupted suite exits 130 from :class:`harness.sweep.Sweep`."""
+    returns the exit status: 0; 2 for bad input found before any trial starts (one ``error:``
+    line); 1 when Ray did not start (a busy machine, one line). An interrupted suite exits 130 from :class:`harness.sweep.Sweep`."""
     from analysis.reporting import ReportInputError, generate
+    from harness.scheduler import RayStartError
 
     try:
         generate(cfg, [o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))])
@@ -36,6 +37,9 @@ def run(cfg, runtime: Runtime) -> int:
         if str(err):
             print(f"error: {err}", file=sys.stderr)
         return 2
+    except RayStartError as err:  # a busy machine: one line, and the same command later resumes
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

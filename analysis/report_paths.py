@@ -6,7 +6,6 @@ a traceback after the suite (which takes hours at ``scale=default``)."""
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -14,10 +13,19 @@ from pathlib import Path
 import pandas as pd
 
 
+class ReportInputError(ValueError):
+    """Bad input to ``python -m analysis.report``, found before any trial starts: exit status 2
+    with the message as one ``error:`` line (:func:`analysis.report.run`); an empty message when
+    the line was printed already (the suite's own checks, :meth:`harness.sweep.Sweep.main`)."""
+
+
 def _refuse(key: str, given: str, problem: str) -> None:
-    """One line on stderr and exit status 2 (bad input: nothing run, nothing written)."""
-    print(f"error: {key}={given!r} {problem}", file=sys.stderr)
-    sys.exit(2)
+    """Bad input: nothing run, nothing written (exit status 2 with one line).
+
+    Raises:
+        ReportInputError: naming the key, the value given and what is wrong with it.
+    """
+    raise ReportInputError(f"{key}={given!r} {problem}")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -49,7 +57,7 @@ def writable_problem(out: Path) -> str | None:
 
 
 def check_out(out: Path, given: str) -> None:
-    """Exit 2 with one line if the report ``out`` cannot be written (:func:`writable_problem`);
+    """Refuse (:class:`ReportInputError`) if the report ``out`` cannot be written (:func:`writable_problem`);
     ``given``: the ``report.out`` text, named in the line (the scale's default if empty)."""
     problem = writable_problem(out)
     if problem:

@@ -31,15 +31,11 @@ from analysis.reuse import write_once
 from analysis.paper import CLAIMS
 from analysis.trail import processor_line
 from analysis.trials import grid_axes
+from analysis.report_paths import ReportInputError
 from harness.config import PartConfig
+
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
-
-
-class ReportInputError(ValueError):
-    """Bad input to ``python -m analysis.report``, found before any trial starts: exit status 2
-    with the message as one ``error:`` line (:func:`analysis.report.run`); an empty message when
-    the line was printed already (the suite's own checks, :meth:`harness.sweep.Sweep.main`)."""
 PATH_CHECK = "path check, not evidence"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from hydra import compose
 
 from harness.cli import HARNESS_USAGE, ablation_question, check_keys, precheck
 
@@ -57,11 +56,6 @@ def test_a_long_ablation_name_has_no_question_file_and_no_error():
     assert ablation_question("q" * 300) == ""
 
 
-def _report_cfg(hydra_conf_dir, *overrides):
-    """The report's config, composed as ``python -m analysis.report`` composes it."""
-    return compose("report", overrides=["scale=tiny", *overrides])
-
-
 @pytest.fixture()
 def no_suite(monkeypatch, tmp_path):
     """The report's suite must not start: it fails the test if it does."""
@@ -75,17 +69,26 @@ def no_suite(monkeypatch, tmp_path):
     return reporting
 
 
-def test_a_report_out_that_cannot_be_written_exits_2_before_the_suite(hydra_conf, no_suite, tmp_path, capsys):
+def _refused_command(invoke, args, cwd) -> str:
+    """``python -m analysis.report *args`` (in-process) exits 2 with one line; returns it."""
+    code, _, err = invoke("analysis.report", args, cwd)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.integration
+def test_a_report_out_that_cannot_be_written_exits_2_before_the_suite(no_suite, tmp_path, invoke):
     """Before: ``report.out`` on a read-only file system ran the whole suite (232 trials at
     scale=tiny) and died in write_bundle with a traceback."""
-    cfg = _report_cfg(hydra_conf, "report.out=/proc/wt47-report")
-    err = _refused(capsys, lambda: no_suite.generate(cfg, []))
+    err = _refused_command(invoke, ["scale=tiny", "report.out=/proc/wt47-report"], tmp_path)
     assert "report.out='/proc/wt47-report' cannot be written" in err
     assert not (tmp_path / "mlflow.db").exists()
 
 
 @pytest.mark.parametrize("content", ["folder", "text", "gzip-no-bundle"])
-def test_a_report_runs_that_is_no_bundle_exits_2(hydra_conf, no_suite, tmp_path, capsys, content):
+@pytest.mark.integration
+def test_a_report_runs_that_is_no_bundle_exits_2(no_suite, tmp_path, invoke, content):
     """Before: a 27–44-line traceback and exit status 1."""
     path = tmp_path / "runs.csv.gz"
     if content == "folder":
@@ -94,8 +97,8 @@ def test_a_report_runs_that_is_no_bundle_exits_2(hydra_conf, no_suite, tmp_path,
         path.write_text("not a bundle\n")
     else:
         path.write_bytes(gzip.compress(b"a,b\n1,2\n"))
-    cfg = _report_cfg(hydra_conf, f"report.runs={path}", f"report.out={tmp_path / 'out'}")
-    err = _refused(capsys, lambda: no_suite.generate(cfg, []))
+    err = _refused_command(invoke, ["scale=tiny", f"report.runs={path}", f"report.out={tmp_path / 'out'}"],
+                           tmp_path)
     assert f"report.runs='{path}' cannot be read as a results bundle" in err
     assert not (tmp_path / "mlflow.db").exists()
 
