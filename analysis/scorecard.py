@@ -400,7 +400,7 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     mine = [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
     status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda: print_expected(
-        refs, mine, finished_ids(store, ABLATION), mixer, sc.cluster.num_cpus or os.cpu_count() or 1))
+        refs, mine, finished_ids(store, ABLATION), mixer, _cores(sc.cluster)))
     if status == 2:
         return 2
     rest = [o for o in base if o != "+ablation=scorecard"]
@@ -421,6 +421,14 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     table.to_csv(out / "scorecard.csv", index=False)
     print(f"scorecard: {out / 'scorecard.md'}")
     return max(status, ext_status)
+
+
+def _cores(cluster: DictConfig) -> int:
+    """The cores the trials run on: one in this process (``cluster=serial``), else the local
+    instance's ``num_cpus`` (default: this machine's)."""
+    if getattr(cluster.scheduler, "name", str(cluster.scheduler)) == "serial":
+        return 1
+    return int(cluster.get("num_cpus") or os.cpu_count() or 1)
 
 
 def _header(scale: str, n: int, extended: int, overrides: list[str]) -> str:
