@@ -86,7 +86,9 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
     """One row per part: the mixer (``a``) against its reference (``b``), the verdict and why."""
     rows = []
     for spec in parts:
-        spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}
+        # decided as a deciding part is (test and preconditions): an observation's test verdict is
+        # not reported by the protocol, and the page's rows are verdicts of their own (module docstring)
+        spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
         diff = protocol.decide_part(df, {**spec, "test": "difference"})
         equiv = protocol.decide_part(df, {**spec, "b": diff.spec["b"], "choose_b": [],  # the same b
                                           "test": "equivalence", "sides": 2})
@@ -165,6 +167,10 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
     for task, rows in table.groupby("task", sort=False):
         words = _words(rows["name"].iloc[0])[0]
         said = []
+        unlearned = rows["reason"].str.startswith(f"not learned: `{mixer}`")
+        if unlearned.all():
+            said.append("not learned: no better than the task's trivial predictor, so no row is decided")
+        rows = rows[~unlearned] if not unlearned.all() else rows.iloc[0:0]
         for verdict, label in (("better", "better than"), ("equivalent within δ", "equivalent within δ to"),
                                ("worse", "worse than"), ("inconclusive", "inconclusive against")):
             refs = [_words(n)[1] for n in rows.loc[rows["verdict"] == verdict, "name"]]
@@ -415,7 +421,8 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     out.mkdir(parents=True, exist_ok=True)
     table, control = decide(df, parts, mixer), control_rows(df, parts)
     figures = _figures(df, out, sc.scale.name, mixer)
-    header = _header(sc.scale.name, len(trials), len(added), [*runtime.overrides, *runtime.sweeps])
+    extended = int((df["extends"].astype(str) != "").sum()) if "extends" in df else 0  # this run's and earlier ones'
+    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps])
     text = page(mixer, table, control, symmetry_rows(df, (mine or [t for t in refs if t.variant == mixer])[0].config, mixer), figures, header)
     (out / "scorecard.md").write_text(text)
     table.to_csv(out / "scorecard.csv", index=False)
@@ -433,7 +440,7 @@ def _cores(cluster: DictConfig) -> int:
 
 def _header(scale: str, n: int, extended: int, overrides: list[str]) -> str:
     path = " (a check of the path, not evidence)" if scale == "tiny" else ""
-    return (f"Scale `{scale}`{path}; {n} trials ({extended} past an lr grid edge) in the store's experiment "
+    return (f"Scale `{scale}`{path}; {n} runs ({extended} past an lr grid edge) in the store's experiment "
             f"`{ABLATION}` (`conf/ablation/scorecard.yaml`). Command: `python -m analysis.scorecard "
             f"{' '.join(overrides)}`.")
 

@@ -68,7 +68,7 @@ def test_bad_input_exits_2_with_one_line(composed, capsys, overrides, sweeps, sa
 def test_sentences_say_each_task_in_words():
     table = pd.DataFrame({"task": ["nearest"] * 3, "n_train": [1024] * 3,
                           "name": ["selection vs softmax (M4a)", "selection vs W_V (M5)", "selection vs the MLP (B1)"],
-                          "verdict": ["worse", "worse", "equivalent within δ"]})
+                          "verdict": ["worse", "worse", "equivalent within δ"], "reason": ["", "", ""]})
     control = pd.DataFrame({"task": ["nearest"], "a": ["softmax"], "b": ["mlp"], "verdict": ["supported"]})
     (line,) = scorecard.summary_sentences(table, control, "GLA")
     assert line == ("* **selection** (`nearest`, n_train = 1024): `GLA` is equivalent within δ to the MLP (B1); "
@@ -86,3 +86,13 @@ def test_class_name_did_you_mean():
             load_target("my_mixers.gated:GatedLinearAtention")
     finally:
         sys.path.remove(str(ROOT / "examples"))
+
+
+def test_sentence_for_a_mixer_that_did_not_learn():
+    table = pd.DataFrame({"task": ["repeated"] * 2, "n_train": [1024] * 2, "verdict": ["inconclusive"] * 2,
+                          "name": ["repeated tokens vs softmax (M4a)", "repeated tokens vs the MLP (B1)"],
+                          "reason": ["not learned: `GLA` 0.27 vs uniform mixing 0.25 (needs ≤ 0.23)"] * 2})
+    control = pd.DataFrame({"task": ["repeated"], "a": ["softmax"], "b": ["mlp"], "verdict": ["inconclusive"]})
+    (line,) = scorecard.summary_sentences(table, control, "GLA")
+    assert "`GLA` is not learned: no better than the task's trivial predictor" in line
+    assert "positive control (softmax beats mlp) does not hold" in line
