@@ -39,13 +39,13 @@ import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from scipy import stats as sps
 
 from analysis import plots, protocol, stats
@@ -247,7 +247,7 @@ class Runtime:
 
     cwd: Path
     overrides: tuple[str, ...] = ()
-    sweeps: tuple[str, ...] = field(default_factory=tuple)
+    sweeps: tuple[str, ...] = ()
 
 
 class BadInput(ValueError):
