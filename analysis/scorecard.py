@@ -168,7 +168,7 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
     ``control``: :func:`control_rows`)."""
     out = []
     for task, rows in table.groupby("task", sort=False):
-        words = _words(rows["name"].iloc[0])[0]
+        words, n = _words(rows["name"].iloc[0])[0], rows["n_train"].iloc[0]
         said = []
         unlearned = rows["reason"].str.startswith(f"not learned: `{mixer}`")
         if unlearned.all():
@@ -183,7 +183,6 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
         held = (f"; the positive control ({ctrl['a'].iloc[0]} beats {ctrl['b'].iloc[0]}) "
                 f"{'holds' if ctrl['verdict'].iloc[0] == protocol.SUPPORTED else 'does not hold: read no equivalence here'}"
                 if len(ctrl) else "")
-        n = rows["n_train"].iloc[0]
         at = f"n_train = {n}" if pd.notna(n) and str(n) else "no runs"
         out.append(f"* **{words}** (`{task}`, {at}): `{mixer}` is "
                    f"{'; '.join(said)}{held}.")
