@@ -32,6 +32,7 @@ import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
@@ -306,15 +307,38 @@ def _save(fig, *paths: Path) -> None:
 
 
 def _legend(palette: Mapping[str, tuple], marker: str = "o") -> dict[str, Line2D]:
-    return {lab: Line2D([], [], color=c, marker=marker, lw=1.5) for lab, c in palette.items()}
+    return {lab: Line2D([], [], color=c, marker=marker, lw=HIGHLIGHT_LW if c == HIGHLIGHT else 1.5)
+            for lab, c in palette.items()}
+
+
+HIGHLIGHT = (0.0, 0.0, 0.0)  # the highlighted arm's colour (the scorecard's mixer): black, drawn thick
+HIGHLIGHT_LW = 3.0
+
+
+def _highlighted(data: pd.DataFrame, highlight: str | None) -> str | None:
+    """The legend label of the arm ``highlight`` (an arm, e.g. the scorecard's mixer), or ``None``."""
+    if highlight is None:
+        return None
+    labels = data.loc[data["short" if "short" in data else "arm"] == highlight, "label"]
+    return str(labels.iloc[0]) if len(labels) else None
 
 
 def _draw(data: pd.DataFrame, faxes: Sequence[str], panel: Callable, sharey: bool = False,
-          **kw) -> tuple[sns.FacetGrid, dict]:
-    palette = _palette(curves.ordered(data["label"]))
+          highlight: str | None = None, **kw) -> tuple[sns.FacetGrid, dict]:
+    """The facet grid with ``panel`` drawn in each; the arm ``highlight`` (if given) in black,
+    its lines thick and on top. Returns ``(grid, label → colour)``."""
+    mark = _highlighted(data, highlight)
+    others = [lab for lab in curves.ordered(data["label"]) if lab != mark]
+    palette = {**_palette(others), **({mark: HIGHLIGHT} if mark else {})}
     with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
         g = _grid(data, faxes, sharey)
         g.map_dataframe(panel, palette=palette, **kw)
+    if mark:
+        for ax in g.axes.flat:
+            for line in ax.get_lines():  # the arm's own solid lines; reference lines are dashed or dotted
+                if line.get_linestyle() == "-" and tuple(mcolors.to_rgb(line.get_color())) == HIGHLIGHT:
+                    line.set_linewidth(HIGHLIGHT_LW)
+                    line.set_zorder(5)
     return g, palette
 
 
@@ -353,7 +377,7 @@ def _same_runs(data: pd.DataFrame) -> dict[str, str]:
 
 def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str | None = None,
                       scale: str | None = None, axes: Sequence[str] | None = None,
-                      formats: Sequence[str] = FORMATS) -> list[Path]:
+                      formats: Sequence[str] = FORMATS, highlight: str | None = None) -> list[Path]:
     """Test error against training-set size, one panel per task (claims C9, C10, C12; paper.md
     §12 T3 "plot that trivial predictor as a reference line", §13).
 
@@ -367,6 +391,7 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
         df: runs (the input contract of :func:`analysis.curves.prepare`).
         out: output path without suffix.
         axes: the ablation's swept columns; those in :data:`analysis.curves.FACET_AXES` become panels.
+        highlight: an arm drawn thick and black (the scorecard's mixer).
 
     Returns:
         ``[png, pdf]``.
@@ -388,7 +413,7 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     same = _same_runs(ok)
     data, ok = data[~data["facet"].isin(same)], ok[~ok["facet"].isin(same)]
     errorbar, band = _band(ok, x)
-    g, palette = _draw(ok, faxes, _curve, x=x, y="error", errorbar=errorbar)
+    g, palette = _draw(ok, faxes, _curve, x=x, y="error", errorbar=errorbar, highlight=highlight)
     lines: dict[str, Line2D] = {}  # reference lines, named in the legend (labels in panels overlapped)
     styles = _ref_styles(curves.ordered(data.loc[data["reference_error"].notna(), "reference_name"]))
     for facet, ax in g.axes_dict.items():
@@ -426,7 +451,7 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
 
 def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = None,
                           scale: str | None = None, axes: Sequence[str] | None = None,
-                          formats: Sequence[str] = FORMATS) -> list[Path]:
+                          formats: Sequence[str] = FORMATS, highlight: str | None = None) -> list[Path]:
     """Test error against test sequence length (paper.md §12 T5), one panel per task with
     ``test/n_<n>/<metric>`` columns: per arm the seed mean and a 95% percentile-bootstrap band
     (plot only) over the usable runs; training lengths dotted vertical lines; the reference
@@ -447,7 +472,7 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
     trained = lengths.training_lengths(data)
     ok = curves.usable(long[long["supported"]])
     errorbar, band = _band(ok.assign(**{SIZE: ok["n"]}), SIZE)
-    g, palette = _draw(ok, faxes, _curve, x="n", y="error", errorbar=errorbar)
+    g, palette = _draw(ok, faxes, _curve, x="n", y="error", errorbar=errorbar, highlight=highlight)
     refused, lines = [], {}
     for facet, ax in g.axes_dict.items():
         here = long[long["facet"] == facet]

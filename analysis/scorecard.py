@@ -1,4 +1,4 @@
-"""``python -m analysis.scorecard model=external model.target=PACKAGE.MODULE:CLASS [scale=...]``
+"""``python -m analysis.scorecard model=external model.target=PACKAGE.MODULE:CLASS [scale=quick] [KEY=VALUE ...]``
 
 One page for a mixer against attention's reference arms (``conf/ablation/scorecard.yaml``:
 softmax M4a, W_V M5, the best elementwise σ with 1/n, the MLP B1) on the tasks that separate
@@ -6,32 +6,46 @@ the paper's terms (selection, generation outside span(X), repeated tokens, lengt
 generalisation). It runs the ablation ``scorecard`` with the grid's model axis and with the
 command line's model (``model=…``, ``model.*``) as one more arm, in this process as ``python -m
 harness`` runs a sweep: trials already in the store (the reference arms of an earlier scorecard,
-by trial id) are skipped, so a second mixer runs only its own trials. Then it writes
-``outputs/scorecard-<variant>/scorecard.md`` in the current directory (with ``scorecard.csv``
-and the figures beside it):
+by trial id) are skipped, so a second mixer runs only its own trials. Command-line sweeps are
+axes as in ``python -m harness`` (``task.n_train=64,256,1024 seed=0,1,2``, with or without
+``-m``). Before the first trial it prints the expected CPU time (:data:`COST_TABLE`). Where a
+row's arm chose an lr at the grid's edge, the grid is extended one ×√10 step past it, up to
+``report.extend_lr`` times, as the report does (paper.md §13). Then it writes
+``outputs/scorecard-<variant>-<scale>[-<hash of the other overrides>]/scorecard.md`` in the
+current directory, a folder per setting that changes the page (with ``scorecard.csv`` and the
+figures beside it):
 
+* one sentence per task saying where the mixer stands;
 * the measured symmetry table: the mixer's symmetries on re-drawn float64 weights
   (:func:`harness.external_check.measure_redrawn`, as the pre-flight measures them), and every
-  arm's median ``symmetry/*`` error on its trained weights;
+  arm's median ``symmetry/*`` error on its trained weights, under the same names;
 * per part of the ablation file (``a: MIXER`` is the mixer's arm) the mixer's test error against
   the reference's with the paired interval under the verdict protocol (:mod:`analysis.protocol`):
   *better* (the difference part supported), *worse* (contradicted), *equivalent within δ* (the
-  two-sided TOST part supported), else *inconclusive* with the reason; a better / worse /
-  equivalent verdict also needs its Holm-adjusted p below 0.05 across the page's comparisons;
-* the sample-efficiency and length-generalisation figures (:mod:`analysis.plots`).
+  two-sided TOST part supported, its positive control softmax-vs-MLP contradicted), else
+  *inconclusive* with the reason; a better / worse / equivalent verdict also needs its
+  Holm-adjusted p below 0.05 across the page's comparisons; and per task the positive control;
+* the sample-efficiency and length-generalisation figures (:mod:`analysis.plots`), the mixer
+  drawn thick and black.
+
+Exit status: 0 the page is written, 1 some trials failed (the page counts them), 2 bad input
+(nothing run: an unknown key or option, a mixer that does not build, with "did you mean" where a
+name is close), 130 interrupted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
 import numpy as np
 import pandas as pd
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from scipy import stats as sps
 
 from analysis import plots, protocol, stats
@@ -39,8 +53,17 @@ from analysis.load import load_runs
 from analysis.trials import restrict
 
 ABLATION, MIXER, ALPHA = "scorecard", "MIXER", 0.05
-SYMMETRY_KEYS = {"rot+Z": "symmetry/rotation_knowledge_err", "rot": "symmetry/rotation_err",
-                 "perm": "symmetry/permutation_err"}
+# the symmetry names of harness.models.common.SYMMETRIES → the metric each trial logs on its weights
+SYMMETRY_KEYS = {"orthogonal_knowledge": "symmetry/rotation_knowledge_err",
+                 "orthogonal": "symmetry/rotation_err", "permutation": "symmetry/permutation_err"}
+# CPU-ms per training step per trial, per model preset and task (``mixer``: any model not in it,
+# costed as the example gated linear attention, examples/my_mixers/gated.py). Measured at
+# scale=quick, cluster=serial, under /usr/bin/time on a 2-core machine: the 540 reference trials
+# took 348 CPU-s, the mixer's 108 about 95 CPU-s; split over (model, task) in proportion to
+# their mean trial durations in a local-Ray run of the same 648 trials.
+COST_TABLE = Path(__file__).with_name("scorecard_cost.csv")
+# overrides that change where trials run or are recorded, not what the page says
+NOT_ON_PAGE = ("cluster", "tracking", "hydra", "force", "dry_run", "summary")
 
 
 def _pairs(result: protocol.PartResult) -> int:
@@ -66,13 +89,15 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
     """One row per part: the mixer (``a``) against its reference (``b``), the verdict and why."""
     rows = []
     for spec in parts:
-        spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}
+        # decided as a deciding part is (test and preconditions): an observation's test verdict is
+        # not reported by the protocol, and the page's rows are verdicts of their own (module docstring)
+        spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
         diff = protocol.decide_part(df, {**spec, "test": "difference"})
         equiv = protocol.decide_part(df, {**spec, "b": diff.spec["b"], "choose_b": [],  # the same b
                                           "test": "equivalence", "sides": 2})
         p_diff, p_tost = _p_values(diff, float(spec["delta"]))
         shown = diff.spec["b"] if not spec.get("choose_b") else f"{spec['b']}: {diff.spec['b']}"
-        rows.append({"task": spec["task"], "reference": shown, "delta": float(spec["delta"]),
+        rows.append({"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
                      "n_train": diff.n_train, "seeds": diff.seeds, "mixer": diff.mean_a,
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
                      "p_diff": p_diff, "p_tost": p_tost, "diff": diff.verdict, "equiv": equiv.verdict,
@@ -97,8 +122,9 @@ def _verdict(r) -> tuple[str, str]:
     return "inconclusive", r.why or "the 95% interval includes 0 and the 90% interval is not inside ±δ"
 
 
-def symmetry_rows(df: pd.DataFrame, trial_cfg) -> list[str]:
-    """The measured symmetry table (Markdown lines)."""
+def symmetry_rows(df: pd.DataFrame, trial_cfg, mixer: str) -> list[str]:
+    """The measured symmetry table (Markdown lines): the mixer's errors on re-drawn weights
+    (an external model only) and each arm's median on its trained weights, the mixer's row bold."""
     from harness.models import build_model
     from harness.external_check import TOLERANCE, measure_redrawn, symmetry_table
     from harness.models.external import NAME, declared
@@ -112,18 +138,18 @@ def symmetry_rows(df: pd.DataFrame, trial_cfg) -> list[str]:
         table = symmetry_table(errors, dtype, declared(model, trial_cfg.model.target))
         lines += [f"On re-drawn {str(dtype)[6:]} weights (tolerance {TOLERANCE[dtype]:g}, the pre-flight's "
                   f"measurement at d={task.d}):", "", "| symmetry | error | |", "|---|---|---|"]
-        for name, key in (("orthogonal_knowledge", SYMMETRY_KEYS["rot+Z"]), ("orthogonal", SYMMETRY_KEYS["rot"]),
-                          ("permutation", SYMMETRY_KEYS["perm"])):
+        for name, key in SYMMETRY_KEYS.items():
             shown = f"{errors[key]:.0e}" if key in errors else "–"
             lines.append(f"| {name} | {shown} | {table[name]} |")
         lines.append("")
     present = [k for k in SYMMETRY_KEYS.values() if k in df]
     med = df.groupby("arm")[present].median() if present else pd.DataFrame()
-    lines += ["Median over each arm's trials, on its trained weights (float32; `symmetry/*` of each run):", "",
-              "| arm | " + " | ".join(SYMMETRY_KEYS) + " |", "|---|" + "---|" * len(SYMMETRY_KEYS)]
+    lines += ["Median relative error over each arm's trials, on its trained weights (float32; `symmetry/*` "
+              "of each run):", "", "| arm | " + " | ".join(SYMMETRY_KEYS) + " |", "|---|" + "---|" * len(SYMMETRY_KEYS)]
     for arm, row in med.iterrows():
         cells = [f"{row[k]:.0e}" if k in row and np.isfinite(row[k]) else "–" for k in SYMMETRY_KEYS.values()]
-        lines.append(f"| `{arm}` | " + " | ".join(cells) + " |")
+        shown = f"**`{arm}`** (the mixer)" if arm == mixer else f"`{arm}`"
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -131,11 +157,57 @@ def _fmt(v: float) -> str:
     return "–" if not np.isfinite(v) else f"{v:.3g}"
 
 
-def page(mixer: str, table: pd.DataFrame, sym: list[str], figures: list[str], scale: str, n: int) -> str:
-    """The scorecard's Markdown."""
-    lines = [f"# Scorecard: `{mixer}`", "",
-             f"Scale `{scale}`{' (a check of the path, not evidence)' if scale not in ('default', 'full') else ''}; "
-             f"{n} trials in the store's experiment `{ABLATION}` (`conf/ablation/scorecard.yaml`).", "",
+def _words(name: str) -> tuple[str, str]:
+    """``(the task in words, the reference in words)`` of a part name ``"selection vs softmax (M4a)"``."""
+    task, _, ref = name.partition(" vs ")
+    return task, ref or name
+
+
+def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) -> list[str]:
+    """One sentence per task, in words, from the page's rows (``table``: :func:`decide`;
+    ``control``: :func:`control_rows`)."""
+    out = []
+    for task, rows in table.groupby("task", sort=False):
+        words, n = _words(rows["name"].iloc[0])[0], rows["n_train"].iloc[0]
+        said = []
+        unlearned = rows["reason"].str.startswith(f"not learned: `{mixer}`")
+        if unlearned.all():
+            said.append("not learned: no better than the task's trivial predictor, so no row is decided")
+        rows = rows[~unlearned] if not unlearned.all() else rows.iloc[0:0]
+        for verdict, label in (("better", "better than"), ("equivalent within δ", "equivalent within δ to"),
+                               ("worse", "worse than"), ("inconclusive", "inconclusive against")):
+            refs = [_words(n)[1] for n in rows.loc[rows["verdict"] == verdict, "name"]]
+            if refs:
+                said.append(f"{label} {', '.join(refs[:-1]) + ' and ' if len(refs) > 1 else ''}{refs[-1]}")
+        ctrl = control[control["task"] == task]
+        held = (f"; the positive control ({ctrl['a'].iloc[0]} beats {ctrl['b'].iloc[0]}) "
+                f"{'holds' if ctrl['verdict'].iloc[0] == protocol.SUPPORTED else 'does not hold: read no equivalence here'}"
+                if len(ctrl) else "")
+        at = f"n_train = {n}" if pd.notna(n) and str(n) else "no runs"
+        out.append(f"* **{words}** (`{task}`, {at}): `{mixer}` is "
+                   f"{'; '.join(said)}{held}.")
+    return out
+
+
+def control_rows(df: pd.DataFrame, parts: list[dict]) -> pd.DataFrame:
+    """Per task the positive control of its parts (``control: [a', b']``, the MLP against
+    softmax): the difference test of ``b'`` (the better arm) against ``a'``."""
+    rows = []
+    for spec in {p["task"]: p for p in parts if len(p.get("control") or []) == 2}.values():
+        worse, better = spec["control"]
+        res = protocol.decide_part(df, {**spec, "a": better, "b": worse, "control": [], "choose_b": [],
+                                        "test": "difference", "role": "control"})
+        rows.append({"task": spec["task"], "a": better, "b": worse, "n_train": res.n_train, "seeds": res.seeds,
+                     "mean_a": res.mean_a, "mean_b": res.mean_b, "effect": res.effect, "lo": res.lo,
+                     "hi": res.hi, "verdict": res.verdict, "why": "; ".join(res.reasons)})
+    return pd.DataFrame(rows, columns=["task", "a", "b", "n_train", "seeds", "mean_a", "mean_b", "effect",
+                                       "lo", "hi", "verdict", "why"])
+
+
+def page(mixer: str, table: pd.DataFrame, control: pd.DataFrame, sym: list[str], figures: list[str],
+         header: str) -> str:
+    """The scorecard's Markdown (``header``: the setting's line, :func:`_header`)."""
+    lines = [f"# Scorecard: `{mixer}`", "", header, "", *summary_sentences(table, control, mixer), "",
              "## Measured symmetries", "", *sym, "",
              "## Against the reference arms", "",
              "Test error at the largest training-set size, each arm at its lr chosen on validation; "
@@ -148,7 +220,15 @@ def page(mixer: str, table: pd.DataFrame, sym: list[str], figures: list[str], sc
         why = "; ".join(x for x in (r.reason, r.choice) if x)
         lines.append(f"| {r.task} | `{r.reference}` | {r.n_train} | {r.seeds} | {_fmt(r.mixer)} | "
                      f"{_fmt(r.reference_error)} | {ci} | {r.delta:g} | **{r.verdict}** | {why} |")
-    lines += ["", "## Figures", "", *[f"![{Path(f).stem}]({Path(f).name})" for f in figures], ""]
+    lines += ["", "## Positive control", "",
+              "Per task the known-different pair each row's equivalence test needs (paper.md §13, *Power*): "
+              "d = error(b) − error(a), paired per seed; *supported*: `a` is better.", "",
+              "| task | a | b | n_train | seeds | a | b | d [95% CI] | verdict | why |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in control.itertuples():
+        lines.append(f"| {r.task} | `{r.a}` | `{r.b}` | {r.n_train} | {r.seeds} | {_fmt(r.mean_a)} | {_fmt(r.mean_b)} | "
+                     f"{_fmt(r.effect)} [{_fmt(r.lo)}, {_fmt(r.hi)}] | **{r.verdict}** | {r.why} |")
+    lines += ["", "## Figures", "", f"The mixer `{mixer}` is the thick black line.", "",
+              *[f"![{Path(f).stem}]({Path(f).name})" for f in figures], ""]
     return "\n".join(lines)
 
 
@@ -158,64 +238,272 @@ def mixer_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     return model, [o for o in overrides if o not in model]
 
 
-def run(cfg: DictConfig, overrides: list[str]) -> Path:
-    """Run the scorecard's trials, decide, write the page; returns its path."""
-    from analysis.reporting import run_suite
-    from harness.store import resolve_store
-    from harness.expansion import expand
+@dataclass(frozen=True)
+class Runtime:
+    """What the command's shell hands :func:`run`: the directory it started in, the command
+    line's overrides (Hydra's ``overrides.task``) and its sweeps, taken out of the command line
+    before Hydra saw them (:func:`harness.cli.take_sweeps`)."""
 
-    model, rest = mixer_overrides(overrides)
+    cwd: Path
+    overrides: tuple[str, ...] = ()
+    sweeps: tuple[str, ...] = ()
+
+
+class BadInput(ValueError):
+    """A command line the scorecard cannot run (exit 2, one line)."""
+
+
+def out_folder(cwd: Path, mixer: str, scale: str, overrides: list[str]) -> Path:
+    """``cwd/outputs/scorecard-<mixer>-<scale>[-<8 hex digits>]``: a folder per setting that
+    changes the page; the digits hash the sorted overrides other than the mixer's, the scale
+    and :data:`NOT_ON_PAGE` (so ``seed=0,1,2`` and ``seed=0,1`` never share a page)."""
+    rest = sorted(o for o in overrides if o.lstrip("+~").split("=", 1)[0].split(".")[0].split("/")[0]
+                  not in (*NOT_ON_PAGE, "scale") or o.lstrip("+~").startswith("scale."))
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"scorecard-{mixer}-{scale}")
+    if rest:
+        name += "-" + hashlib.sha256("\n".join(rest).encode()).hexdigest()[:8]
+    return cwd / "outputs" / name
+
+
+def _costs() -> dict[tuple[str, str], float]:
+    table = pd.read_csv(COST_TABLE)
+    return {(r.model, r.task): float(r.cpu_ms_per_step) for r in table.itertuples()}
+
+
+def expected_cpu_s(trials: list, mixer: str) -> float:
+    """Expected CPU-seconds of ``trials`` from :data:`COST_TABLE` (steps × CPU-ms per step of
+    the trial's model preset on its task; the mixer and presets not in the table are costed as
+    softmax attention)."""
+    from harness.naming import preset
+
+    costs, total = _costs(), 0.0
+    for t in trials:
+        model = "mixer" if t.variant == mixer else preset(t.variant)
+        ms = costs.get((model, t.task), costs.get(("mixer", t.task), costs[("softmax", t.task)]))
+        total += ms * t.config.train.max_steps / 1000
+    return total
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} CPU-min" if seconds >= 60 else f"{seconds:.0f} CPU-s"
+
+
+def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: int) -> None:
+    """One line before the first trial: what is left to run and its expected CPU time (the
+    references' too when they are not in the store yet), and the wall time on ``cores`` free cores."""
+    todo_refs = [t for t in refs if t.trial_id not in done]
+    todo_mine = [t for t in mine if t.trial_id not in done]
+    a, b = expected_cpu_s(todo_refs, mixer), expected_cpu_s(todo_mine, mixer)
+    refs_text = (f"references {len(todo_refs)} of {len(refs)} trials ≈ {_minutes(a)}; " if todo_refs
+                 else f"references in the store ({len(refs)} trials); ")
+    print(f"scorecard: expected {refs_text}the mixer {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
+          f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall on {cores} free cores, plus lr-edge reruns "
+          f"(costs: {COST_TABLE.name})", flush=True)
+
+
+def _expand(cli: list[str], sweeps: list[str]) -> tuple[DictConfig, list, list, list[str], list[str]]:
+    """``(ablation config, reference trials, mixer trials, base overrides, model overrides)``;
+    a preset that is a reference arm (``model=softmax``) has the references' trials as its own.
+
+    Raises:
+        BadInput: no mixer named, a sweep over the mixer's keys, or a grid that does not expand.
+    """
+    from harness.expansion import SweepError, expand
+
+    model, rest = mixer_overrides(cli)
+    model_sweeps, rest_sweeps = mixer_overrides(sweeps)
     if not model:
-        print("error: name the mixer: model=external model.target=PACKAGE.MODULE:CLASS (or model=PRESET)",
-              file=sys.stderr)
-        sys.exit(2)
+        raise BadInput("name the mixer: model=external model.target=PACKAGE.MODULE:CLASS (or model=PRESET)")
+    if model_sweeps:
+        raise BadInput(f"{' '.join(model_sweeps)}: a scorecard scores one mixer; give one value "
+                       "(run the scorecard once per mixer: the references are reused)")
     base = ["+ablation=scorecard", *rest]
-    sc = hydra.compose(config_name="config", overrides=base)
     try:
-        refs = expand(sc, base)
-        mine = expand(sc, [*base, *model])
-    except ValueError as err:
+        sc = hydra.compose(config_name="config", overrides=base)
+        refs = expand(sc, [*base, *rest_sweeps])
+        mine = expand(sc, [*base, *model, *rest_sweeps])
+    except (SweepError, ValueError) as err:
+        raise BadInput(_one_line(str(err), sc if "sc" in locals() else None)) from err
+    if not mine:
+        raise BadInput(f"{' '.join(model)}: no trials")
+    return sc, refs, mine, base, model
+
+
+def _one_line(message: str, cfg: DictConfig | None) -> str:
+    """OmegaConf's several-line "Key 'x' not in 'YConfig' … full_key: task.x" as one line, with
+    "did you mean" among the keys of that node of the composed ``cfg``."""
+    from harness.cli import suggest
+
+    first = message.splitlines()[0] if message else message
+    full = re.search(r"full_key: ([\w.]+)", message)
+    if cfg is None or not full or "." not in full.group(1):
+        return first
+    parent, _, key = full.group(1).rpartition(".")
+    node = OmegaConf.select(cfg, parent)
+    allowed = sorted(node.keys()) if isinstance(node, DictConfig) else []
+    return f"{full.group(1)}: no key {key!r} in {parent}{suggest(key, allowed)} (allowed: {', '.join(allowed)})"
+
+
+def _sweep(sc: DictConfig, trials: list, cli: list[str], store, before=None) -> int:
+    """Run ``trials`` as ``python -m harness`` runs a sweep (checks first, then ``before()``,
+    then the trials; finished ones skipped): its exit status."""
+    from harness.sweep import Sweep
+
+    sweep = Sweep([(ABLATION, trials)], OmegaConf.to_object(sc.cluster), store, cli, sc.tracking.lease_s)
+    try:
+        sweep.check()
+    except ValueError as err:  # SweepError, StoreError: bad input, nothing run or recorded
         print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
-    trials = refs + [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
-    store = resolve_store(OmegaConf.to_object(sc.tracking), Path.cwd())
-    with open_dict(sc):
-        sc.report.suite = ABLATION
-    run_suite(sc, {ABLATION: trials}, base, store)
-    df = restrict(stats.add_error(load_runs(ABLATION, store.uri)), trials, ABLATION)
+        return 2
+    if before is not None:
+        before()
+    return sweep.main(store_checked=True)
+
+
+def _runs(trials: list, store) -> pd.DataFrame:
+    return restrict(stats.add_error(load_runs(ABLATION, store.uri)), trials, ABLATION)
+
+
+def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
+              store) -> tuple[list, int]:
+    """Extend the lr grid one ×√10 step past each edge a row's arm chose, up to
+    ``report.extend_lr`` rounds (none at ``scale=tiny``), as the report does (paper.md §13,
+    :func:`analysis.reporting.run_extensions`). ``groups``: ``(grid trials, overrides they were
+    composed with)``, the references' and the mixer's. Returns ``(the extension trials, the
+    worst exit status of their sweeps)``."""
+    from analysis.reporting import _extension_trials
+    from harness.expansion import split_sweeps
+
+    grid = [t for trials, _ in groups for t in trials]
+    added, status = [], 0
+    for _ in range(0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)):  # tiny: a path check
+        df = _runs(grid + added, store)
+        edges = [e for spec in parts for e in protocol.decide_part(
+            df, {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}).edges]
+        new = []
+        for trials, cli in groups:
+            known = {t.trial_id: t for t in trials}
+            new += [t for t in _extension_trials(edges, known, split_sweeps(cli)[0])
+                    if t.trial_id not in {a.trial_id for a in added + new}]
+        if not new:
+            break
+        print(f"scorecard: {len(new)} trials past an lr grid edge", flush=True)
+        added += new
+        status = max(status, _sweep(sc, new, groups[0][1], store))
+        if status == 2:
+            break
+    return added, status
+
+
+def run(cfg: DictConfig, runtime: Runtime) -> int:
+    """Run the scorecard's trials, decide, write the page (module docstring); the exit status."""
+    from harness.store import finished_ids, resolve_store
+
+    try:
+        sc, refs, mine, base, model = _expand(list(runtime.overrides), list(runtime.sweeps))
+    except BadInput as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     mixer = mine[0].variant
-    out = Path.cwd() / "outputs" / f"scorecard-{re.sub(r'[^A-Za-z0-9_.=-]+', '_', mixer)}"
-    out.mkdir(parents=True, exist_ok=True)
+    mine = [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
+    store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
+    status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda: print_expected(
+        refs, mine, finished_ids(store, ABLATION), mixer, _cores(sc.cluster)))
+    if status == 2:
+        return 2
+    rest = [o for o in base if o != "+ablation=scorecard"]
     parts = [protocol.spec_dict(p) for p in OmegaConf.to_object(sc.ablation.parts)]
-    table = decide(df, parts, mixer)
-    figures = _figures(df, out, sc.scale.name)
-    text = page(mixer, table, symmetry_rows(df, mine[0].config), figures, sc.scale.name, len(trials))
+    added, ext_status = extend_lr(sc, parts, [(refs, [*base, *runtime.sweeps]),
+                                              (mine, [*base, *model, *runtime.sweeps])], mixer, store)
+    if ext_status == 2:
+        return 2
+    trials = refs + mine + added
+    df = _runs(trials, store)
+    out = out_folder(runtime.cwd, mixer, sc.scale.name, [*rest, *runtime.sweeps])
+    out.mkdir(parents=True, exist_ok=True)
+    table, control = decide(df, parts, mixer), control_rows(df, parts)
+    figures = _figures(df, out, sc.scale.name, mixer)
+    extended = int((df["extends"].astype(str) != "").sum()) if "extends" in df else 0  # this run's and earlier ones'
+    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps])
+    text = page(mixer, table, control, symmetry_rows(df, (mine or [t for t in refs if t.variant == mixer])[0].config, mixer), figures, header)
     (out / "scorecard.md").write_text(text)
     table.to_csv(out / "scorecard.csv", index=False)
     print(f"scorecard: {out / 'scorecard.md'}")
-    return out / "scorecard.md"
+    return max(status, ext_status)
 
 
-def _figures(df: pd.DataFrame, out: Path, scale: str) -> list[str]:
+def _cores(cluster: DictConfig) -> int:
+    """The cores the trials run on: one in this process (``cluster=serial``), else the local
+    instance's ``num_cpus`` (default: this machine's)."""
+    if getattr(cluster.scheduler, "name", str(cluster.scheduler)) == "serial":
+        return 1
+    return int(cluster.get("num_cpus") or os.cpu_count() or 1)
+
+
+def _header(scale: str, n: int, extended: int, overrides: list[str]) -> str:
+    path = " (a check of the path, not evidence)" if scale == "tiny" else ""
+    return (f"Scale `{scale}`{path}; {n} runs ({extended} past an lr grid edge) in the store's experiment "
+            f"`{ABLATION}` (`conf/ablation/scorecard.yaml`). Command: `python -m analysis.scorecard "
+            f"{' '.join(overrides)}`.")
+
+
+def _figures(df: pd.DataFrame, out: Path, scale: str, mixer: str) -> list[str]:
     paths = [*plots.sample_efficiency(df, out / "sample_efficiency", ablation=ABLATION, scale=scale,
-                                      formats=("png",))]
+                                      formats=("png",), highlight=mixer)]
     lengths = df[df["task"] == "teacher_length"]
     try:
         paths += plots.length_generalisation(lengths, out / "length_generalisation", ablation=ABLATION,
-                                             scale=scale, formats=("png",))
+                                             scale=scale, formats=("png",), highlight=mixer)
     except ValueError as err:  # no per-length metric (no finished run on the length task)
         print(f"scorecard: no length figure: {err}", file=sys.stderr)
     return [str(p) for p in paths]
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> None:
-    """Entry point; see the module docstring."""
-    run(cfg, list(HydraConfig.get().overrides.task))
+# Hydra writes nothing of its own: the page's folder is the scorecard's (out_folder), so no
+# outputs/<one-off experiment>/<time>/ folder, no .hydra/ copy, no log file.
+_HYDRA_QUIET = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none"]
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """``python -m analysis.scorecard``: ``--help`` and misspelled choices and keys first
+    (:func:`harness.cli.precheck`), the sweeps taken out of the command line
+    (:func:`harness.cli.take_sweeps`), then :func:`run` under ``@hydra.main``; a config Hydra
+    cannot compose exits 2 (:func:`harness.cli.call_main`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.cli import call_main, precheck, take_sweeps
+    from harness.config import register_configs
+
+    argv = list(sys.argv if argv is None else argv)
+    precheck(USAGE, argv[1:])
+    sys.argv, sweeps = take_sweeps(argv)
+    sys.argv += _HYDRA_QUIET
+    register_configs()
+    entered: list[bool] = []
+
+    @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+    def main(cfg: DictConfig) -> None:
+        entered.append(True)
+        runtime = Runtime(Path(HydraConfig.get().runtime.cwd), tuple(HydraConfig.get().overrides.task),
+                          tuple(sweeps))
+        sys.exit(run(cfg, runtime))
+
+    call_main(main, lambda: bool(entered))
+
+
+USAGE = """\
+usage: python -m analysis.scorecard model=external model.target=PACKAGE.MODULE:CLASS [scale=quick|tiny|default|full] [KEY=VALUE ...]
+
+Runs a mixer beside attention's reference arms (conf/ablation/scorecard.yaml; finished trials are
+skipped, so the references run once per store) and writes
+outputs/scorecard-<mixer>-<scale>[-<hash of the other overrides>]/scorecard.md: its measured
+symmetries and, per task and reference, better / equivalent within δ / worse / inconclusive.
+Sweeps as in python -m harness (task.n_train=64,256,1024 seed=0,1,2). scale=quick (3 seeds,
+3 sizes, 3 lrs, 300 steps) is the first setting that decides; tiny checks the path only.
+
+Exit status: 0 page written, 1 some trials failed, 2 bad input (nothing run), 130 interrupted.
+"""
 
 
 if __name__ == "__main__":
-    from harness.config import register_configs
-
-    register_configs()
-    main()
+    cli()

@@ -61,8 +61,14 @@ claim and each ablation's figures and tables beside it.
 
 
 def options(group: str, conf: Path = CONF) -> list[str]:
-    """The choices of config group ``group``: the YAML files of ``conf/<group>/``, sorted."""
-    return sorted(p.stem for p in (conf / group).glob("*.yaml"))
+    """The choices of config group ``group``: the YAML files of ``conf/<group>/``, sorted; for
+    ``model`` in the package's own ``conf/``, the installed plug-ins too (:mod:`harness.plugins`)."""
+    found = {p.stem for p in (conf / group).glob("*.yaml")}
+    if group == "model" and conf == CONF:
+        from harness.plugins import plugins
+
+        found |= set(plugins())
+    return sorted(found)
 
 
 def groups(conf: Path = CONF) -> list[str]:

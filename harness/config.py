@@ -19,6 +19,7 @@ from omegaconf import MISSING, OmegaConf
 from harness.models import MODELS
 from harness.models.external import ExternalConfig
 from harness.paths import SINGLE, folder_name, one_off_experiment
+from harness.plugins import plugins
 from tasks import TASKS
 from tasks.external import ExternalTaskConfig
 
@@ -279,6 +280,10 @@ def register_configs() -> None:
     external = OmegaConf.structured(ExternalConfig)
     OmegaConf.set_struct(external.kwargs, False)  # model.kwargs.k=8 without '+': any constructor argument
     cs.store(group="model", name="external_schema", node=external)
+    for name, target in plugins().items():  # installed packages' mixers (harness/plugins.py)
+        plugin = OmegaConf.structured(ExternalConfig(target=target, variant=name))
+        OmegaConf.set_struct(plugin.kwargs, False)
+        cs.store(group="model", name=name, node=plugin)
     external_task = OmegaConf.structured(ExternalTaskConfig)
     OmegaConf.set_struct(external_task.kwargs, False)
     cs.store(group="task", name="external_schema", node=external_task)

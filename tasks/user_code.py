@@ -8,6 +8,7 @@ so that neither points up to the other.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import sys
@@ -44,11 +45,19 @@ def load_class(target: str, base: type, key: str, what: str) -> type:
                          "or the current directory?") from err
     cls = getattr(module, attr, None)
     if cls is None:
-        raise ValueError(f"{key}={target!r}: module {module_name!r} has no {attr!r}")
+        found = sorted(n for n, v in vars(module).items() if inspect.isclass(v) and issubclass(v, base))
+        raise ValueError(f"{key}={target!r}: module {module_name!r} has no {attr!r}"
+                         f"{did_you_mean(attr, found)} ({what.split(' ', 1)[-1].replace('class', 'classes')} there: {', '.join(found) or 'none'})")
     if not (inspect.isclass(cls) and issubclass(cls, base)):
         raise ValueError(f"{key}={target!r}: {attr!r} is not {what}")
     remember(module_name)
     return cls
+
+
+def did_you_mean(name: str, allowed: list[str]) -> str:
+    """``"; did you mean X?"`` for the closest of ``allowed`` to ``name`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def remember(module_name: str) -> None:

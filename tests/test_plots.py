@@ -327,3 +327,16 @@ def test_refused_lengths_sit_one_row_per_arm_above_the_data(tmp_path, grids):
     data_at = (np.log10(top_data) - np.log10(lo)) / (np.log10(hi) - np.log10(lo))
     assert min(heights) > data_at
     assert any(t.startswith("length not supported") for t in _legend(grids[0]))
+
+
+def test_highlighted_arm_is_black_and_thick(tmp_path, grids):
+    df = S.knowledge_size(seeds=range(2))
+    plots.sample_efficiency(df, tmp_path / "se", highlight="softmax_free[k=8]", formats=("png",))
+    g = grids[0]
+    solid = [line for line in g.axes.flat[0].get_lines() if line.get_linestyle() == "-" and len(line.get_xdata()) > 1]
+    thick = [line for line in solid if line.get_linewidth() == plots.HIGHLIGHT_LW]
+    assert len(thick) == 1 and tuple(plots.mcolors.to_rgb(thick[0].get_color())) == plots.HIGHLIGHT
+    assert all(tuple(plots.mcolors.to_rgb(line.get_color())) != plots.HIGHLIGHT for line in solid if line not in thick)
+    labels = dict(zip(_legend(g), g._legend.legend_handles))
+    (mine,) = [h for t, h in labels.items() if t.startswith("softmax_free[k=8]")]
+    assert mine.get_linewidth() == plots.HIGHLIGHT_LW

@@ -15,7 +15,7 @@ VERDICTS = {"better", "worse", "equivalent within δ", "inconclusive"}
 
 
 def _rows(page: str) -> list[list[str]]:
-    body = page.split("## Against the reference arms", 1)[1].split("## Figures", 1)[0]
+    body = page.split("## Against the reference arms", 1)[1].split("## Positive control", 1)[0]
     return [[c.strip() for c in line.strip("|").split("|")] for line in body.splitlines()
             if line.startswith("| ") and not line.startswith("| task")]
 
@@ -28,18 +28,18 @@ def test_scorecards_of_both_examples(tmp_path, run_cli):
     first = run_cli([*base, "model.target=my_mixers.linear:LinearAttention"], folder)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "48 trials: 0 already finished" in first.stdout + first.stderr
-    page = (folder / "outputs" / "scorecard-LinearAttention" / "scorecard.md").read_text()
+    page = (folder / "outputs" / "scorecard-LinearAttention-tiny" / "scorecard.md").read_text()
     assert "| permutation | 1e-16 | holds (declared) |" in page or re.search(r"\| permutation \| \S+ \| holds \(declared\) \|", page)
     rows = _rows(page)
     assert len(rows) == 16 and {r[8].strip("*") for r in rows} <= VERDICTS
     assert {r[0] for r in rows} == {"nearest", "teacher_general", "repeated", "teacher_length"}
-    assert (folder / "outputs" / "scorecard-LinearAttention" / "length_generalisation.png").exists()
+    assert (folder / "outputs" / "scorecard-LinearAttention-tiny" / "length_generalisation.png").exists()
 
     second = run_cli([*base, "model.target=my_mixers.positional:PositionalAttention"], folder)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "48 trials: 40 already finished (skipped), 8 finished now" in second.stdout + second.stderr  # references reused
-    page = (folder / "outputs" / "scorecard-PositionalAttention" / "scorecard.md").read_text()
+    page = (folder / "outputs" / "scorecard-PositionalAttention-tiny" / "scorecard.md").read_text()
     assert re.search(r"\| permutation \| \S+ \| does not hold \|", page)  # not equivariant, measured
-    trained = re.search(r"\| `PositionalAttention` \| (\S+) \| (\S+) \| (\S+) \|", page)
+    trained = re.search(r"\| \*\*`PositionalAttention`\*\* \(the mixer\) \| (\S+) \| (\S+) \| (\S+) \|", page)
     assert float(trained.group(3)) > 1e-3 and float(trained.group(1)) < 1e-4
     assert len(_rows(page)) == 16

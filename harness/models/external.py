@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from harness.models.common import SYMMETRIES
-from tasks.user_code import load_class
+from tasks.user_code import did_you_mean, load_class
 
 NAME = "external"
 PROBE_B, PROBE_N = 3, 5  # the probe batch: B sequences of n tokens (n ≤ n_max)
@@ -95,12 +95,26 @@ def build_external(cfg: ExternalConfig, d: int, n_max: int, generator: torch.Gen
     except TypeError as err:
         raise ValueError(f"model.target={cfg.target!r}: constructor {cls.__name__}"
                          f"{inspect.signature(cls)} cannot take (d, n_max, generator, "
-                         f"**{kwargs}): {err}") from err
+                         f"**{kwargs}): {err}{_kwarg_hint(cls, kwargs)}") from err
     try:
         return cls(d, n_max, generator, **kwargs)
     except Exception as err:
         raise ValueError(f"model.target={cfg.target!r}: {cls.__name__}(d={d}, n_max={n_max}, "
                          f"generator, **{kwargs}) raised {type(err).__name__}: {err}") from err
+
+
+def _kwarg_hint(cls: type, kwargs: dict) -> str:
+    """``"; did you mean model.kwargs.k?"`` for the first of ``kwargs`` the constructor has no
+    parameter of that name for, closest to one it has; ``""`` otherwise."""
+    params = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return ""
+    names = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL][3:]
+    for key in kwargs:
+        if key not in params:
+            hint = did_you_mean(key, names)
+            return hint.replace("mean '", "mean model.kwargs.").replace("'?", "?") if hint else ""
+    return ""
 
 
 def declared(model: nn.Module, target: str) -> frozenset[str]:
