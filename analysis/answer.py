@@ -34,7 +34,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 from scipy import stats as sps
 

@@ -431,7 +431,7 @@ def sample_efficiency(df: pd.DataFrame, out: Path, x: str = SIZE, ablation: str 
     names = curves.ordered(data["error_name"])
     zero = "; black dotted: the zero predictor (relative MSE 1)" if "test relative MSE" in names else ""
     one = None if factor else _one_x(ok, x)
-    caption = (f"Mean test error over seeds per arm at the learning rate chosen on validation "
+    caption = ("Mean test error over seeds per arm at the learning rate chosen on validation "
                + (f"(against {x} at one training-set size)" if factor else
                   f"(one training-set size, {one}: a point per arm)" if one else
                   "(several training-set sizes: a line; one: points)")

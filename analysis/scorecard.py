@@ -39,7 +39,6 @@ import hashlib
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -51,6 +50,7 @@ from scipy import stats as sps
 from analysis import plots, protocol, stats
 from analysis.load import load_runs
 from analysis.trials import restrict
+from harness.cli import Runtime
 
 ABLATION, MIXER, ALPHA = "scorecard", "MIXER", 0.05
 # the symmetry names of harness.models.common.SYMMETRIES → the metric each trial logs on its weights
@@ -238,17 +238,6 @@ def mixer_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     return model, [o for o in overrides if o not in model]
 
 
-@dataclass(frozen=True)
-class Runtime:
-    """What the command's shell hands :func:`run`: the directory it started in, the command
-    line's overrides (Hydra's ``overrides.task``) and its sweeps, taken out of the command line
-    before Hydra saw them (:func:`harness.cli.take_sweeps`)."""
-
-    cwd: Path
-    overrides: tuple[str, ...] = ()
-    sweeps: tuple[str, ...] = ()
-
-
 class BadInput(ValueError):
     """A command line the scorecard cannot run (exit 2, one line)."""
 
@@ -397,7 +386,7 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Run the scorecard's trials, decide, write the page (module docstring); the exit status."""
-    from harness.store import finished_ids, resolve_store
+    from harness.store import finished_trials, resolve_store
 
     try:
         sc, refs, mine, base, model = _expand(list(runtime.overrides), list(runtime.sweeps))
@@ -408,7 +397,7 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     mine = [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
     status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda: print_expected(
-        refs, mine, finished_ids(store, ABLATION), mixer, _cores(sc.cluster)))
+        refs, mine, set(finished_trials(store, ABLATION)), mixer, _cores(sc.cluster)))
     if status == 2:
         return 2
     rest = [o for o in base if o != "+ablation=scorecard"]
@@ -467,11 +456,9 @@ _HYDRA_QUIET = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_loggin
 def cli(argv: list[str] | None = None) -> None:
     """``python -m analysis.scorecard``: ``--help`` and misspelled choices and keys first
     (:func:`harness.cli.precheck`), the sweeps taken out of the command line
-    (:func:`harness.cli.take_sweeps`), then :func:`run` under ``@hydra.main``; a config Hydra
-    cannot compose exits 2 (:func:`harness.cli.call_main`)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    from harness.cli import call_main, precheck, take_sweeps
+    (:func:`harness.cli.take_sweeps`), then the exit status of :func:`run` under Hydra
+    (:func:`harness.cli.hydra_shell`: a config Hydra cannot compose exits 2)."""
+    from harness.cli import hydra_shell, precheck, take_sweeps
     from harness.config import register_configs
 
     argv = list(sys.argv if argv is None else argv)
@@ -479,16 +466,7 @@ def cli(argv: list[str] | None = None) -> None:
     sys.argv, sweeps = take_sweeps(argv)
     sys.argv += _HYDRA_QUIET
     register_configs()
-    entered: list[bool] = []
-
-    @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-    def main(cfg: DictConfig) -> None:
-        entered.append(True)
-        runtime = Runtime(Path(HydraConfig.get().runtime.cwd), tuple(HydraConfig.get().overrides.task),
-                          tuple(sweeps))
-        sys.exit(run(cfg, runtime))
-
-    call_main(main, lambda: bool(entered))
+    sys.exit(hydra_shell("config", run, sweeps))
 
 
 USAGE = """\

@@ -48,7 +48,6 @@ import time
 from pathlib import Path
 from typing import Callable, Collection, Optional, Sequence
 
-from mlflow.entities import RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID

@@ -113,7 +113,7 @@ def check_part(part: Any, a: Trial, b: Trial) -> str:
         return f"{where}: differ must list exact leaf keys, or be [family] alone; got {declared}"
     extra = {k: v for k, v in found.items() if k not in declared}
     missing = [k for k in declared if k not in found]
-    problems = ([f"they also differ in " + "; ".join(f"{k} ({va!r} vs {vb!r})" for k, (va, vb) in extra.items())]
+    problems = (["they also differ in " + "; ".join(f"{k} ({va!r} vs {vb!r})" for k, (va, vb) in extra.items())]
                 if extra else []) + ([f"declared but equal: {missing}"] if missing else [])
     return f"{where}: declared differ {declared}, but " + ", and ".join(problems) if problems else ""
 

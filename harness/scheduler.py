@@ -359,7 +359,7 @@ class RayScheduler:
                         f"Ray's local instance did not start ({attempt} tries, each waiting 30 s for its "
                         "raylet: the machine is too busy); nothing was run or recorded: run the same "
                         "command again when the load is lower, or with cluster=serial (no Ray)") from None
-                print(f"Ray's local instance timed out at start-up (a busy machine); starting it once more",
+                print("Ray's local instance timed out at start-up (a busy machine); starting it once more",
                       file=sys.stderr)
 
     def _warm(self) -> None:

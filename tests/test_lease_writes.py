@@ -17,7 +17,6 @@ import threading
 import time
 import types
 
-import pytest
 from mlflow.tracking import MlflowClient
 
 import harness.leases as leases_module

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis import scorecard
-from analysis.scorecard import Runtime, out_folder
+from analysis.scorecard import out_folder
+from harness.cli import Runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 GLA = ["model=external", "model.target=my_mixers.gated:GatedLinearAttention"]
@@ -59,7 +60,8 @@ def test_bad_input_exits_2_with_one_line(composed, capsys, overrides, sweeps, sa
     from hydra import compose
 
     cfg = compose(config_name="config", overrides=overrides)
-    assert scorecard.run(cfg, Runtime(composed, tuple(overrides), tuple(sweeps))) == 2
+    assert scorecard.run(cfg, Runtime(cwd=composed, output_dir=composed, overrides=tuple(overrides),
+                                        sweeps=tuple(sweeps))) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and said in errors[0], errors
     assert not (composed / "outputs").exists()  # nothing written, no one-off folder
