@@ -211,7 +211,10 @@ def _chosen_presets(group: str, parsed: Sequence, conf: Sequence[Path]) -> set[s
             for folder in conf:
                 path = folder / "ablation" / f"{o.value()}.yaml"
                 if path.is_file():
-                    walk(yaml.safe_load(path.read_text()))
+                    try:
+                        walk(yaml.safe_load(path.read_text()))
+                    except yaml.YAMLError:  # named with file and line by check_config_files
+                        continue
     if not found:
         defaults = yaml.safe_load((CONF / "config.yaml").read_text())["defaults"]
         found = {d[group] for d in defaults if isinstance(d, dict) and group in d}
