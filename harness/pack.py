@@ -324,10 +324,25 @@ def _masked_total(step_losses: Callable) -> Callable:
 
 
 def _vmapped_metrics(template: _Metrics) -> Callable:
-    """``(stacked, chunk) -> (loss (P,), {metric: (num (P,), den (P,))})``."""
-    def metrics(stacked: dict[str, Tensor], chunk: Batch):
+    """``(stacked, x, y, tokens, mask, groups) -> (loss (P,), {metric: (num (P,), den (P,))})``
+    of one chunk's fields (tensors, so that ``torch.compile`` can trace it)."""
+    def metrics(stacked: dict[str, Tensor], x, y, tokens, mask, groups):
+        chunk = Batch(x, y, tokens, mask, groups)
         return vmap(lambda params: functional_call(template, params, (chunk,)))(stacked)
     return metrics
+
+
+# compiled pack functions, one per (shape key, pack size, device) in this process: compiling is
+# paid once per shape per worker (the template module they close over is interchangeable among
+# packs of one key: same shapes, and buffers equal across seeds, as _check_buffers requires)
+_COMPILED: dict[tuple[str, int, str], tuple[Callable, Callable]] = {}
+
+
+def _shape_key(cfg: Config) -> str:
+    """What fixes a packed step's code and shapes: the model, the task but for ``n_train``,
+    the minibatch size and the dtype (not the step budget or the evaluation interval)."""
+    task = dataclasses.replace(cfg.task, n_train=0)
+    return f"{min(cfg.train.batch_size, cfg.task.n_train)}|{cfg.train.dtype}|{cfg.model!r}|{task!r}"
 
 
 def _check_buffers(setups: list[Setup]) -> None:
@@ -366,7 +381,10 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
                                  in_dims=(0, *[0] * len(pool))))
     metrics = _vmapped_metrics(_Metrics(first.model, first.task)) if vmap_eval or compiled else None
     if compiled:
-        forward, metrics = compile_fn(forward, dev), compile_fn(metrics, dev)
+        key = (_shape_key(cfgs[0]), P, str(dev))
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_fn(forward, dev), compile_fn(metrics, dev)
+        forward, metrics = _COMPILED[key]
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
                  stacked, best, trainable,
                  StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfgs[0].train.optimizer),
@@ -411,7 +429,7 @@ def _vmapped_val(pack: _Pack) -> list[dict[str, float]]:
         kept.references(val, pack.setups[0].task, known=references)
     losses, sums, count = [0.0] * P, [[] for _ in range(P)], 0
     for j, sub in enumerate(chunks(val)):
-        loss, parts = pack.metrics(pack.stacked, sub)
+        loss, parts = pack.metrics(pack.stacked, sub.x, sub.y, sub.tokens, sub.mask, sub.groups)
         loss = loss.tolist()
         parts = {k: (a.tolist(), b.tolist()) for k, (a, b) in parts.items()}
         count += len(sub)

@@ -84,18 +84,23 @@ def _device_kind(device: str) -> str:
 
 def measured_pack(device: str, family: str) -> tuple[int, str]:
     """The pack size the table chooses for ``family`` on ``device`` (before the memory bound)
-    and why, in a few words (the dry run prints it)."""
+    and why, in a few words (the dry run prints it). Each variant's figures count relative to
+    that variant's fastest pack size (measurements of different runs compare as ratios only),
+    and a variant measured again counts by its latest run only (rows are in date order)."""
     kind = _device_kind(device)
     rows = [r for r in PACK_ROWS if r.device == kind and r.family == family]
     if not rows:
         return DEFAULT_PACK[kind], f"no measurement for {family} on {kind}: default {DEFAULT_PACK[kind]}"
+    latest = {r.variant: r.source for r in rows}
+    rows = [r for r in rows if r.source == latest[r.variant]]
+    fastest = {v: min(r.s_per_trial for r in rows if r.variant == v) for v in latest}
     by_pack: dict[int, list[float]] = {}
     for r in rows:
-        by_pack.setdefault(r.pack, []).append(r.s_per_trial)
+        by_pack.setdefault(r.pack, []).append(r.s_per_trial / fastest[r.variant])
     mean = {p: sum(v) / len(v) for p, v in by_pack.items()}
-    best = min(mean.values())
-    chosen = min(p for p, s in mean.items() if s <= best * (1 + NEAR_BEST))
-    return chosen, f"measured: {chosen} within {NEAR_BEST:.0%} of the fastest ({rows[0].source})"
+    chosen = min(p for p, ratio in mean.items() if ratio <= 1 + NEAR_BEST)
+    sources = "; ".join(sorted(set(latest.values())))
+    return chosen, f"measured: {chosen} within {NEAR_BEST:.0%} of the fastest ({sources})"
 
 
 def memory_bound(per_trial_bytes: float, device_bytes: float) -> int:
