@@ -166,7 +166,7 @@ def test_auto_runs_the_mlp_alone_on_a_cpu_and_the_dry_run_says_why(hydra_conf, c
     trials.append(compose_trial(["model=gru"], []))
     mlp = [t for t in trials if t.config.model.name == "mlp"]
     assert resolve_pack_size("auto", "cpu", mlp[0].config) == 1
-    assert resolve_pack_size("auto", "cpu", trials[0].config) == resolve_pack_size("auto", "cpu") > 1
+    assert resolve_pack_size("auto", "cpu", trials[0].config) > 1
     assert "no faster" in runs_alone(mlp[0].config, "auto", "cpu")
     assert runs_alone(mlp[0].config, "auto", "cuda") is None and runs_alone(mlp[0].config, 4, "cpu") is None
     sizes = {u[0].config.model.name: sorted(len(v) for v in plan(trials, "auto", "cpu")
@@ -315,7 +315,9 @@ def test_auto_pack_size_comes_from_the_committed_table_within_a_memory_bound(hyd
 
     assert measured_pack("cpu", "mlp")[0] == 1  # lone is fastest: packs are no faster
     assert measured_pack("cpu", "deepsets")[0] == 64  # 0.277 s at 64 against 0.297 at 16: beyond 5%
-    assert measured_pack("cpu", "attention")[0] == 16  # within 5% of 64 (softmax and relu rows)
+    # softmax measured again (1.31x faster at 64), relu from the older run: each relative to its
+    # own fastest size, 16 averages 1.19x the fastest: 64
+    assert measured_pack("cpu", "attention")[0] == 64
     assert measured_pack("cpu", "no_such_family")[0] == DEFAULT_PACK["cpu"]
     assert measured_pack("cuda", "attention")[0] == DEFAULT_PACK["cuda"]  # no GPU rows yet
     assert auto_pack_size("cuda", "attention", 1e9, 16e9) == 4  # a quarter of 16 GB over 1 GB a trial
