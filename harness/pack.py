@@ -7,11 +7,16 @@ Each trial of a pack is built exactly as :func:`harness.trial.run_trial` builds 
 steps are vectorised over a leading trial axis: the trainable parameters of the pack's models and
 tasks are stacked (``P`` trials: ``(P, *shape)``) and one step is ``torch.func.vmap`` over
 ``torch.func.functional_call`` of a template model, each trial on its own minibatch, followed by
-Adam (or SGD) on the stacked tensors with a learning rate per trial. Validation, checkpoint
-selection, the test evaluation and the symmetry measurements run per trial with the lone code
-(:class:`harness.trial.Checkpoints`, :func:`harness.trial.conclude`) after the trial's current
-parameters are copied into its own modules, so a packed trial returns the same
-:class:`~harness.trial.TrialResult` fields as ``run_trial``.
+Adam (or SGD) on the stacked tensors with a learning rate per trial. A step never waits for the
+device: its losses (and the mask of trials still finite) are read at the next evaluation.
+Validation runs vmapped over the pack (on CUDA and when compiled; one batched pass per chunk)
+or per trial after the trial's parameters are copied into its own modules (a CPU: measured
+faster there); checkpoint selection and the curve are the lone code's
+(:class:`harness.trial.Checkpoints`), the best state kept by index in stacked tensors; the test
+evaluation and the symmetry measurements run per trial (:func:`harness.trial.conclude`), so a
+packed trial returns the same :class:`~harness.trial.TrialResult` fields as ``run_trial``, plus
+``info["pack_size"]`` and ``info["compiled"]``. ``train.compile`` runs the step's forward and
+backward (and the vmapped validation) under ``torch.compile``, on CUDA with CUDA graphs.
 
 What reproduces (see also the README, "Packed trials"):
 
