@@ -193,6 +193,32 @@ def arms(names: list[str], steps: int, baseline: Path | None) -> dict:
     return {k: v for k, v in table.items() if not names or k in names}, cache
 
 
+def steps_only(P: int, rounds: int, n_steps: int = 100) -> list[tuple[float, float]]:
+    """``(harness, bare)`` CPU ms per step of one pack of ``P``, ``rounds`` times interleaved:
+    the harness's :func:`harness.pack._step` (no evaluation) against the bare step."""
+    import harness.pack as hp
+
+    cfgs = configs(P, n_steps)
+    pack = hp._build(cfgs, torch.device("cpu"), False, False)
+    bare = Bare(cfgs, False)
+    g = torch.Generator().manual_seed(0)
+
+    def harness_steps() -> None:
+        for _ in range(n_steps):
+            hp._step(pack, (torch.randint(1024, (P, 64), generator=g) + pack.offset.view(P, 1)).reshape(-1))
+        pack.pending.clear()
+
+    out = []
+    for _ in range(rounds):
+        pair = []
+        for fn in (harness_steps, lambda: bare.run(False)):
+            start = cpu()
+            fn()
+            pair.append(1000 * (cpu() - start) / n_steps)
+        out.append(tuple(pair))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pack_limit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -200,6 +226,8 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="a worktree of the code to compare with (its .venv)")
     parser.add_argument("--arms", default="", help="comma-separated arm names (default: all)")
     parser.add_argument("--json", default="", help="also write the raw figures here")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="only the harness's step against the bare step (no evaluation), packs of 16 and 64")
     args = parser.parse_args()
     torch.set_num_threads(1)
     from hydra import initialize_config_dir
@@ -208,6 +236,14 @@ def main() -> None:
 
     register_configs()
     names = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if args.steps_only:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            for P in (16, 64):
+                pairs = steps_only(P, args.rounds)
+                ratios = [h / b for h, b in pairs]
+                print(f"pack {P}: harness ÷ bare step = {statistics.median(ratios):.2f} (rounds: "
+                      + ", ".join(f"{h:.2f}/{b:.2f} ms" for h, b in pairs) + ")", flush=True)
+        return
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         table, cache = arms(names, args.steps, Path(args.baseline) if args.baseline else None)
         figures: dict[str, list[float]] = {k: [] for k in table}
