@@ -38,6 +38,17 @@ class DType(Enum):
     float64 = "float64"
 
 
+class Compile(Enum):
+    """``train.compile``: run a pack's step (and its vmapped validation) under ``torch.compile``
+    (harness/pack.py): ``off``, ``on``, or ``auto`` (on only where the committed measurements
+    say the steps saved exceed the compile time: harness/pack_table.py). Not part of a trial's
+    identity: like the pack, it changes results only by rounding."""
+
+    off = "off"
+    on = "on"
+    auto = "auto"
+
+
 @dataclass
 class TrainConfig:
     """How a trial trains (harness/trial.py)."""
@@ -48,6 +59,7 @@ class TrainConfig:
     max_steps: int = 500  # fixed step budget
     eval_every: int = 50  # validation (and checkpoint selection) interval, in steps
     dtype: DType = DType.float32
+    compile: Compile = Compile.off  # how a pack runs, not what a trial is (left out of its id)
 
 
 class SchedulerKind(Enum):

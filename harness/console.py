@@ -45,6 +45,36 @@ def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
     for reason, variants in alone.items():
         verb = "run alone" if reason.startswith("pack_size=auto") else "cannot pack"
         print(f"  {verb}: {len(variants)} trials ({', '.join(sorted(set(variants)))}): {reason}")
+    _print_choices(trials, pack_size, device)
+
+
+def _print_choices(trials: list[Trial], pack_size: str, device: str) -> None:
+    """What ``cluster.pack_size=auto`` chose per model family, and ``train.compile`` per pack
+    shape where it is not ``off`` (harness/pack_table.py: from committed measurements)."""
+    from harness.pack import resolve_compile, resolve_pack_size
+    from harness.pack_table import auto_compile, measured_pack
+
+    kind = "cuda" if device.startswith("cuda") or device == "auto" and _cuda() else "cpu"
+    seen: set[str] = set()
+    for trial in trials:
+        cfg = trial.config
+        family = cfg.model.name
+        if str(pack_size) == "auto" and family not in seen:
+            seen.add(family)
+            size = resolve_pack_size("auto", device, cfg)
+            print(f"  auto: {family} -> pack {size} ({measured_pack(kind, family)[1]})")
+        mode = cfg.train.compile.value
+        if mode != "off" and f"compile {family}" not in seen:
+            seen.add(f"compile {family}")
+            size = resolve_pack_size(pack_size, device, cfg)
+            why = auto_compile(kind, family, size, cfg.train.max_steps)[1] if mode == "auto" else "train.compile=on"
+            print(f"  compile: {family} -> {'on' if resolve_compile(cfg, device, size) else 'off'} ({why})")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def print_summary(summary: SweepSummary) -> None:

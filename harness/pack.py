@@ -7,11 +7,16 @@ Each trial of a pack is built exactly as :func:`harness.trial.run_trial` builds 
 steps are vectorised over a leading trial axis: the trainable parameters of the pack's models and
 tasks are stacked (``P`` trials: ``(P, *shape)``) and one step is ``torch.func.vmap`` over
 ``torch.func.functional_call`` of a template model, each trial on its own minibatch, followed by
-Adam (or SGD) on the stacked tensors with a learning rate per trial. Validation, checkpoint
-selection, the test evaluation and the symmetry measurements run per trial with the lone code
-(:class:`harness.trial.Checkpoints`, :func:`harness.trial.conclude`) after the trial's current
-parameters are copied into its own modules, so a packed trial returns the same
-:class:`~harness.trial.TrialResult` fields as ``run_trial``.
+Adam (or SGD) on the stacked tensors with a learning rate per trial. A step never waits for the
+device: its losses (and the mask of trials still finite) are read at the next evaluation.
+Validation runs vmapped over the pack (on CUDA and when compiled; one batched pass per chunk)
+or per trial after the trial's parameters are copied into its own modules (a CPU: measured
+faster there); checkpoint selection and the curve are the lone code's
+(:class:`harness.trial.Checkpoints`), the best state kept by index in stacked tensors; the test
+evaluation and the symmetry measurements run per trial (:func:`harness.trial.conclude`), so a
+packed trial returns the same :class:`~harness.trial.TrialResult` fields as ``run_trial``, plus
+``info["pack_size"]`` and ``info["compiled"]``. ``train.compile`` runs the step's forward and
+backward (and the vmapped validation) under ``torch.compile``, on CUDA with CUDA graphs.
 
 What reproduces (see also the README, "Packed trials"):
 
@@ -31,7 +36,7 @@ its last finite evaluation, as alone); the others go on.
 from __future__ import annotations
 
 import dataclasses
-import math
+import os
 import time
 from typing import Callable, Sequence
 
@@ -41,21 +46,18 @@ from torch.func import functional_call, vmap
 
 from harness.config import Config, Optimizer
 from harness.models import external
-from harness.trial import (Checkpoints, Setup, TrialResult, conclude, is_eval_step, prepare,
-                           resolve_device)
-from tasks import Batch, TaskBase
+from harness.pack_table import (CPU_VMAP_EVAL, DEFAULT_PACK, auto_compile, auto_pack_size,
+                                measured_pack)
+from harness.trial import (Checkpoints, Setup, TrialResult, _state, chunks, conclude, is_eval_step,
+                           prepare, resolve_device)
+from tasks import Batch, TaskBase, combine
 
 # Model families that cannot be packed, and why (the dry run prints the reason).
 UNPACKABLE = {"gru": "nn.GRU has no vmap batching rule"}
 FIELDS = ("x", "y", "tokens", "mask")  # Batch tensors a training step reads
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as run_trial uses them
-CPU_PACK = 16  # pack_size=auto on a CPU: wide enough to amortise per-op overhead (benchmarks/)
-# Model families that pack_size=auto runs alone on a CPU, and why: packing did not speed them up
-# on the CPUs measured (benchmarks/RESULTS.md, B1: 0.70-0.82x on an AMD EPYC, 1.00-1.19x on an
-# Intel Xeon). A lone MLP step is a few large matrix products: no per-op overhead to amortise.
-CPU_AUTO_ALONE = {"mlp": "pack_size=auto on a CPU: packed MLP trials are no faster than lone ones "
-                         "(benchmarks/RESULTS.md)"}
-CUDA_PACK = 256  # pack_size=auto on CUDA: a pack that runs out of memory is split in halves
+CPU_PACK, CUDA_PACK = DEFAULT_PACK["cpu"], DEFAULT_PACK["cuda"]  # auto for a family the table lacks
+_NO_METRICS_VMAP: set[type] = set()  # task classes whose metrics vmap refused: validated per trial
 INDEX_CHUNK = 64  # minibatch indices drawn this many steps at a time (same stream as step by step)
 
 
@@ -86,19 +88,45 @@ def _on_cuda(device: str) -> bool:
     return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
 
 
+def per_trial_bytes(cfg: Config) -> float:
+    """A coarse estimate of one packed trial's memory in bytes (for the ``auto`` bound): its
+    training pool (inputs and targets, ``n_train × n × d``), a minibatch's pairwise
+    activations (``batch × n² × d``, pairwise models hold ``(B, n, n, ·)``) with their
+    gradients, in the trial's dtype."""
+    item = 8 if cfg.train.dtype.value == "float64" else 4
+    n = max([getattr(cfg.task, "n", 0) or 0, *(cfg.task.train_lengths or [])]) or 16
+    d = getattr(cfg.task, "d", 0) or 64
+    batch = min(cfg.train.batch_size, cfg.task.n_train)
+    return float(item * (2 * cfg.task.n_train * n * d + 4 * batch * n * n * d))
+
+
+def _device_bytes(device: str) -> float:
+    """Memory of the device trials run on: the GPU's total, or the machine's RAM."""
+    if _on_cuda(device) and torch.cuda.is_available():
+        return float(torch.cuda.get_device_properties(0).total_memory)
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8e9
+
+
+def _kind(device: str) -> str:
+    return "cuda" if _on_cuda(device) else "cpu"
+
+
 def resolve_pack_size(value: str | int, device: str, cfg: Config | None = None) -> int:
-    """``cluster.pack_size`` as a number. ``auto``: :data:`CUDA_PACK` on CUDA (as wide as memory
-    allows: the scheduler halves a pack that runs out of memory); on a CPU :data:`CPU_PACK`, or 1
-    for a trial ``cfg`` whose model family is in :data:`CPU_AUTO_ALONE`. An integer applies to
-    every trial.
+    """``cluster.pack_size`` as a number. ``auto``: for a trial ``cfg``, the committed table's
+    choice for its model family on this device within a memory bound
+    (:func:`harness.pack_table.auto_pack_size`); without ``cfg``, the device's default
+    (:data:`CPU_PACK`, :data:`CUDA_PACK`). An integer applies to every trial.
 
     Raises:
         ValueError: neither ``auto`` nor a positive integer, naming the value and allowed ones.
     """
     if str(value) == "auto":
-        if _on_cuda(device):
-            return CUDA_PACK
-        return 1 if cfg is not None and cfg.model.name in CPU_AUTO_ALONE else CPU_PACK
+        if cfg is None:
+            return DEFAULT_PACK[_kind(device)]
+        return auto_pack_size(_kind(device), cfg.model.name, per_trial_bytes(cfg), _device_bytes(device))
     try:
         size = int(value)
     except ValueError:
@@ -110,12 +138,30 @@ def resolve_pack_size(value: str | int, device: str, cfg: Config | None = None) 
 
 def runs_alone(cfg: Config, pack_size: str | int, device: str) -> str | None:
     """Why the trial ``cfg`` runs alone under ``cluster.pack_size=pack_size`` on ``device``
-    (``None`` if it is packed with others): :func:`cannot_pack`, or ``auto`` on a CPU for a
-    family in :data:`CPU_AUTO_ALONE`. A pack size of 1 is no reason (nothing is packed)."""
+    (``None`` if it is packed with others): :func:`cannot_pack`, or ``auto`` where the table
+    measured its family fastest alone on this device. A pack size of 1 is no reason."""
     reason = cannot_pack(cfg)
-    if reason is None and str(pack_size) == "auto" and not _on_cuda(device):
-        reason = CPU_AUTO_ALONE.get(cfg.model.name)
+    if reason is None and str(pack_size) == "auto" and measured_pack(_kind(device), cfg.model.name)[0] == 1:
+        reason = (f"pack_size=auto on a {'GPU' if _on_cuda(device) else 'CPU'}: packed "
+                  f"{cfg.model.name} trials are no faster than lone ones (benchmarks/RESULTS.md)")
     return reason
+
+
+def resolve_compile(cfg: Config, device: str, pack: int) -> bool:
+    """Whether a pack of ``pack`` trials like ``cfg`` trains under ``torch.compile``
+    (``train.compile``: ``off``, ``on``, or ``auto``: :func:`harness.pack_table.auto_compile`)."""
+    mode = cfg.train.compile.value
+    if mode == "auto":
+        return auto_compile(_kind(device), cfg.model.name, pack, cfg.train.max_steps)[0]
+    return mode == "on"
+
+
+def compile_fn(fn: Callable, dev: torch.device) -> Callable:
+    """``fn`` under ``torch.compile`` (inductor; on CUDA with CUDA graphs, ``reduce-overhead``:
+    one graph launch per step instead of one launch per kernel). Compiled code is cached per
+    shape in this process and in inductor's cache folder between runs
+    (``TORCHINDUCTOR_CACHE_DIR``, by default under the system's temporary folder)."""
+    return torch.compile(fn, mode="reduce-overhead" if dev.type == "cuda" else None, dynamic=False)
 
 
 class _Loss(nn.Module):
@@ -124,10 +170,28 @@ class _Loss(nn.Module):
     def __init__(self, model: nn.Module, task: TaskBase, names: Sequence[str]) -> None:
         super().__init__()
         self.model, self.task, self.names = model, task, tuple(names)
+        # the Batch fields no training step reads, built once (not per traced call)
+        self.absent = {f: None for f in ("x", "tokens", "mask") if f not in self.names}
 
     def forward(self, *tensors: Tensor) -> Tensor:
-        batch = Batch(**{"x": None, "tokens": None, "mask": None, **dict(zip(self.names, tensors))})
+        batch = Batch(**self.absent, **dict(zip(self.names, tensors)))
         return self.task.loss_dense(self.model(self.task.inputs(batch)), batch)
+
+
+class _Metrics(nn.Module):
+    """``forward(batch) -> (loss, sums)``: what :func:`harness.trial.evaluate` measures of one
+    trial on one chunk (the task's loss and metric sums), as tensors so that it vmaps over the
+    stacked parameters of a pack; the chunk itself is shared by the pack's trials."""
+
+    def __init__(self, model: nn.Module, task: TaskBase) -> None:
+        super().__init__()
+        self.model, self.task = model, task
+
+    def forward(self, batch: Batch) -> tuple[Tensor, dict[str, tuple[Tensor, Tensor]]]:
+        out = self.model(self.task.inputs(batch))
+        sums = self.task.metric_sums(out, batch)
+        return self.task.loss(out, batch), {k: (torch.as_tensor(a), torch.as_tensor(b))
+                                             for k, (a, b) in sums.items()}
 
 
 class StackedOptimizer:
@@ -146,6 +210,11 @@ class StackedOptimizer:
         self.exp_avg = [torch.zeros_like(p) for p in params]
         self.exp_avg_sq = [torch.zeros_like(p) for p in params]
         self._sgd = [self._per_trial([-lr for lr in self.lrs], p) for p in params]
+        # the learning rates in float64 on the device: each step's step sizes lr / (1 − β1^t)
+        # are one division there (what Python's float division gives, then rounded to the
+        # parameters' dtype as torch.tensor rounds a Python float), not a tensor built per step
+        self._lr64 = torch.tensor(self.lrs, dtype=torch.float64, device=params[0].device) if params else None
+        self._shapes = [(-1, *[1] * (p.dim() - 1)) for p in params]
 
     @staticmethod
     def _per_trial(values: Sequence[float], like: Tensor) -> Tensor:
@@ -164,12 +233,15 @@ class StackedOptimizer:
         step = float(self.step_count)
         bias_correction1 = 1 - beta1**step
         bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-        for p, g, m, v in zip(self.params, grads, self.exp_avg, self.exp_avg_sq):
+        neg_step = (self._lr64 / bias_correction1).neg_()  # (P,) float64: −step_size per trial
+        cast: dict[torch.dtype, Tensor] = {}
+        for p, g, m, v, shape in zip(self.params, grads, self.exp_avg, self.exp_avg_sq, self._shapes):
+            if p.dtype not in cast:
+                cast[p.dtype] = neg_step.to(p.dtype)
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             denom = (v.sqrt() / bias_correction2_sqrt).add_(ADAM_EPS)
-            neg_step = self._per_trial([-(lr / bias_correction1) for lr in self.lrs], p)
-            p.addcdiv_(m * neg_step, denom)  # p + (−step_size·m) / denom, as Adam's addcdiv_
+            p.addcdiv_(m * cast[p.dtype].view(shape), denom)  # p + (−step_size·m) / denom, as Adam's addcdiv_
 
 
 def _stack_pool(setups: list[Setup]) -> tuple[dict[str, Tensor], list[int]]:
@@ -203,11 +275,28 @@ def _check_packable(cfgs: Sequence[Config], progress) -> None:
         raise ValueError(f"cannot pack: {reason}")
 
 
+class _KeptByIndex(Checkpoints):
+    """:class:`~harness.trial.Checkpoints` of trial ``i`` of a pack that keeps its best state as
+    slice ``i`` of the pack's stacked ``best`` tensors (one in-place copy per new best, where
+    the lone trial deep-copies its state dicts); :func:`_conclude` turns it into a state dict."""
+
+    def __init__(self, setup: Setup, best: dict[str, Tensor], stacked: dict[str, Tensor], i: int) -> None:
+        super().__init__(setup.model, setup.task, copy_initial=False)
+        self._best, self._stacked, self._i = best, stacked, i
+
+    def keep(self, model: nn.Module | None, task: TaskBase | None) -> None:
+        with torch.no_grad():
+            for name, kept in self._best.items():
+                kept[self._i].copy_(self._stacked[name][self._i])
+
+
 @dataclasses.dataclass
 class _Pack:
     """A pack ready to train: ``P`` trials' setups, their pooled training sets, the stacked
-    parameters ``{name: (P, *shape)}``, the optimiser and the vmapped loss, plus per-trial state
-    (checkpoints, which trials still train, their running losses since the last evaluation)."""
+    parameters ``{name: (P, *shape)}`` (and the best ones so far), the optimiser and the
+    (vmapped) loss, plus per-trial state: checkpoints, which trials still train, their training
+    losses since the last evaluation (``pending``: one ``(P,)`` tensor per step, read at the
+    next evaluation, so a step never waits for its losses)."""
 
     cfgs: Sequence[Config]
     setups: list[Setup]
@@ -215,18 +304,65 @@ class _Pack:
     offset: Tensor  # (P, 1, 1): each trial's first row in the pool
     losses_of: list[_Loss]
     stacked: dict[str, Tensor]
+    best: dict[str, Tensor]  # {name: (P, *shape)}: each trial's kept (best) parameters
     trainable: list[Tensor]
     opt: StackedOptimizer
-    step_losses: Callable
-    kept: list[Checkpoints]
+    forward: Callable  # (stacked, mask, *fields) -> (total, losses (P,), mask (P,))
+    metrics: Callable | None  # (stacked, chunk) -> vmapped (loss, sums); None: per trial
+    kept: list[_KeptByIndex]
     active: list[bool]
     diverged: list[bool]
     running: list[list[float]]
     mask: Tensor  # (P,) bool: the trials whose loss still counts
+    pending: list[Tensor]
 
 
-def _build(cfgs: Sequence[Config], dev: torch.device) -> _Pack:
-    """Each trial built as :func:`harness.trial.prepare` builds it alone, then stacked.
+def _masked_total(step_losses: Callable) -> Callable:
+    """``(stacked, mask, *fields) -> (total, losses, mask)``: the pack's losses ``(P,)``, the
+    mask of trials whose losses stay finite, and the sum of their losses (what one backward
+    pass differentiates: trial ``i``'s gradient is that of its own loss)."""
+    def forward(stacked: dict[str, Tensor], mask: Tensor, *fields: Tensor):
+        losses = step_losses(stacked, *fields)
+        mask = mask & torch.isfinite(losses.detach())
+        return torch.where(mask, losses, torch.zeros_like(losses)).sum(), losses, mask
+    return forward
+
+
+def _vmapped_metrics(template: _Metrics) -> Callable:
+    """``(stacked, x, y, tokens, mask, groups) -> (loss (P,), {metric: (num (P,), den (P,))})``
+    of one chunk's fields (tensors, so that ``torch.compile`` can trace it)."""
+    def metrics(stacked: dict[str, Tensor], x, y, tokens, mask, groups):
+        chunk = Batch(x, y, tokens, mask, groups)
+        return vmap(lambda params: functional_call(template, params, (chunk,)))(stacked)
+    return metrics
+
+
+# compiled pack functions, one per (shape key, pack size, device) in this process: compiling is
+# paid once per shape per worker (the template module they close over is interchangeable among
+# packs of one key: same shapes, and buffers equal across seeds, as _check_buffers requires)
+_COMPILED: dict[tuple[str, int, str], tuple[Callable, Callable]] = {}
+
+
+def _shape_key(cfg: Config) -> str:
+    """What fixes a packed step's code and shapes: the model, the task but for ``n_train``,
+    the minibatch size and the dtype (not the step budget or the evaluation interval)."""
+    task = dataclasses.replace(cfg.task, n_train=0)
+    return f"{min(cfg.train.batch_size, cfg.task.n_train)}|{cfg.train.dtype}|{cfg.model!r}|{task!r}"
+
+
+def _check_buffers(setups: list[Setup]) -> None:
+    """Raise ``ValueError`` unless every trial's buffers (fixed embeddings, tables) equal the
+    first trial's: they are shared by the pack, not stacked."""
+    for s in setups[1:]:
+        for mine, ref in ((s.model, setups[0].model), (s.task, setups[0].task)):
+            theirs = dict(ref.named_buffers())
+            if any(not torch.equal(b, theirs[n]) for n, b in mine.named_buffers()):
+                raise ValueError("cannot pack: the trials' buffers differ")
+
+
+def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval: bool) -> _Pack:
+    """Each trial built as :func:`harness.trial.prepare` builds it alone, then stacked;
+    ``compiled``: the step's forward (and the vmapped evaluation) under ``torch.compile``.
 
     Raises:
         ValueError: several training lengths, or trials whose buffers differ.
@@ -236,56 +372,98 @@ def _build(cfgs: Sequence[Config], dev: torch.device) -> _Pack:
     if any(len(s.train) != 1 for s in setups):
         raise ValueError("cannot pack: several training lengths")
     P = len(cfgs)
-    for s in setups[1:]:  # buffers (fixed embeddings, tables) are shared, not stacked
-        for mine, ref in ((s.model, setups[0].model), (s.task, setups[0].task)):
-            theirs = dict(ref.named_buffers())
-            if any(not torch.equal(b, theirs[n]) for n, b in mine.named_buffers()):
-                raise ValueError("cannot pack: the trials' buffers differ")
+    _check_buffers(setups)
     pool, offsets = _stack_pool(setups)
     losses_of = [_Loss(s.model, s.task, list(pool)) for s in setups]
     names = [n for n, _ in losses_of[0].named_parameters()]
     per_trial = [dict(m.named_parameters()) for m in losses_of]
     stacked = {n: torch.stack([t[n].detach() for t in per_trial]).requires_grad_(per_trial[0][n].requires_grad)
                for n in names}
+    best = {n: t.detach().clone() for n, t in stacked.items()}
     trainable = [stacked[n] for n in names if stacked[n].requires_grad]
     template = losses_of[0]
-    step_losses = vmap(lambda params, *data: functional_call(template, params, data),
-                       in_dims=(0, *[0] * len(pool)))
+    forward = _masked_total(vmap(lambda params, *data: functional_call(template, params, data),
+                                 in_dims=(0, *[0] * len(pool))))
+    metrics = _vmapped_metrics(_Metrics(first.model, first.task)) if vmap_eval or compiled else None
+    if compiled:
+        key = (_shape_key(cfgs[0]), P, str(dev))
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_fn(forward, dev), compile_fn(metrics, dev)
+        forward, metrics = _COMPILED[key]
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
-                 stacked, trainable, StackedOptimizer(trainable, [c.train.lr for c in cfgs],
-                                                      cfgs[0].train.optimizer),
-                 step_losses, [Checkpoints(s.model, s.task) for s in setups], [True] * P,
-                 [False] * P, [[] for _ in range(P)], torch.ones(P, dtype=torch.bool, device=dev))
+                 stacked, best, trainable,
+                 StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfgs[0].train.optimizer),
+                 forward, metrics, [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)],
+                 [True] * P, [False] * P, [[] for _ in range(P)],
+                 torch.ones(P, dtype=torch.bool, device=dev), [])
 
 
-def _step(pack: _Pack, rows: Tensor) -> bool:
-    """One vectorised training step on the minibatch ``rows`` (``(P·B,)`` rows of the pool);
-    a trial whose loss is not finite stops. Returns whether any trial still trains."""
+def _step(pack: _Pack, rows: Tensor) -> None:
+    """One vectorised training step on the minibatch ``rows`` (``(P·B,)`` rows of the pool). A
+    trial whose loss is not finite drops out of the mask (its gradient is zero from then on;
+    :func:`_sync` stops it at the next evaluation). Nothing here waits for the device."""
     P, batch_size = len(pack.setups), pack.setups[0].batch_size
-    losses = pack.step_losses(pack.stacked, *[t.index_select(0, rows).view(P, batch_size, *t.shape[1:])
-                                              for t in pack.pool.values()])  # (P,)
-    values = losses.detach().tolist()
-    for i in range(P):
-        if pack.active[i] and not math.isfinite(values[i]):
-            pack.active[i], pack.diverged[i] = False, True
-            pack.mask[i] = False
-    if not any(pack.active):
-        return False
-    total = torch.where(pack.mask, losses, torch.zeros_like(losses)).sum()
+    total, losses, mask = pack.forward(pack.stacked, pack.mask, *[
+        t.index_select(0, rows).view(P, batch_size, *t.shape[1:]) for t in pack.pool.values()])
     pack.opt.step(list(torch.autograd.grad(total, pack.trainable)))
-    for i in range(P):
-        if pack.active[i]:
-            pack.running[i].append(values[i])
-    return True
+    pack.mask = mask.clone()  # a CUDA graph's outputs are overwritten by its next replay
+    pack.pending.append(losses.detach().clone())
+
+
+def _sync(pack: _Pack) -> bool:
+    """Read the losses since the last evaluation: a trial whose mask dropped stops (diverged,
+    as alone: its curve ends at its last finite evaluation); the others' losses go to their
+    running lists. Returns whether any trial still trains."""
+    active = pack.mask.tolist()
+    values = torch.stack(pack.pending, dim=1).tolist() if pack.pending else [[] for _ in active]
+    pack.pending = []
+    for i, still in enumerate(active):
+        if pack.active[i] and not still:
+            pack.active[i], pack.diverged[i] = False, True
+        elif pack.active[i]:
+            pack.running[i].extend(values[i])
+    return any(pack.active)
+
+
+def _vmapped_val(pack: _Pack) -> list[dict[str, float]]:
+    """:func:`harness.trial.evaluate`'s validation metrics of every trial, measured vmapped
+    over the stacked parameters (one batched pass per chunk instead of one per trial)."""
+    P, val = len(pack.setups), pack.setups[0].val
+    references = pack.kept[0].references(val, pack.setups[0].task)
+    for kept in pack.kept[1:]:  # computed once per pack: every trial's first point lists them
+        kept.references(val, pack.setups[0].task, known=references)
+    losses, sums, count = [0.0] * P, [[] for _ in range(P)], 0
+    for j, sub in enumerate(chunks(val)):
+        loss, parts = pack.metrics(pack.stacked, sub.x, sub.y, sub.tokens, sub.mask, sub.groups)
+        loss = loss.tolist()
+        parts = {k: (a.tolist(), b.tolist()) for k, (a, b) in parts.items()}
+        count += len(sub)
+        for i in range(P):
+            losses[i] += loss[i] * len(sub)
+            sums[i] += [{k: (a[i], b[i]) for k, (a, b) in parts.items()}, references[j]]
+    return [{"loss": losses[i] / count, **combine(sums[i])} for i in range(P)]
 
 
 def _evaluate(pack: _Pack, step: int, progress) -> None:
-    """Validation and checkpoint selection of each training trial, with the lone code, after
-    its slice of the stacked parameters is copied into its own modules."""
+    """Validation and checkpoint selection of each training trial: vmapped over the pack
+    (:func:`_vmapped_val`) or with the lone code after its slice of the stacked parameters is
+    copied into its own modules; the curve point and selection are the lone code's. A task
+    whose metrics do not vmap (boolean indexing: data-dependent shapes) is validated trial by
+    trial from then on (remembered per task class in this process)."""
+    vals = None
+    if pack.metrics is not None:
+        try:
+            vals = _vmapped_val(pack)
+        except RuntimeError:  # vmap refused an operation of the task's metrics
+            _NO_METRICS_VMAP.add(type(pack.setups[0].task))
+            pack.metrics = None
     for i, s in enumerate(pack.setups):
         if pack.active[i]:
-            _copy_into(pack.stacked, i, pack.losses_of[i])
-            pack.kept[i].record(step, pack.running[i], s.model, s.task, s.val)
+            if vals is None:
+                _copy_into(pack.stacked, i, pack.losses_of[i])
+                pack.kept[i].record(step, pack.running[i], s.model, s.task, s.val)
+            else:
+                pack.kept[i].note(step, pack.running[i], vals[i])
             pack.running[i] = []
             if progress is not None and progress[i] is not None:
                 progress[i](pack.kept[i].curve[-1])
@@ -303,24 +481,35 @@ def _train(pack: _Pack, dev: torch.device, clock: dict[str, float], progress) ->
         idx = idx.to(dev) + pack.offset  # (P, k, B): rows of the pooled training sets
         for j in range(k):
             step = first + j
-            rows = idx[:, j].reshape(-1)  # (P·B,): t[rows] as index_select, about 5× faster on a CPU
-            if not _step(pack, rows):
-                break
+            _step(pack, idx[:, j].reshape(-1))  # (P·B,) rows: index_select, about 5× faster than t[rows] on a CPU
             if is_eval_step(step, cfg0):
+                _sync(pack)
                 now = time.perf_counter()
                 clock["steps"], mark = clock["steps"] + now - mark, now
                 _evaluate(pack, step, progress)
                 now = time.perf_counter()
                 clock["eval"], mark = clock["eval"] + now - mark, now
-        if not any(pack.active):
-            break
+                if not any(pack.active):
+                    return
     clock["steps"] += time.perf_counter() - mark
+
+
+def _conclude(pack: _Pack, start: float) -> list[TrialResult]:
+    """Each trial's kept parameters into its own modules, then the lone code's conclusion."""
+    results = []
+    for i, s in enumerate(pack.setups):
+        _copy_into(pack.best, i, pack.losses_of[i])
+        pack.kept[i].best_state = _state(s.model, s.task)
+        result = conclude(s, pack.kept[i], pack.diverged[i], start)
+        result.info["pack_size"] = len(pack.setups)
+        results.append(result)
+    return results
 
 
 def run_pack(cfgs: Sequence[Config], device: str = "cpu",
              timings: dict[str, float] | None = None,
              progress: Sequence[Callable[[dict[str, float]], None] | None] | None = None,
-             ) -> list[TrialResult]:
+             vmap_eval: bool | None = None) -> list[TrialResult]:
     """Train the trials ``cfgs`` as one pack and evaluate each; the results are those of
     :func:`harness.trial.run_trial` for each config, up to rounding (module docstring).
 
@@ -328,13 +517,17 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
         cfgs: trial configs with one :func:`pack_key`, none of which :func:`cannot_pack`.
         device: ``cpu``, ``cuda`` or ``auto``.
         timings: if given, filled with where the pack's wall time went, in seconds: ``setup``
-            (data, models), ``steps`` (vectorised training), ``eval`` (per-trial validation and
+            (data, models), ``steps`` (vectorised training), ``eval`` (validation and
             checkpoints), ``conclude`` (per-trial test evaluation and symmetry measurements).
         progress: if given, one callback (or ``None``) per config, called with each of that
             trial's learning-curve points as it is measured (as ``run_trial``'s ``progress``).
+        vmap_eval: validate the pack vmapped (one batched pass) rather than trial by trial;
+            ``None``: vmapped on CUDA and under ``train.compile``, else :data:`CPU_VMAP_EVAL`.
+            A task whose metrics do not vmap (data-dependent shapes) is validated per trial.
 
     Returns:
-        One :class:`~harness.trial.TrialResult` per config, in order.
+        One :class:`~harness.trial.TrialResult` per config, in order; ``info`` holds
+        ``pack_size`` and ``compiled``.
 
     Raises:
         ValueError: configs that do not share a pack key or cannot be packed, impossible sizes,
@@ -346,13 +539,18 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
         return []
     _check_packable(cfgs, progress)
     dev = resolve_device(device)
+    compiled = resolve_compile(cfgs[0], str(dev), len(cfgs))
+    if vmap_eval is None:
+        vmap_eval = dev.type == "cuda" or CPU_VMAP_EVAL
     clock = {"setup": 0.0, "steps": 0.0, "eval": 0.0, "conclude": 0.0}
     mark = time.perf_counter()
-    pack = _build(cfgs, dev)
+    pack = _build(cfgs, dev, compiled, vmap_eval)
     clock["setup"] = time.perf_counter() - mark
     _train(pack, dev, clock, progress)
     mark = time.perf_counter()
-    results = [conclude(s, pack.kept[i], pack.diverged[i], start) for i, s in enumerate(pack.setups)]
+    results = _conclude(pack, start)
+    for r in results:
+        r.info["compiled"] = compiled
     clock["conclude"] = time.perf_counter() - mark
     if timings is not None:
         timings.update(clock)

@@ -28,10 +28,19 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run",
 NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0}
 
 
+# Keys inside a group that say how a trial runs, never what it is: left out of every identity.
+# train.compile: torch.compile changes a packed trial's results by rounding only, as its pack does.
+HOW_IT_RUNS: tuple[tuple[str, str], ...] = (("train", "compile"),)
+
+
 def drop_neutral(identity: dict[str, Any]) -> dict[str, Any]:
     """``identity`` without the :data:`NEUTRAL_DEFAULTS` keys that sit at their neutral value
-    (a shallow copy of each group it changes; ``identity`` itself is left as it is)."""
+    and without the :data:`HOW_IT_RUNS` keys (a shallow copy of each group it changes;
+    ``identity`` itself is left as it is)."""
     out = dict(identity)
+    for group, key in HOW_IT_RUNS:
+        if isinstance(out.get(group), dict) and key in out[group]:
+            out[group] = {k: v for k, v in out[group].items() if k != key}
     for (group, key), neutral in NEUTRAL_DEFAULTS.items():
         if isinstance(out.get(group), dict) and key in out[group] and out[group][key] == neutral:
             out[group] = {k: v for k, v in out[group].items() if k != key}

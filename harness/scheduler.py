@@ -114,6 +114,9 @@ def execute_pack(trials: Sequence[Trial], device: str, num_threads: int,
                 *execute_pack(trials[half:], device, num_threads, progress[half:])]
     except Exception:  # noqa: BLE001 - the pack failed: its trials run (and fail) one by one
         return [execute(t, device, num_threads, p) for t, p in zip(trials, progress)]
+    members = ",".join(t.trial_id for t in trials)  # a packed result reproduces given its pack
+    for r in results:
+        r.info["pack_members"] = members
     node = _node()
     return [Outcome(t, r, None, node) for t, r in zip(trials, results)]
 

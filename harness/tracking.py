@@ -455,7 +455,12 @@ class Tracker:
                 metrics += [Metric(k, v, when, step) for k, v in ok.items()]
         tags = [node, RunTag("diverged", str(result.diverged).lower()),
                 RunTag("device", result.info.get("device", "")),
-                RunTag("processor", result.info.get("processor", ""))]
+                RunTag("processor", result.info.get("processor", "")),
+                # its pack (size and members, comma-separated trial ids) and whether it was
+                # compiled: what a packed trial's result reproduces given (harness/pack.py)
+                RunTag("pack_size", str(result.info.get("pack_size", 1))),
+                RunTag("pack_members", str(result.info.get("pack_members", ""))[:8000]),
+                RunTag("compiled", str(result.info.get("compiled", False)).lower())]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
         for m, p, t in batches(metrics, self._pending_params(run_id), tags):

@@ -283,9 +283,11 @@ class Checkpoints:
     written to the store.
     """
 
-    def __init__(self, model: nn.Module, task: TaskBase) -> None:
+    def __init__(self, model: nn.Module, task: TaskBase, copy_initial: bool = True) -> None:
         self.best = (math.inf, math.inf)  # (val error, val loss) of the kept state: selection key
-        self.best_state, self.best_step = _state(model, task), 0
+        # the initial state is the best until an evaluation beats it; a subclass that keeps
+        # states elsewhere (copy_initial=False) fills best_state before conclude
+        self.best_state, self.best_step = (_state(model, task) if copy_initial else {}), 0
         self.curve: list[dict[str, float]] = []
         self._references: list[Sums] | None = None  # the validation set's reference sums
         self._reference_keys: set[str] = set()  # their metric names, in the first curve point only
@@ -293,13 +295,30 @@ class Checkpoints:
     def record(self, step: int, running: list[float], model: nn.Module, task: TaskBase,
                val: list[Batch]) -> None:
         """Evaluate at ``step`` (``running``: the training losses since the last point)."""
-        if self._references is None:  # model-independent: computed once
-            self._references = [task.reference_sums(sub) for sub in chunks(val)]
+        self.references(val, task)
+        self.note(step, running, evaluate(model, task, val, references=self._references), model, task)
+
+    def references(self, val: list[Batch], task: TaskBase, known: list[Sums] | None = None) -> list[Sums]:
+        """The validation set's reference sums, one per chunk (model-independent: computed once,
+        or ``known``: those of another trial on the same validation set)."""
+        if self._references is None:
+            self._references = known or [task.reference_sums(sub) for sub in chunks(val)]
             self._reference_keys = {k for sums in self._references for k in sums}
-        val_metrics = evaluate(model, task, val, references=self._references)
+        return self._references
+
+    def keep(self, model: nn.Module, task: TaskBase) -> None:
+        """Keep the current state as the best (a deep copy; the packed trainer keeps it by
+        index in its stacked tensors instead, :mod:`harness.pack`)."""
+        self.best_state = _state(model, task)
+
+    def note(self, step: int, running: list[float], val_metrics: dict[str, float],
+             model: nn.Module | None = None, task: TaskBase | None = None) -> None:
+        """The curve point and checkpoint selection for validation metrics already measured
+        (``val_metrics``: :func:`evaluate`'s dict, reference metrics included)."""
         key = (selection_error(val_metrics), val_metrics["loss"])
         if key < self.best:  # NaN never compares smaller: never kept
-            self.best, self.best_step, self.best_state = key, step, _state(model, task)
+            self.best, self.best_step = key, step
+            self.keep(model, task)
         self.curve.append({"step": step, "time_ms": time.time() * 1000.0,
                            "train/loss": sum(running) / len(running),
                            **{f"val/{k}": v for k, v in val_metrics.items()
@@ -330,7 +349,8 @@ def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> Trial
         diverged=diverged,
         start_ms=int(start * 1000),
         end_ms=int(time.time() * 1000),
-        info={"device": str(s.dev), "torch_threads": torch.get_num_threads(), "processor": processor(s.dev)},
+        info={"device": str(s.dev), "torch_threads": torch.get_num_threads(), "processor": processor(s.dev),
+              "pack_size": 1, "compiled": False},  # a pack (harness/pack.py) sets its own
     )
 
 

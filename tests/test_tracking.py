@@ -318,7 +318,8 @@ def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keep
     for run_id, trial in zip(run_ids, trials):
         run = reader.get_run(run_id)
         assert run.info.status == "FINISHED"
-        assert {"trial_id", "ticket", "node", "diverged", "device", "processor"} <= set(run.data.tags)
+        assert {"trial_id", "ticket", "node", "diverged", "device", "processor", "pack_size", "pack_members",
+                "compiled"} <= set(run.data.tags)
         assert run.data.tags["trial_id"] == trial.trial_id
         assert run.data.params["seed"] == str(trial.config.seed) and len(run.data.params) == len(tracker._params(trial))
         assert run.data.metrics["test/rel_mse"] == outcome.result.metrics["test/rel_mse"]

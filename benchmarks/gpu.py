@@ -1,0 +1,125 @@
+"""``python -m benchmarks.gpu [--steps N] [--budget-s S] [--out benchmarks/RESULTS.md]``: packed
+training on a CUDA GPU (issue 46, item 4), one command of at most ~5 minutes that a GPU
+machine runs as is. For a typical report trial (``softmax`` on ``teacher``, n_train 1024, batch
+64, validation every 20 steps) it measures the wall seconds per trial of a lone trial and of
+packs of 16, 64 and 256, eager and compiled (``train.compile=on``: inductor with CUDA graphs,
+compile time reported apart), and the GPU's busy share of a pack's steps (the profiler's
+summed kernel time ÷ the wall time of the same steps). TF32 is off throughout (so the symmetry
+measurements and the float32 results are IEEE float32). Writes its table into the ``gpu``
+section of ``benchmarks/RESULTS.md``; arms that would run past ``--budget-s`` are skipped and
+listed. On a machine without CUDA it says so and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
+TYPICAL = ["model=softmax", "task=teacher", "task.n_train=1024", "train.batch_size=64",
+           "train.eval_every=20", "cluster.device=cuda"]
+
+
+def configs(P: int, steps: int, compiled: bool) -> list:
+    from harness.expansion import compose_trial
+
+    extra = [f"train.max_steps={steps}", f"train.compile={'on' if compiled else 'off'}"]
+    return [compose_trial([*TYPICAL, *extra], [f"seed={i}", f"train.lr={(0.003, 0.01, 0.03)[i % 3]}"]).config
+            for i in range(P)]
+
+
+def timed(fn) -> float:
+    """Wall seconds of ``fn()``, the GPU's queue drained before and after."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def busy_share(P: int, steps: int, compiled: bool) -> float:
+    """Summed CUDA kernel time ÷ wall time of one pack's training (profiled; validation included)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from harness.pack import run_pack
+
+    cfgs = configs(P, steps, compiled)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall = timed(lambda: run_pack(cfgs, "cuda"))
+    kernel_us = sum(e.self_device_time_total for e in prof.key_averages()
+                    if e.device_type == torch.autograd.DeviceType.CUDA)
+    return kernel_us / 1e6 / wall
+
+
+def measure(steps: int, budget_s: float) -> tuple[list[tuple], list[str]]:
+    """Rows ``(arm, P, compiled, s/trial, compile s, busy share)`` and the arms skipped."""
+    from harness.pack import run_pack
+    from harness.trial import run_trial
+
+    started, rows, skipped = time.perf_counter(), [], []
+    run_trial(configs(1, 2, False)[0], "cuda")  # CUDA context, kernels loaded
+    lone = timed(lambda: run_trial(configs(1, steps, False)[0], "cuda"))
+    rows.append(("lone", 1, "no", lone, float("nan"), busy_share(1, min(steps, 100), False)))
+    for compiled in (False, True):
+        for P in (16, 64, 256):
+            if time.perf_counter() - started > budget_s:
+                skipped.append(f"pack {P} {'compiled' if compiled else 'eager'}")
+                continue
+            first = timed(lambda: run_pack(configs(P, 2, compiled), "cuda"))  # warm-up (compiles)
+            wall = timed(lambda: run_pack(configs(P, steps, compiled), "cuda"))
+            share = busy_share(P, min(steps, 100), compiled)
+            rows.append(("pack", P, "yes" if compiled else "no", wall / P, first, share))
+            print(f"  pack {P} compiled={compiled}: {1000 * wall / P:.1f} ms/trial, busy {share:.0%}", flush=True)
+    return rows, skipped
+
+
+def write(text: str, out: Path) -> None:
+    old = out.read_text() if out.exists() else "# Benchmarks\n"
+    section = f"{START}\n### GPU packing (`python -m benchmarks.gpu`)\n\n{text}\n{END}"
+    if START in old and END in old:
+        new = old[:old.index(START)] + section + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(new)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300, help="training steps of each trial")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="start no arm after this many seconds")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA device here: the GPU benchmark did not run (nothing written)")
+        return 0
+    torch.backends.cuda.matmul.allow_tf32 = False  # IEEE float32 matmuls: symmetry checks included
+    torch.backends.cudnn.allow_tf32 = False
+    from hydra import initialize_config_dir
+
+    from harness.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        rows, skipped = measure(args.steps, args.budget_s)
+    lone = rows[0][3]
+    lines = [f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, {args.steps} steps, TF32 off.", "",
+             "| arm | pack | compiled (CUDA graphs) | ms / trial | × lone | compile s (first pack) | GPU busy |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {arm} | {P} | {c} | {1000 * s:.1f} | {lone / s:.1f} | {f:.1f} | {b:.0%} |"
+              for arm, P, c, s, f, b in rows]
+    if skipped:
+        lines += ["", f"Skipped (past the {args.budget_s:.0f} s budget): {', '.join(skipped)}."]
+    text = "\n".join(lines)
+    print(text)
+    write(text, Path(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
