@@ -429,7 +429,8 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
                      if r.conditions and r.spec["role"] == "deciding"]
             why += "; conditions: " + " · ".join(moved) if moved else ""
             out["decided"][claim.id] = (verdict, why)
-            marks = list(dict.fromkeys(r.spec["name"].split(":")[0] for r in mine  # once each, deciding only
+            # once each, deciding only; the part's short label (a name can hold ":" inside parentheses)
+            marks = list(dict.fromkeys(verdicts_of.short_label(r.spec) for r in mine
                                        if (claim.id, r.spec["name"]) in rereg and r.spec["role"] == "deciding"))
             why += f"; re-registered after a verdict run: {', '.join(marks)}" if marks else ""
         shown = PATH_CHECK if tiny else verdict
