@@ -34,6 +34,8 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
+from benchmarks.results import write_section
+
 os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the benchmark's output
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -514,13 +516,7 @@ def main() -> None:
     text = "\n".join(parts)
     print(text)
     out = Path(args.out)
-    old = out.read_text() if out.exists() else "# Benchmarks\n"
-    section = f"{START}\n## Packed trials and the lean driver (`python -m benchmarks`)\n\n{text}\n{END}"
-    if START in old and END in old:
-        new = old[:old.index(START)] + section + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(new)
+    write_section(out, START, END, "## Packed trials and the lean driver (`python -m benchmarks`)", text)
     print(f"written: {out}")
 
 

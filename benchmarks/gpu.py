@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.results import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
@@ -80,13 +82,7 @@ def measure(steps: int, budget_s: float) -> tuple[list[tuple], list[str]]:
 
 
 def write(text: str, out: Path) -> None:
-    old = out.read_text() if out.exists() else "# Benchmarks\n"
-    section = f"{START}\n### GPU packing (`python -m benchmarks.gpu`)\n\n{text}\n{END}"
-    if START in old and END in old:
-        new = old[:old.index(START)] + section + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(new)
+    write_section(out, START, END, "### GPU packing (`python -m benchmarks.gpu`)", text)
 
 
 def main() -> int:
