@@ -334,8 +334,9 @@ def _one_line(message: str, cfg: DictConfig | None) -> str:
 
 
 def _sweep(sc: DictConfig, trials: list, cli: list[str], store, before=None) -> int:
-    """Run ``trials`` as ``python -m harness`` runs a sweep (checks first, then ``before()``,
-    then the trials; finished ones skipped): its exit status."""
+    """Run ``trials`` as ``python -m harness`` runs a sweep (checks first, then
+    ``before(finished)`` with the trial ids already finished as the checks read them, then the
+    trials; finished ones skipped): its exit status."""
     from harness.sweep import Sweep
 
     sweep = Sweep([(ABLATION, trials)], OmegaConf.to_object(sc.cluster), store, cli, sc.tracking.lease_s)
@@ -345,8 +346,8 @@ def _sweep(sc: DictConfig, trials: list, cli: list[str], store, before=None) -> 
         print(f"error: {err}", file=sys.stderr)
         return 2
     if before is not None:
-        before()
-    return sweep.main(store_checked=True)
+        before(set(sweep.finished.get(ABLATION, {})))
+    return sweep.main()  # checked above: main() does not check again
 
 
 def _runs(trials: list, store) -> pd.DataFrame:
@@ -386,7 +387,7 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Run the scorecard's trials, decide, write the page (module docstring); the exit status."""
-    from harness.store import finished_trials, resolve_store
+    from harness.store import resolve_store
 
     try:
         sc, refs, mine, base, model = _expand(list(runtime.overrides), list(runtime.sweeps))
@@ -396,8 +397,8 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     mixer = mine[0].variant
     mine = [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
-    status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda: print_expected(
-        refs, mine, set(finished_trials(store, ABLATION)), mixer, _cores(sc.cluster)))
+    status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda finished: print_expected(
+        refs, mine, finished, mixer, _cores(sc.cluster)))
     if status == 2:
         return 2
     rest = [o for o in base if o != "+ablation=scorecard"]

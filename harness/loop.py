@@ -102,12 +102,16 @@ class Queue:
             raise lease_lost(reason)
 
     def plan(self, groups: Sequence[tuple[str, list[Trial]]],
-             known: Mapping[str, dict[str, list[str]]] | None = None) -> None:
+             known: Mapping[str, dict[str, list[str]]] | None = None, known_at_ms: int = 0) -> None:
         """Per ablation: its experiment, stale runs closed, finished trials skipped (resume).
-        ``known``: ablation → its trials' FINISHED run ids as the caller already read them
-        (:meth:`harness.sweep.Sweep.check`), so one invocation reads them once; a trial a rival
-        finishes after that read loses its claim (:meth:`on_start`) instead of running twice."""
-        self.since_ms = now_ms() - int(self.tracker.lease_s * 1000)  # clocks agree within a lease
+        ``known``: ablation → its trials' FINISHED run ids as the caller already read them at
+        ``known_at_ms`` (:meth:`harness.sweep.Sweep.check`), so one invocation reads them once;
+        the claims then read the rivals that finished since that read (less a lease), so a trial
+        a rival finishes after it loses its claim (:meth:`on_start`) instead of running twice
+        (Ray's start between the read and this plan can outlast a short lease)."""
+        read_ms = now_ms() if known is None else known_at_ms
+        # clocks agree within a lease; 0 (no read time given) reads every finished rival
+        self.since_ms = max(0, read_ms - int(self.tracker.lease_s * 1000)) if read_ms else 0
         for ablation, trials in groups:
             experiment = self.tracker.experiment(ablation)
             stale = self.tracker.close_stale(experiment)
@@ -308,7 +312,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
                cli: list[str], force: bool = False, on_done: OnDone = None,
                should_stop: Callable[[], bool] = _never,
                finished: Mapping[str, dict[str, list[str]]] | None = None,
-               closing: Callable[[], ContextManager] = contextlib.nullcontext) -> list[SweepSummary]:
+               closing: Callable[[], ContextManager] = contextlib.nullcontext,
+               finished_at_ms: int = 0) -> list[SweepSummary]:
     """Run the not yet finished trials of several ablations (``[(name, trials)]``) as one queue
     on ``scheduler`` and record each outcome in its ablation's experiment as it arrives; returns
     one :class:`SweepSummary` per ablation, in the order given.
@@ -331,7 +336,8 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
 
     ``scheduler`` is an entered scheduler (:func:`harness.scheduler.make_scheduler`), shared by
     the rounds of a suite so that Ray starts once. ``finished``: the trials' FINISHED run ids per
-    ablation as the caller read them (:meth:`Queue.plan`); read from the store if not given.
+    ablation as the caller read them at ``finished_at_ms`` (ms since the epoch; :meth:`Queue.plan`);
+    read from the store if not given.
 
     Raises:
         harness.records.TrackingError: the trials ran, but some writes to the store failed.
@@ -341,7 +347,7 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
     queue = Queue(tracker, cli, force, on_done, should_stop)
     ok = False
     try:
-        queue.plan(groups, finished)
+        queue.plan(groups, finished, finished_at_ms)
         queue.run(scheduler)
         ok = True
     finally:

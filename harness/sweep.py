@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness import signals
@@ -62,6 +63,7 @@ class Sweep:
         self.stop = threading.Event()  # this sweep's: set by a first signal while it runs
         # ablation → {trial id: its FINISHED run ids} before this invocation, read once (check())
         self.finished: dict[str, dict[str, list[str]]] | None = None
+        self.finished_at_ms = 0  # when finished was read (ms since the epoch)
         self.checked = False  # check() ran: main() does not run it again
 
     def should_stop(self) -> bool:
@@ -94,6 +96,7 @@ class Sweep:
 
     def _read_finished(self) -> None:
         """:attr:`finished`: each ablation's trials with a FINISHED run, and those runs' ids."""
+        self.finished_at_ms = int(time.time() * 1000)  # as leases.now_ms; before the read: a run that ends during it is read again
         self.finished = {name: finished_trials(self.store, name, {t.trial_id for t in trials})
                          for name, trials in self.ablations}
 
@@ -175,7 +178,7 @@ class Sweep:
             tracker = Tracker(self.store, self.lease_s)
             return run_sweeps(self.ablations, scheduler, tracker, self.cli, force=self.force,
                               on_done=done, should_stop=self.should_stop, finished=self.finished,
-                              closing=signals.closing)
+                              closing=signals.closing, finished_at_ms=self.finished_at_ms)
 
     def _stop_point(self) -> None:
         if self.stop.is_set():

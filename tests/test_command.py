@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -101,3 +103,36 @@ def test_a_sweep_in_process_on_the_shared_ray_through_the_shared_server(tmp_path
     assert not ray.is_initialized()  # the driver disconnected; the instance itself runs on
     code, out, err = invoke("harness", args, tmp_path)  # and a second sweep joins it again
     assert code == 0 and "2 already finished (skipped), 0 finished now" in out, err[-3000:]
+
+
+def test_a_trial_a_rival_finishes_after_the_one_read_is_not_run_again(tmp_path, invoke, monkeypatch):
+    """The finished trials are read once, in the checks; a rival that finishes a trial after that
+    read (while Ray starts, which can outlast a short lease) is seen by the claims, which read the
+    rivals finished since the checks' read less the lease, not since the plan: the trial keeps
+    one FINISHED run."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.sweep import Sweep
+
+    args = [*TINY, "tracking.lease_s=0.2"]
+    assert invoke("harness", [*args, "seed=0"], tmp_path)[0] == 0
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("single/teacher/softmax").experiment_id
+    check, rival = Sweep.check, {}
+
+    def check_then_a_rival_finishes(self, dry_run=False):
+        check(self, dry_run)
+        trial = next(t for t in self.ablations[0][1] if "seed=1" in t.overrides)
+        parent = client.create_run(experiment, tags={"role": "sweep"}).info.run_id
+        run = client.create_run(experiment, tags={"trial_id": trial.trial_id, "mlflow.parentRunId": parent})
+        client.set_terminated(run.info.run_id, "FINISHED")
+        client.set_terminated(parent, "FINISHED")
+        rival[trial.trial_id] = run.info.run_id
+        time.sleep(1.0)  # five leases pass before the plan
+
+    monkeypatch.setattr(Sweep, "check", check_then_a_rival_finishes)
+    code, out, err = invoke("harness", [*args, "seed=0,1"], tmp_path)
+    assert code == 0, err[-3000:]
+    (trial_id, run_id), = rival.items()
+    finished = client.search_runs([experiment], f"tags.trial_id = '{trial_id}' and attributes.status = 'FINISHED'")
+    assert [r.info.run_id for r in finished] == [run_id]

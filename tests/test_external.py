@@ -82,9 +82,14 @@ def outside(tmp_path_factory):
     shutil.copytree(ROOT / "examples", folder)
     (folder / "bad_mixers.py").write_text(BAD)
     (folder / "bad_tasks.py").write_text(NO_METRIC)
+    _forget_modules()  # another test of this process may have imported examples/'s copy
     sys.path.insert(0, str(folder))
     yield folder
     sys.path.remove(str(folder))
+    _forget_modules()
+
+
+def _forget_modules() -> None:
     for name in [m for m in sys.modules if m.split(".")[0] in ("my_mixers", "my_tasks", "bad_mixers", "bad_tasks")]:
         del sys.modules[name]
 

@@ -258,19 +258,21 @@ def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
     assert "differ from their last commit" in frozen_line(tmp_path)
 
 
-def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them(capsys):
+def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them():
+    """Refused before any trial (:class:`ReportInputError`: ``python -m analysis.report``'s
+    ``run`` prints it as one line and returns 2, ``tests/test_refusals.py``)."""
     from omegaconf import OmegaConf
 
-    from analysis.reporting import check_confirm_seeds, confirm_enabled
+    from analysis.reporting import ReportInputError, check_confirm_seeds, confirm_enabled
 
     cfg = lambda confirm, seeds: OmegaConf.create({"report": {"confirm": confirm},  # noqa: E731
                                                    "scale": {"name": "tiny", "seeds": "range(5)", "confirm_seeds": seeds}})
     check_confirm_seeds(cfg(True, "range(1000,1002)"))  # fresh seeds: nothing to say
     check_confirm_seeds(cfg(None, "3,1000"))  # block off at the tiny scale: not checked
     assert not confirm_enabled(cfg(None, "")) and confirm_enabled(cfg(True, ""))
-    with pytest.raises(SystemExit) as err:
+    with pytest.raises(ReportInputError) as err:
         check_confirm_seeds(cfg(True, "3,1000"))
-    assert err.value.code == 2 and "scale.confirm_seeds=3,1000 shares seeds [3]" in capsys.readouterr().err
+    assert "scale.confirm_seeds=3,1000 shares seeds [3]" in str(err.value)
 
 
 def test_the_report_shows_exploratory_runs_only():
