@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -426,7 +427,11 @@ def hydra_shell(config_name: str, run: Callable[[Any, Runtime], int], sweeps: Se
     @hydra.main(version_base="1.3", config_path=str(CONF), config_name=config_name)
     def main(cfg) -> None:
         called.append(True)
-        status[0] = run(cfg, Runtime.from_hydra(sweeps))
+        try:
+            status[0] = run(cfg, Runtime.from_hydra(sweeps))
+        except BrokenPipeError:  # the reader of a pipe stopped (``| head``): no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own recipe
+            status[0] = 128 + 13  # as a shell reports a process ended by SIGPIPE
 
     try:
         main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,21 @@ def test_subprocesses_of_tests_fail_on_silence_not_on_slowness(tmp_path):
     assert proc.returncode == 0 and proc.stdout.split() == [str(i) for i in range(8)]
     with pytest.raises(subprocess.TimeoutExpired):
         _run(["silent"], tmp_path, stall_s=1.5)
+
+
+@pytest.mark.e2e
+def test_a_listing_piped_to_a_reader_that_stops_ends_without_a_traceback(tmp_path):
+    """``python -m harness +ablation=smoke dry_run=true | head -1``: the reader closes the pipe
+    after one line; the command ends with 141 (SIGPIPE, as a shell reports it) and no traceback."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)  # the listing (540 trials) outgrows the pipe
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "+ablation=smoke", "seed=range(60)", "dry_run=true"],
+                            cwd=tmp_path, stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    proc.stdout = os.fdopen(read, "rb", buffering=0)
+    assert proc.stdout.read(8) == b"== smoke"
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=600) == 141 and "Traceback" not in err, err[-2000:]
