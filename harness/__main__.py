@@ -21,10 +21,6 @@ end_at_once_until_the_sweep()  # before the imports below: nothing is recorded y
 from harness.cli import HARNESS_USAGE, hydra_shell, precheck, take_sweeps  # noqa: E402
 
 
-def _is_dry_run(args: list[str]) -> bool:
-    return any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in args)
-
-
 def cli() -> None:
     """Check what needs no imports, take the sweeps out of the command line, and exit with
     :func:`harness.command.run`'s status under Hydra (:func:`harness.cli.hydra_shell`)."""
@@ -39,11 +35,11 @@ def cli() -> None:
     except SweepError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    from harness.command import DRY_RUN_HYDRA, run
+    from harness.command import DRY_RUN_HYDRA, is_dry_run, run
     from harness.config import register_configs
 
     sys.argv, sweeps = take_sweeps(sys.argv)
-    if _is_dry_run(sys.argv[1:]):
+    if is_dry_run(sys.argv[1:]):
         sys.argv += DRY_RUN_HYDRA
     register_configs()
     sys.exit(hydra_shell("config", run, sweeps))

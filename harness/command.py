@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 DRY_RUN_HYDRA = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none")
 
 
+def is_dry_run(args: list[str]) -> bool:
+    """Whether the command line's overrides ask for a dry run (``dry_run=true``, ``+dry_run=1``)."""
+    return any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in args)
+
+
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Expand the ablation (or suite) with the command line's overrides and sweeps, check
     everything once (:meth:`harness.sweep.Sweep.check`: the preflight builds each trial to run,

@@ -70,11 +70,11 @@ def _compose(command: str, args: list[str], cwd: Path):
     from omegaconf import OmegaConf, open_dict
 
     from harness.cli import Runtime, take_sweeps
-    from harness.command import DRY_RUN_HYDRA
+    from harness.command import DRY_RUN_HYDRA, is_dry_run
 
     argv, sweeps = take_sweeps(["python", *args])
     overrides = argv[1:]
-    if command == "harness" and any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in overrides):
+    if command == "harness" and is_dry_run(overrides):
         overrides += DRY_RUN_HYDRA
     cfg = compose(COMMANDS[command][0], overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
