@@ -286,7 +286,7 @@ class RegressionTask(TaskBase):
     loss, the metrics ``rel_mse`` and ``mse``, the references ``uniform_rel_mse`` (token mean),
     ``identity_rel_mse`` (``ŷ = x``) and ``zero_rel_mse`` (``ŷ = 0``), T2's rotated embedding,
     and the streams: training data ``(seed, "train", n)``, validation/test ``(stream_seed,
-    split, n)`` (as :class:`tasks.teacher.TeacherTask` does).
+    split, n)`` (:class:`tasks.teacher.TeacherTask`, T3, is one, with ``stream_seed = teacher_seed``).
 
     A subclass sets ``self.d`` and calls :meth:`set_lengths` in ``__init__``, and implements
     :meth:`sample`. Example (the target is each token's running mean)::
@@ -338,7 +338,9 @@ class RegressionTask(TaskBase):
         return {"rel_mse": (err, (y**2).sum()), "mse": (err, y.numel())}
 
     def reference_sums(self, batch: Batch) -> Sums:
-        """``uniform_rel_mse`` (token mean), ``identity_rel_mse`` (``ŷ = x``), ``zero_rel_mse`` (1)."""
+        """``uniform_rel_mse`` of the token-mean predictor, ``identity_rel_mse`` of ``ŷ = x`` (the
+        trivial predictor of a target with a residual path) and ``zero_rel_mse`` (= 1), as sums
+        over ``batch`` (``x, y: (B, n, d)``; the unrotated data)."""
         uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
         norm = (batch.y**2).sum()
         return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm),

@@ -34,7 +34,7 @@ import torch
 from scipy.optimize import brentq
 from torch import Tensor
 
-from tasks.base import Batch, CommonConfig, Sums, TaskBase, check_positive, generator
+from tasks.base import Batch, CommonConfig, RegressionTask, check_positive, generator
 from tasks.teachers import Teacher, TeacherKind
 
 
@@ -59,8 +59,12 @@ def relative_mse(pred: Tensor, target: Tensor) -> float:
     return float(((pred - target) ** 2).sum() / (target**2).sum())
 
 
-class TeacherTask(TaskBase):
+class TeacherTask(RegressionTask):
     """Student-teacher regression (T3). Shapes: ``x, y: (B, n, d)``.
+
+    What is its own: the teacher, its calibrated temperature ``β`` and the inputs; the loss, the
+    metrics, the references, T2's rotation and the streams are :class:`tasks.base.RegressionTask`'s,
+    with the validation/test streams ``(teacher_seed, split, n)``, shared by every variant and seed.
 
     Args:
         cfg: task options.
@@ -77,7 +81,7 @@ class TeacherTask(TaskBase):
                        n_val=cfg.n_val, n_test=cfg.n_test)
         self.d = cfg.d
         self.set_lengths([cfg.n])
-        self.Q: Tensor | None = None  # T2: data seen in the rotated embedding x ↦ Q x
+        self.stream_seed = cfg.teacher_seed  # every variant and seed is tested on the same sets
         g = generator(cfg.teacher_seed, "teacher")
         self.teacher = Teacher(cfg.teacher, cfg.d, cfg.k, g, cfg.teacher_seed)
         key = (cfg.teacher, cfg.d, cfg.n, cfg.k, cfg.teacher_seed, cfg.uniform_rel_mse)
@@ -114,42 +118,3 @@ class TeacherTask(TaskBase):
         """``size`` fresh sequences of length ``n`` from stream ``g``."""
         x = self._inputs(g, size, n, self.dtype)
         return Batch(x=x, y=self.teacher(x, self.beta))
-
-    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
-        """Training data from ``(seed, "train", n)``; validation/test from the teacher's own
-        streams ``(teacher_seed, split, n)``, shared by every variant and seed (re-seeded by
-        ``task.eval_seed``, :meth:`tasks.base.TaskBase.eval_generator`)."""
-        if split == "train":
-            return self.sample(generator(seed, split, n), size, n)
-        return self.sample(self.eval_generator(self.cfg.teacher_seed, split, n), size, n)
-
-    def _target(self, batch: Batch) -> Tensor:
-        return batch.y if self.Q is None else batch.y @ self.Q.to(batch.y).T
-
-    def inputs(self, batch: Batch) -> Tensor:
-        """``x`` (or ``x Qᵀ`` in a rotated task): ``(B, n, d)``."""
-        return batch.x if self.Q is None else batch.x @ self.Q.to(batch.x).T
-
-    def loss(self, out: Tensor, batch: Batch) -> Tensor:
-        """Mean squared error (a scalar tensor)."""
-        return torch.mean((out - self._target(batch)) ** 2)
-
-    def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
-        """``rel_mse`` and ``mse`` of an output ``(B, n, d)``, as sums."""
-        y = self._target(batch)
-        err = ((out - y) ** 2).sum()
-        return {"rel_mse": (err, (y**2).sum()), "mse": (err, y.numel())}
-
-    def reference_sums(self, batch: Batch) -> Sums:
-        """``uniform_rel_mse`` of the token-mean predictor, ``identity_rel_mse`` of ``ŷ = x``
-        (the trivial predictor of a teacher with a residual path) and ``zero_rel_mse`` (= 1)."""
-        uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
-        norm = (batch.y**2).sum()
-        return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm),
-                "identity_rel_mse": (((batch.x - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
-
-    def rotated(self, Q: Tensor) -> "TeacherTask":
-        """A copy that feeds ``x Qᵀ`` and expects ``y Qᵀ`` (the data in the embedding ``Q E``)."""
-        task = self._copy()
-        task.Q = Q.detach().clone()
-        return task
