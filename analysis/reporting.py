@@ -31,6 +31,7 @@ from analysis.paper import CLAIMS
 from analysis.trail import processor_line
 from analysis.trials import grid_axes
 from analysis.report_paths import ReportInputError
+from harness.cli import ablation_header
 from harness.config import PartConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,9 +350,8 @@ def open_seconds(sweeps: pd.DataFrame) -> float:
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
                       rel: str, plan: int | None = None) -> list[str]:
-    header = (ROOT / "conf" / "ablation" / f"{name}.yaml").read_text()
-    question = " ".join(line[2:].strip() for line in header.splitlines()
-                        if line.startswith("# ") and not line.startswith(("# @package", "# Parts", "#   C")))
+    # every field of the ablation file's header but its parts, which the verdict tables show
+    question = " ".join(f.text for f in ablation_header(name, ROOT / "conf") if f.key != "Parts")
     mine = sweeps[sweeps["ablation"] == name] if not sweeps.empty else sweeps
     wall = open_seconds(mine)
     n = stats.counts(df, by=()).iloc[0].to_dict() if not df.empty else {}

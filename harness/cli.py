@@ -77,27 +77,62 @@ def groups(conf: Path = CONF) -> list[str]:
     return sorted(p.name for p in conf.iterdir() if p.is_dir())
 
 
-def ablation_question(name: str, conf: Path = CONF) -> str:
-    """The question an ablation asks: the ``# Q:`` paragraph of ``conf/ablation/NAME.yaml``'s
-    header, on one line; ``""`` if there is none (or no such file)."""
+@dataclass(frozen=True)
+class HeaderField:
+    """One field of an ablation file's header: a ``# Key: …`` comment line and the lines indented
+    under it (``#   …``), e.g. ``Q``, ``Budget``, ``Trials``, ``Parts``, ``Run``, ``Re-registered``.
+
+    Attributes:
+        key: the field's first word without its colon (``"Q"``, ``"Parts"``, ``"Re-registered"``;
+            a field of prose gets its first word, e.g. ``"Why"``).
+        text: the whole field on one line, its key included (``"Q: which forms can …"``): the
+            lines stripped and joined with single spaces.
+    """
+
+    key: str
+    text: str
+
+
+def ablation_header(name: str, conf: Path = CONF) -> list[HeaderField]:
+    """The header of ``conf/ablation/NAME.yaml``: the comment block at its top, as fields in file
+    order; Hydra's ``# @package`` directive is not a field. The one reader of that block: the
+    ``--help`` text shows the ``Q`` field (:func:`ablation_question`), the report every field but
+    ``Parts`` (``analysis.reporting``; the parts are its verdict tables).
+
+    A field starts at a line ``# TEXT`` (one space) and takes the lines under it that start with
+    ``#`` and two or more spaces; a bare ``#`` ends it, and the first line not starting with ``#``
+    ends the header. Returns ``[]`` if there is no such file (also for a name no file can have:
+    too long, or not encodable), so ``--help`` never fails on a stray name.
+    """
     path = conf / "ablation" / f"{name}.yaml"
     try:
         if not path.is_file():
-            return ""
+            return []
     except (OSError, ValueError):  # a name too long for a file name, or not encodable: no such file
-        return ""
-    lines, inside = [], False
+        return []
+    fields: list[list[str]] = []
+    inside = False  # whether a continuation line belongs to a field (not after a bare "#")
     for line in path.read_text().splitlines():
         if not line.startswith("#"):
             break
         text = line[1:].strip()
-        if text.startswith("Q:"):
-            inside, text = True, text[2:].strip()
-        elif inside and (not line.startswith("#  ") or not text):
-            break
-        if inside:
-            lines.append(text)
-    return " ".join(lines)
+        if not text:
+            inside = False
+        elif line.startswith("#  "):
+            if inside:
+                fields[-1].append(text)
+        elif not text.startswith("@package"):
+            fields.append([text])
+            inside = True
+        else:
+            inside = False
+    return [HeaderField(lines[0].split(None, 1)[0].rstrip(":"), " ".join(lines)) for lines in fields]
+
+
+def ablation_question(name: str, conf: Path = CONF) -> str:
+    """The question an ablation asks: its header's ``Q`` field (:func:`ablation_header`) on one
+    line, without ``Q:``; ``""`` if there is none (or no such file)."""
+    return next((f.text[1:].lstrip(":").strip() for f in ablation_header(name, conf) if f.key == "Q"), "")
 
 
 def suggest(value: str, allowed: Sequence[str]) -> str:
