@@ -4,11 +4,14 @@ report offline from the bundle."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests import scratch_git
 
 CLAIMS = ("C1", "C2", "C3", "C4", "C5", "C5b", "C6", "C7", "C8", "C9", "C10", "C11", "C12")
 
@@ -65,13 +68,9 @@ def test_report_out_that_cannot_be_written_exits_2_before_any_trial(tmp_path, ru
 def test_the_margins_commit_is_the_last_change_of_a_part_not_of_the_grid(tmp_path, monkeypatch):
     """commit_line names the commit that last changed an ablation's parts (where margins are
     pre-registered); a later grid or comment change in the same file does not move it."""
-    import subprocess
-
     from analysis import reporting
 
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                              check=True, capture_output=True, text=True).stdout.strip()
+    git = functools.partial(scratch_git.git, tmp_path)
 
     path = tmp_path / "conf" / "ablation" / "x.yaml"
     path.parent.mkdir(parents=True)

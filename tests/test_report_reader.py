@@ -6,8 +6,8 @@ reader's language (no config keys, Sphinx roles or repr'd lists; citations that 
 
 from __future__ import annotations
 
+import functools
 import re
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +15,7 @@ import pytest
 
 from analysis import bundle as bundle_mod
 from analysis import prose
+from tests import scratch_git
 
 ROOT = Path(__file__).resolve().parents[1]
 ABLATION = "knowledge_size"  # 75 trials: small enough to draw in seconds, and it has deciding parts
@@ -154,9 +155,7 @@ def test_bundle_times_are_iso_strings_and_measurements_round_trip(tmp_path):
 def test_first_registration_is_the_oldest_change_of_a_part(tmp_path, monkeypatch):
     from analysis import reporting
 
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
-                              check=True, capture_output=True, text=True).stdout.strip()
+    git = functools.partial(scratch_git.git, tmp_path)
 
     path = tmp_path / "conf" / "ablation" / "x.yaml"
     path.parent.mkdir(parents=True)

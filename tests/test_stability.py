@@ -4,6 +4,7 @@ flag; a claim unstable on opposite decisive labels or on a flip that decides it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 from analysis import stability, stats
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from tests import scratch_git
 
 LRS = (0.001, 0.003, 0.01)
 
@@ -233,8 +235,6 @@ def test_the_stability_frame_has_a_row_per_deciding_part_and_an_unstable_claim_s
 
 
 def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
-    import subprocess
-
     from analysis.confirm import FROZEN, freeze, frozen_line, read_frozen, write_frozen
     from analysis.reporting import freeze_choices
 
@@ -244,8 +244,7 @@ def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
     assert set(frozen["arm"]) == {"a", "b"} and set(frozen["lr"]) == {0.003} and set(frozen["role"]) == {"deciding"}
     path = tmp_path / FROZEN
     assert "No exploratory choices" in frozen_line(tmp_path)
-    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,  # noqa: E731
-                                    check=True, capture_output=True, text=True).stdout.strip()
+    git = functools.partial(scratch_git.git, tmp_path)
     git("init", "-q")
     write_frozen(frozen.assign(lr=0.01), path)  # a committed choice other than the runs would make now
     assert "not committed" in frozen_line(tmp_path)
