@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SERVER_ENV, free_port
+from conftest import SERVER_ENV, free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["cluster=serial", "train.max_steps=30", "train.eval_every=15", "task.n_val=32",
@@ -97,18 +97,9 @@ def mlflow_ui(smoke_store):
     url = f"http://127.0.0.1:{port}"
     # a bound on a hang, not a speed check: under three test workers on a slow 2-core machine the
     # server took over 180 s to answer (221282a's CI, 2026-12-03); a server that dies is seen at once
-    deadline = time.time() + 600
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.time() > deadline or proc.poll() is not None:
-            _stop_group(proc)
-            pytest.fail("mlflow ui did not start")
-        time.sleep(0.5)
+    if not wait_healthy(url, proc, timeout_s=600):
+        _stop_group(proc)
+        pytest.fail("mlflow ui did not start")
     _warm_graphql(url)
     yield url
     _stop_group(proc)
