@@ -219,7 +219,7 @@ ablation:
 def test_sbatch_script_runs_the_report_with_gpu_requests_and_a_long_tmpdir(slurm, tmp_path):
     """The report path of the script (first argument ``report``) on a suite of two ablations at
     ``scale=tiny``, with the SQLite default store, a per-job ``TMPDIR`` longer than Ray's socket
-    paths allow and the GPU flags: the job asks Slurm for the node's (count-only) GPU, ``ray
+    paths allow and the GPU flags: the job asks Slurm for the node's GPU (/dev/null stands in), ``ray
     start`` gets its count, and trials ask for half of it. ``cluster.device=cuda`` cannot run on
     this node's CPU build of torch: refused in one line before any run is recorded; the same job
     with ``cluster.device=cpu`` runs the whole report."""
