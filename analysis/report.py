@@ -32,7 +32,9 @@ def run(cfg, runtime: Runtime) -> int:
     from harness.scheduler import RayStartError
 
     try:
-        generate(cfg, [o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))])
+        # the searchpath too: a suite or ablation of the user's own folder composes in every round
+        generate(cfg, [*(o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))),
+                       *runtime.searchpath])
     except ReportInputError as err:
         if str(err):
             print(f"error: {err}", file=sys.stderr)

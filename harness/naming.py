@@ -79,5 +79,16 @@ def view_state_tag() -> tuple[str, str]:
     """The experiment tag of MLflow 3's shared view (``mlflow.sharedViewState.<key>``, what the
     UI's *Share* button writes; a link with ``viewStateShareKey=<key>`` opens it): the runs
     table with the headline metrics (``test/rel_mse``, ``test/acc``, ``val/best_error``) and the
-    key params as columns. Column ids are MLflow's ``<type>.`<key>```."""
-    return f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps({"selectedColumns": list(COLUMNS)})
+    key params as columns. Column ids are MLflow's ``<type>.`<key>```.
+
+    The view also sorts the runs by name (``orderByKey``, the UI's own key for its *Run Name*
+    sort): MLflow nests child runs under a
+    collapsed parent row (whose metric columns read "-") only when the table is sorted by start
+    time, so sorted by name every trial is a row of its own, with its metrics, variant by
+    variant (run names start with the variant; a parent's with its start time, first). MLflow
+    3.17 restores ``runsExpanded`` from no shared view, and ignores the shared view where the
+    link itself carries a search parameter (``orderByKey``, ``searchFilter``), so the order is
+    set here, not in the link."""
+    return f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps({"selectedColumns": list(COLUMNS),
+                                                             "orderByKey": "tags.`mlflow.runName`",
+                                                             "orderByAsc": True})

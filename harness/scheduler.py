@@ -126,6 +126,16 @@ def _ready() -> None:
     the trial code (:meth:`RayScheduler._warm`)."""
 
 
+def _cuda_seen() -> tuple[str, str, bool]:
+    """On a Ray worker: its node's host name, its torch's version and whether that torch sees a
+    CUDA device (:meth:`RayScheduler._check_feasible`)."""
+    import socket
+
+    import torch
+
+    return socket.gethostname(), torch.__version__, torch.cuda.is_available()
+
+
 def execute_unit(trials: Sequence[Trial], device: str, num_threads: int,
                  progress: Optional[Progress] = None) -> list[Outcome]:
     """:func:`execute_pack` in a Ray worker, its learning-curve points sent through
@@ -380,6 +390,13 @@ class RayScheduler:
         self._points = Queue(actor_options={"num_cpus": 0})
 
     def _check_feasible(self) -> None:
+        """Refuse, before any trial is claimed, a cluster that cannot run one: a CUDA device
+        without GPUs per trial, no node with a trial's CPUs and GPUs, or (``cluster.device=cuda``)
+        a node whose torch sees no CUDA device. Ray is shut down first.
+
+        Raises:
+            ValueError: one line naming the setting and what the cluster has.
+        """
         import ray
 
         need = {"CPU": self.cfg.cpus_per_trial, "GPU": self.cfg.gpus_per_trial}
@@ -393,6 +410,17 @@ class RayScheduler:
             ray.shutdown()
             raise ValueError(f"no Ray node can run a trial asking for cluster.cpus_per_trial="
                              f"{need['CPU']}, cluster.gpus_per_trial={need['GPU']}; nodes have {have}")
+        if self.cfg.device.startswith("cuda"):
+            # Ray counts the GPUs `ray start --num-gpus` was given, not what torch sees: on a node
+            # with the CPU build of torch every trial would fail (and be recorded) one by one, so
+            # one task in a trial's slot asks torch first (before the tracker opens any run)
+            probe = ray.remote(_cuda_seen).options(num_cpus=self.cfg.cpus_per_trial, num_gpus=self.cfg.gpus_per_trial)
+            node, version, seen = ray.get(probe.remote())
+            if not seen:
+                ray.shutdown()
+                raise ValueError(f"cluster.device={self.cfg.device!r}, but torch {version} on the Ray node "
+                                 f"{node} sees no CUDA device: install the CUDA build of torch on the GPU "
+                                 "nodes (README, \"On a Slurm cluster\", has the check), or use cluster.device=cpu")
 
     def __exit__(self, *exc) -> None:
         import ray

@@ -363,6 +363,26 @@ def free_port() -> int:
 SERVER_ENV = UI_ENV
 
 
+def wait_healthy(url: str, proc, timeout_s: float) -> bool:
+    """Poll ``url``/health (every 0.5 s) until it answers 200: True; False as soon as ``proc``
+    (the server this test started) has exited, or after ``timeout_s`` seconds (a bound on a hang,
+    not a speed check). The one wait for an MLflow server or ``mlflow ui`` of the tests."""
+    import time
+    import urllib.request
+
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+                if response.status == 200:
+                    return True
+        except OSError:  # not listening yet, or a 5xx while it starts
+            pass
+        if time.time() > deadline or proc.poll() is not None:
+            return False
+        time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def mlflow_server(backend_store_uri: str, artifacts: Path):
     """A real ``mlflow server`` on 127.0.0.1 and a free port (one worker, proxied artifacts in
@@ -370,8 +390,6 @@ def mlflow_server(backend_store_uri: str, artifacts: Path):
     (this process's child, by its pid) afterwards."""
     import subprocess
     import sys
-    import time
-    import urllib.request
 
     port = free_port()
     proc = subprocess.Popen(
@@ -380,19 +398,10 @@ def mlflow_server(backend_store_uri: str, artifacts: Path):
          "--artifacts-destination", artifacts.as_uri()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **SERVER_ENV})
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 300  # a PostgreSQL store runs MLflow's migrations first
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline or proc.poll() is not None:
-                pytest.fail(f"mlflow server on {backend_store_uri.split('@')[-1]} did not start"
-                            f" (exit {proc.poll()})")
-            time.sleep(0.5)
+        if not wait_healthy(uri, proc, timeout_s=300):  # a PostgreSQL store runs MLflow's migrations first
+            pytest.fail(f"mlflow server on {backend_store_uri.split('@')[-1]} did not start"
+                        f" (exit {proc.poll()})")
         yield uri
     finally:
         proc.terminate()

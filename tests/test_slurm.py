@@ -45,6 +45,9 @@ SlurmctldPidFile={dir}/slurmctld.pid
 SlurmdPidFile={dir}/slurmd.pid
 SlurmctldLogFile={dir}/slurmctld.log
 SlurmdLogFile={dir}/slurmd.log
+# one GPU, /dev/null as its device file (gres.conf): the node has none, but Slurm schedules --gpus-per-node
+# and sets SLURM_GPUS_ON_NODE as on a GPU node, so the script's GPU requests are exercised
+GresTypes=gpu
 # no cgroups: a shared machine's (or a container's) cgroup tree is not this test's to change
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -57,7 +60,7 @@ SelectTypeParameters=CR_Core
 ReturnToService=2
 KillWait=10
 MinJobAge=3600
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:1 State=UNKNOWN
 PartitionName=test Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -102,6 +105,9 @@ class Slurm:
         self._wait(lambda: (munge / "munge.socket").exists(), "munged")
         self.conf.write_text(SLURM_CONF.format(node=self.node, dir=self.dir, cpus=os.cpu_count(),
                                                ctld_port=free_port(), slurmd_port=free_port()))
+        # beside slurm.conf, where Slurm reads it; slurmd counts a GPU by its device file, and
+        # /dev/null stands in for one (no cgroups: nothing constrains the device)
+        (self.dir / "gres.conf").write_text(f"NodeName={self.node} Name=gpu File=/dev/null\n")
         self._daemon("slurmctld", "-D", "-f", str(self.conf))
         self._daemon("slurmd", "-D", "-f", str(self.conf), "-N", self.node)
         self._wait(self._idle, "the node (sinfo: idle)")  # registered: jobs can start
@@ -121,9 +127,10 @@ class Slurm:
                 pytest.fail(f"private Slurm did not start: {what} not ready\n{log}")
             time.sleep(0.5)
 
-    def sbatch(self, args: list[str], env: dict[str, str], timeout_s: float) -> int:
-        """``sbatch --wait`` (its exit status is the job's)."""
-        proc = subprocess.run(["sbatch", "--wait", *args], env={**self.env, **env}, cwd=self.dir,
+    def sbatch(self, args: list[str], env: dict[str, str], timeout_s: float, cwd: Path | None = None) -> int:
+        """``sbatch --wait`` from ``cwd`` (the job's ``SLURM_SUBMIT_DIR``; default: the cluster's
+        folder); its exit status is the job's."""
+        proc = subprocess.run(["sbatch", "--wait", *args], env={**self.env, **env}, cwd=cwd or self.dir,
                               capture_output=True, text=True, timeout=timeout_s)
         return proc.returncode
 
@@ -160,8 +167,13 @@ def _ray_ports() -> str:
 def _ray_processes(tmp: Path) -> list[str]:
     """Command lines of live processes that name ``tmp/ray-`` (the job's Ray keeps its session
     in ``$TMPDIR/ray-JOBID``, and ``TMPDIR`` is this test's ``tmp``): daemons the job left."""
+    return _naming(f"{tmp}/ray-")
+
+
+def _naming(text: str) -> list[str]:
+    """Command lines of live processes that contain ``text`` (a folder of one job's own)."""
     return [line for entry in Path("/proc").iterdir() if entry.name.isdigit()
-            if f"{tmp}/ray-" in (line := cmdline(int(entry.name)))]
+            if text in (line := cmdline(int(entry.name)))]
 
 
 @pytest.mark.slow
@@ -193,6 +205,84 @@ def test_sbatch_script_runs_the_sweep_on_ray_across_the_allocation_and_resumes(
 
     # a bad override: the job exits with the sweep's status (2), not the script's
     assert slurm.sbatch([*args, "model=nope"], env, timeout_s=900) == 2
+
+
+TWO = """\
+# @package _global_
+ablation:
+  name: two
+  suite: [knowledge_size, higher_order]
+"""
+
+
+@pytest.mark.e2e
+def test_sbatch_script_runs_the_report_with_gpu_requests_and_a_long_tmpdir(slurm, tmp_path):
+    """The report path of the script (first argument ``report``) on a suite of two ablations at
+    ``scale=tiny``, with the SQLite default store, a per-job ``TMPDIR`` longer than Ray's socket
+    paths allow and the GPU flags: the job asks Slurm for the node's GPU (/dev/null stands in), ``ray
+    start`` gets its count, and trials ask for half of it. ``cluster.device=cuda`` cannot run on
+    this node's CPU build of torch: refused in one line before any run is recorded; the same job
+    with ``cluster.device=cpu`` runs the whole report."""
+    submit = tmp_path / "submit"
+    (submit / "conf" / "ablation").mkdir(parents=True)
+    (submit / "conf" / "ablation" / "two.yaml").write_text(TWO)
+    tmp = tmp_path / ("a-per-job-tmpdir-as-slurm-sites-set-it-" + "x" * 24)  # > 60 characters
+    tmp.mkdir()
+    assert len(str(tmp)) > 60
+    env = {"VENV": sys.prefix, "RAY_PORT": str(free_port()), "RAY_START_ARGS": _ray_ports(),
+           "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp),
+           "PYTHONPATH": str(ROOT)}  # this checkout's code, wherever the environment's install points
+    out = submit / "report"
+    args = ["--nodes=1", "--gpus-per-node=1", f"--cpus-per-task={min(2, os.cpu_count())}", f"--chdir={submit}",
+            f"--output={submit}/job-%j.out", str(SCRIPT), "report", "scale=tiny", "report.suite=two",
+            f"hydra.searchpath=[file://{submit / 'conf'}]", f"report.out={out}", "cluster.gpus_per_trial=0.5"]
+    ray_folders: list[Path] = []
+
+    def job(extra: list[str]) -> tuple[int, str]:
+        before = set(submit.glob("job-*.out"))
+        status = slurm.sbatch([*args, *extra], env, timeout_s=900, cwd=submit)  # submitted from there
+        log = set(submit.glob("job-*.out")) - before
+        text = log.pop().read_text() if log else slurm.log()
+        # Ray's folder: short, under /tmp, of this job's own (not $TMPDIR/ray-JOBID)
+        found = re.findall(r"TMPDIR is too long for Ray's socket paths; Ray's folder is (/tmp/ray-\S+)", text)
+        ray_folders.extend(Path(f) for f in found)
+        assert len(found) == 1, text[-3000:]
+        assert _naming(found[0]) == [], text[-3000:]  # the job stopped its Ray
+        return status, text
+
+    try:
+        status, text = job(["cluster.device=cuda"])
+        assert status == 2, text[-3000:]
+        assert re.search(r"joined Ray cluster at \S+:%s \(1 nodes, \d+ CPUs, 1 GPUs\)" % env["RAY_PORT"], text), text[-3000:]
+        refusal = [line for line in text.splitlines() if line.startswith("error:")]
+        assert refusal == [f"error: cluster.device='cuda', but torch {_torch_version()} on the Ray node "
+                           f"{slurm.node} sees no CUDA device: install the CUDA build of torch on the GPU "
+                           'nodes (README, "On a Slurm cluster", has the check), or use cluster.device=cpu'], text[-3000:]
+        assert "Traceback" not in text and not out.exists()
+        assert sorted(p.name for p in submit.iterdir()) == ["conf", "job-1.out"]  # no store, no report
+
+        status, text = job([])  # cluster.device=cpu (the default), still half a GPU per trial
+        assert status == 0, text[-4000:]
+        assert "Traceback" not in text, text[-4000:]
+        assert f"report: {out / 'report.md'}" in text
+        assert "knowledge_size: 10 trials" in text and "higher_order: 10 trials" in text, text[-3000:]
+        assert (submit / "mlflow.db").is_file()  # the SQLite default, in the submit folder
+        import pandas as pd
+
+        bundle = pd.read_csv(out / "report" / "runs.csv.gz")  # the bundle beside report.md
+        trials = bundle[bundle["role"] == "trial"]
+        assert trials.groupby("ablation").size().to_dict() == {"higher_order": 10, "knowledge_size": 10}
+        assert set(trials["status"]) == {"FINISHED"}
+        assert not any(tmp.iterdir())  # nothing of Ray's in the long TMPDIR
+    finally:
+        for folder in ray_folders:  # the jobs' Ray folders under /tmp: this test's to remove
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
