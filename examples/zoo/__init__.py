@@ -1,0 +1,1 @@
+"""The mixer zoo: well-known sequence mixers written from their papers, for ``model=external`` (issue 50)."""
