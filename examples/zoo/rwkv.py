@@ -29,8 +29,9 @@ Symmetries, per form:
   embedding space channel by channel. ``W_r (μ ⊙ x_t + (1 − μ) ⊙ x'_t) = W_r diag(μ) x_t +
   W_r diag(1 − μ) x'_t``; for the input ``Q x`` one needs new ``W', μ'`` with ``W' diag(μ') =
   W_r diag(μ) Qᵀ`` and ``W' diag(1 − μ') = W_r diag(1 − μ) Qᵀ``: summed, ``W' = W_r Qᵀ``, hence
-  ``diag(μ') = Q diag(μ) Qᵀ``, not diagonal unless ``μ`` is constant (for ``h ≥ d`` and ``W_r``
-  of full rank). :meth:`RWKV.rotate_` does the rest (``W ↦ W Qᵀ``, ``W_o ↦ Q W_o``) so that the
+  ``W_r Qᵀ diag(μ') = W_r diag(μ) Qᵀ``, ``h d`` equations for the ``d`` unknowns ``μ'``: no
+  solution for generic ``W_r, μ, Q`` once ``h ≥ 2`` (for ``h ≥ d`` it would need ``Q diag(μ) Qᵀ``
+  diagonal). :meth:`RWKV.rotate_` does the rest (``W ↦ W Qᵀ``, ``W_o ↦ Q W_o``) so that the
   harness measures this column; the measurement agrees that it fails.
 
 Lengths: any ``n``. Packing: runs packed (``torch.func.vmap`` runs its forward and backward).
