@@ -100,7 +100,7 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
         rows.append({"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
                      "n_train": diff.n_train, "seeds": diff.seeds, "mixer": diff.mean_a,
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
-                     "p_diff": p_diff, "p_tost": p_tost, "diff": diff.verdict, "equiv": equiv.verdict,
+                     "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
                      "why": "; ".join(diff.reasons or equiv.reasons), "choice": diff.choice})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
@@ -226,7 +226,10 @@ def page(mixer: str, table: pd.DataFrame, control: pd.DataFrame, sym: list[str],
              "## Against the reference arms", "",
              "Test error at the largest training-set size, each arm at its lr chosen on validation; "
              "d = reference − mixer per seed, its paired 95% Student-t interval; δ per task from "
-             f"the ablation file; Holm across the page's {2 * len(table)} tests (difference and TOST per row).", "",
+             f"the ablation file; Holm across the page's {2 * len(table)} tests (difference and TOST per row)."
+             + (" Rows with `auc` in the name read instead, per seed, the mean natural-log test error over the "
+                "sizes listed (trapezoid in log n_train), δ in that unit (conf/zoo.yaml)."
+                if "value" in table and (table["value"] == "auc").any() else ""), "",
              "| task | reference | n_train | seeds | mixer | reference | d [95% CI] | δ | verdict | why |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():

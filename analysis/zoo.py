@@ -181,8 +181,7 @@ def _parts(sc: DictConfig, cfg: DictConfig) -> list[dict]:
         if task not in labels:
             raise ZooInputError(f"zoo.tasks.{task}: no scorecard part against {ref!r} on {task} "
                                 f"(tasks: {', '.join(sorted(labels))})")
-        name = f"{labels[task]} on the area under log error" if spec.get("value", "auc") == "auc" else \
-            f"{labels[task]} on {spec['value']}"
+        name = f"{labels[task]}, {spec.get('value', 'auc')} over n_train"
         parts.append(protocol.spec_dict({"claim": "zoo", "role": "observation", "name": name, "task": task,
                                          "a": scorecard.MIXER, "b": ref, "value": spec.get("value", "auc"),
                                          "delta": float(spec["delta"]), "control": control, "leaderboard": True}))
@@ -235,6 +234,9 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     rest = [o for o in runtime.overrides if not o.startswith("zoo.")]
     sc, refs, mine, base = scorecard.expand_arms(rest, list(runtime.sweeps), models)
     parts = _parts(sc, cfg)  # before any trial: a task the scorecard lacks is bad input
+    clash = sorted({a["name"] for a in arms} & {t.variant for t in refs})
+    if clash:
+        raise ZooInputError(f"zoo.arms: {clash} name a reference arm of conf/ablation/scorecard.yaml; rename the arm")
     ref_ids = {t.trial_id for t in refs}
     mine = [[t for t in trials if t.trial_id not in ref_ids] for trials in mine]
     names = {trials[0].variant: arm["name"] for arm, trials in zip(arms, mine) if trials}

@@ -131,15 +131,24 @@ def _page(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, arm: dict, header: st
     return text, table
 
 
+def _values(df: pd.DataFrame, key: str, fallback: object) -> str:
+    """The values ``key`` takes in the grid's runs (not the lr-edge reruns), else ``fallback``."""
+    grid = df[df["extends"].fillna("").astype(str) == ""] if "extends" in df else df
+    values = sorted(pd.to_numeric(grid[key], errors="coerce").dropna().unique()) if key in grid else []
+    return ", ".join(f"{v:g}" for v in values) if values else str(fallback)
+
+
 def _header(df: pd.DataFrame, plan: dict) -> str:
+    """What ran (from the runs where they say it, else the scale), the command and the commit."""
     scale = plan["scale"]
     tiny = " (a check of the path, not evidence)" if scale["name"] == "tiny" else ""
-    extended = int((df["extends"].astype(str).replace("nan", "") != "").sum()) if "extends" in df else 0
+    extended = int((df["extends"].fillna("").astype(str) != "").sum()) if "extends" in df else 0
     seeds = sorted(pd.to_numeric(df["seed"], errors="coerce").dropna().astype(int).unique()) if len(df) else []
-    return (f"Scale `{scale['name']}`{tiny}: seeds {_seeds(seeds)}, n_train {scale['n_train']}, learning rates "
-            f"{scale['lrs']}, {scale['steps']} steps per trial; {len(df)} runs of {plan['n_trials']} trials "
-            f"composed ({extended} past an lr grid edge) in the store's experiment `{scorecard.ABLATION}`. "
-            f"Command: `{plan['command']}`; harness commit `{plan['commit']}`.")
+    return (f"Scale `{scale['name']}`{tiny}: seeds {_seeds(seeds)}, n_train {_values(df, 'task.n_train', scale['n_train'])}, "
+            f"learning rates {_values(df, 'train.lr', scale['lrs'])}, {_values(df, 'train.max_steps', scale['steps'])} "
+            f"steps per trial; {len(df)} runs of {plan['n_trials']} trials composed ({extended} past an lr grid edge) "
+            f"in the store's experiment `{scorecard.ABLATION}`. Command: `{plan['command']}`; harness commit "
+            f"`{plan['commit']}`.")
 
 
 def render(folder: Path, out: Path) -> list[Path]:
