@@ -12,6 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ["scale=tiny", "cluster=serial", "task=nearest"]  # 14 trials of 10 steps: 5 references + 2 mixers, 2 seeds
+# two arms, one with kwargs (as a bidirectional form is given: its variant has them in brackets,
+# its rows the arm's name)
+ARMS = ("zoo.arms=[{name:gla_k4,target:'my_mixers.gated:GatedLinearAttention',kwargs:{k:4},paper:'Yang et al. 2023'},"
+        "{name:linear_attention,target:'my_mixers.linear:LinearAttention'}]")
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -22,7 +26,7 @@ def _files(folder: Path) -> dict[str, str]:
 def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     run = tmp_path / "run"
     run.mkdir()
-    code, out, err = invoke("analysis.zoo", [*BASE, "zoo.out=out"], run)
+    code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)
     assert code == 0, err[-3000:]
     assert "zoo: expected references 10 of 10 trials" in out and "the 2 mixers 4 of 4 trials" in out
     board = (run / "out" / "zoo.md").read_text()
@@ -30,7 +34,8 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     assert len(rows) == 2 + 4  # two mixers, four reference arms (softmax, W_V, best σ, MLP)
     assert "| orthogonal with knowledge, permutation |" in rows[1]  # linear attention, measured at init
     assert {p.name for p in (run / "out" / "zoo").iterdir()} == {
-        "runs.csv.gz", "symmetry.csv", "plan.json", "gla.md", "linear_attention.md"}
+        "runs.csv.gz", "symmetry.csv", "plan.json", "gla_k4.md", "linear_attention.md"}
+    assert rows[0].startswith("| [`gla_k4`](zoo/gla_k4.md) | Yang et al. 2023 | 320 |")  # W_Q, W_K, W_V, W_α (4 × 16) and W_O (16 × 4)
 
     offline = tmp_path / "offline"  # another folder: no store, no outputs/, nothing but zoo.out
     offline.mkdir()
@@ -40,7 +45,7 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     assert _files(offline / "again") == _files(run / "out")  # identical Markdown, every page
     assert sorted(p.name for p in offline.iterdir()) == ["again"]
 
-    code, out3, err3 = invoke("analysis.zoo", [*BASE, "zoo.out=out"], run)  # the resume: nothing left
+    code, out3, err3 = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)  # the resume: nothing left
     assert code == 0, err3[-2000:]
     assert "14 trials: 14 already finished (skipped), 0 finished now" in out3 + err3
     assert "references in the store (10 trials); the 2 mixers 0 of 4 trials" in out3
