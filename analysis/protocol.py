@@ -372,6 +372,43 @@ def _per_seed(ok: pd.DataFrame, key: str, at: list) -> pd.Series:
     return pd.Series(area, index=wide.index, dtype=float)
 
 
+def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tuple[pd.Series, str, str]:
+    """One arm's value per seed on ``task``, each size at the lr chosen on validation (step 1,
+    the blown-up lr rule included) and read as a part reads it (step 2): ``auc`` the area
+    under log test error over every size the arm has an eligible lr at (:func:`_per_seed`),
+    else the test value at its largest such size. For a table of arms (the zoo's leaderboard),
+    not a verdict.
+
+    Returns:
+        ``(per-seed values indexed by seed, the sizes as text "64, 256", why it is empty or "")``;
+        never raises for missing data.
+    """
+    ok, at, missing = chosen_runs(df, task, arm, value)
+    text = ", ".join(str(int(n)) for n in at)
+    if missing:
+        return pd.Series(dtype=float), text, missing
+    if value == "auc" and len(at) < 2:
+        return pd.Series(dtype=float), text, f"area under the curve needs ≥ 2 sizes; `{arm}` has {text or 'none'}"
+    return _per_seed(ok, value, at).dropna(), text, ""
+
+
+def chosen_runs(df: pd.DataFrame, task: str, arm: str, value: str = "error") -> tuple[pd.DataFrame, list, str]:
+    """``(the arm's usable runs at the lr chosen on validation per size, the sizes read, why
+    there are none or "")``: every size with an eligible lr for ``auc``, else the largest
+    (:func:`arm_values`)."""
+    spec = spec_dict({"task": task, "a": arm, "b": arm, "value": value, "delta": 0.0})
+    rows, missing = _arm_rows(df, spec)
+    if missing:
+        return rows.iloc[0:0], [], missing
+    chosen = stats.select_lr(_with_blowup(rows), group=("task", "arm", "task.n_train"), exclude_blowup=True)
+    chosen = chosen.dropna(subset=["lr_chosen"])
+    sizes = sorted(chosen["task.n_train"].unique())
+    at = sizes if value == "auc" else sizes[-1:]
+    if not at:
+        return chosen.iloc[0:0], [], f"`{arm}`: every lr has a diverged seed"
+    return _usable(chosen[chosen["task.n_train"].isin(at)], value), at, ""
+
+
 def _lr_line(g: pd.DataFrame) -> str:
     """'chosen of grid', plus the lrs it tied with on validation error."""
     lr_at = float(g["lr_chosen"].iloc[0])

@@ -100,7 +100,7 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
         rows.append({"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
                      "n_train": diff.n_train, "seeds": diff.seeds, "mixer": diff.mean_a,
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
-                     "p_diff": p_diff, "p_tost": p_tost, "diff": diff.verdict, "equiv": equiv.verdict,
+                     "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
                      "why": "; ".join(diff.reasons or equiv.reasons), "choice": diff.choice})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
@@ -126,7 +126,7 @@ def symmetry_rows(df: pd.DataFrame, trial_cfg, mixer: str) -> list[str]:
     """The measured symmetry table (Markdown lines): the mixer's errors on re-drawn weights
     (an external model only) and each arm's median on its trained weights, the mixer's row bold."""
     from harness.models import build_model
-    from harness.external_check import TOLERANCE, measure_redrawn, symmetry_table
+    from harness.external_check import measure_redrawn
     from harness.models.external import NAME, declared
     from tasks import build_task
 
@@ -135,17 +135,31 @@ def symmetry_rows(df: pd.DataFrame, trial_cfg, mixer: str) -> list[str]:
         task = build_task(trial_cfg.task)
         model = build_model(trial_cfg.model, task.d, task.n_max, __import__("torch").Generator().manual_seed(0))
         errors, dtype = measure_redrawn(model, task.d, task.n_max)
-        table = symmetry_table(errors, dtype, declared(model, trial_cfg.model.target))
-        lines += [f"On re-drawn {str(dtype)[6:]} weights (tolerance {TOLERANCE[dtype]:g}, the pre-flight's "
-                  f"measurement at d={task.d}):", "", "| symmetry | error | |", "|---|---|---|"]
-        for name, key in SYMMETRY_KEYS.items():
-            shown = f"{errors[key]:.0e}" if key in errors else "–"
-            lines.append(f"| {name} | {shown} | {table[name]} |")
-        lines.append("")
+        lines += redrawn_lines(errors, dtype, declared(model, trial_cfg.model.target), task.d)
+    return lines + trained_lines(df, mixer)
+
+
+def redrawn_lines(errors: dict[str, float], dtype, claims: frozenset[str], d: int) -> list[str]:
+    """The re-drawn-weights table (Markdown lines) of :func:`harness.external_check.measure_redrawn`'s
+    ``errors`` (``{symmetry/* key: relative error}``) in ``dtype`` against the declared ``claims``."""
+    from harness.external_check import TOLERANCE, symmetry_table
+
+    table = symmetry_table(errors, dtype, claims)
+    lines = [f"On re-drawn {str(dtype)[6:]} weights (tolerance {TOLERANCE[dtype]:g}, the pre-flight's "
+             f"measurement at d={d}):", "", "| symmetry | error | |", "|---|---|---|"]
+    for name, key in SYMMETRY_KEYS.items():
+        shown = f"{errors[key]:.0e}" if key in errors and np.isfinite(errors[key]) else "–"
+        lines.append(f"| {name} | {shown} | {table[name]} |")
+    return lines + [""]
+
+
+def trained_lines(df: pd.DataFrame, mixer: str) -> list[str]:
+    """Each arm's median ``symmetry/*`` error over its trials, on its trained weights (Markdown
+    lines), the mixer's row bold."""
     present = [k for k in SYMMETRY_KEYS.values() if k in df]
     med = df.groupby("arm")[present].median() if present else pd.DataFrame()
-    lines += ["Median relative error over each arm's trials, on its trained weights (float32; `symmetry/*` "
-              "of each run):", "", "| arm | " + " | ".join(SYMMETRY_KEYS) + " |", "|---|" + "---|" * len(SYMMETRY_KEYS)]
+    lines = ["Median relative error over each arm's trials, on its trained weights (float32; `symmetry/*` "
+             "of each run):", "", "| arm | " + " | ".join(SYMMETRY_KEYS) + " |", "|---|" + "---|" * len(SYMMETRY_KEYS)]
     for arm, row in med.iterrows():
         cells = [f"{row[k]:.0e}" if k in row and np.isfinite(row[k]) else "–" for k in SYMMETRY_KEYS.values()]
         shown = f"**`{arm}`** (the mixer)" if arm == mixer else f"`{arm}`"
@@ -212,7 +226,10 @@ def page(mixer: str, table: pd.DataFrame, control: pd.DataFrame, sym: list[str],
              "## Against the reference arms", "",
              "Test error at the largest training-set size, each arm at its lr chosen on validation; "
              "d = reference − mixer per seed, its paired 95% Student-t interval; δ per task from "
-             f"the ablation file; Holm across the page's {2 * len(table)} tests (difference and TOST per row).", "",
+             f"the ablation file; Holm across the page's {2 * len(table)} tests (difference and TOST per row)."
+             + (" Rows with `auc` in the name read instead, per seed, the mean natural-log test error over the "
+                "sizes listed (trapezoid in log n_train), δ in that unit (conf/zoo.yaml)."
+                if "value" in table and (table["value"] == "auc").any() else ""), "",
              "| task | reference | n_train | seeds | mixer | reference | d [95% CI] | δ | verdict | why |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
@@ -227,8 +244,10 @@ def page(mixer: str, table: pd.DataFrame, control: pd.DataFrame, sym: list[str],
     for r in control.itertuples():
         lines.append(f"| {r.task} | `{r.a}` | `{r.b}` | {r.n_train} | {r.seeds} | {_fmt(r.mean_a)} | {_fmt(r.mean_b)} | "
                      f"{_fmt(r.effect)} [{_fmt(r.lo)}, {_fmt(r.hi)}] | **{r.verdict}** | {r.why} |")
-    lines += ["", "## Figures", "", f"The mixer `{mixer}` is the thick black line.", "",
-              *[f"![{Path(f).stem}]({Path(f).name})" for f in figures], ""]
+    if figures:  # a page drawn from a bundle alone (analysis/zoo.py) has none
+        lines += ["", "## Figures", "", f"The mixer `{mixer}` is the thick black line.", "",
+                  *[f"![{Path(f).stem}]({Path(f).name})" for f in figures]]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -277,15 +296,17 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} CPU-min" if seconds >= 60 else f"{seconds:.0f} CPU-s"
 
 
-def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: int) -> None:
+def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: int,
+                   command: str = "scorecard", what: str = "the mixer") -> None:
     """One line before the first trial: what is left to run and its expected CPU time (the
-    references' too when they are not in the store yet), and the wall time on ``cores`` free cores."""
+    references' too when they are not in the store yet), and the wall time on ``cores`` free cores.
+    ``command``, ``what``: the line's prefix and the name of ``mine`` (the zoo: "the mixers")."""
     todo_refs = [t for t in refs if t.trial_id not in done]
     todo_mine = [t for t in mine if t.trial_id not in done]
     a, b = expected_cpu_s(todo_refs, mixer), expected_cpu_s(todo_mine, mixer)
     refs_text = (f"references {len(todo_refs)} of {len(refs)} trials ≈ {_minutes(a)}; " if todo_refs
                  else f"references in the store ({len(refs)} trials); ")
-    print(f"scorecard: expected {refs_text}the mixer {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
+    print(f"{command}: expected {refs_text}{what} {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
           f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall on {cores} free cores, plus lr-edge reruns "
           f"(costs: {COST_TABLE.name})", flush=True)
 
@@ -297,8 +318,6 @@ def _expand(cli: list[str], sweeps: list[str]) -> tuple[DictConfig, list, list, 
     Raises:
         BadInput: no mixer named, a sweep over the mixer's keys, or a grid that does not expand.
     """
-    from harness.expansion import SweepError, expand
-
     model, rest = mixer_overrides(cli)
     model_sweeps, rest_sweeps = mixer_overrides(sweeps)
     if not model:
@@ -306,16 +325,32 @@ def _expand(cli: list[str], sweeps: list[str]) -> tuple[DictConfig, list, list, 
     if model_sweeps:
         raise BadInput(f"{' '.join(model_sweeps)}: a scorecard scores one mixer; give one value "
                        "(run the scorecard once per mixer: the references are reused)")
+    sc, refs, (mine,), base = expand_arms(rest, rest_sweeps, [model])
+    return sc, refs, mine, base, model
+
+
+def expand_arms(rest: list[str], sweeps: list[str], models: list[list[str]]) -> tuple[DictConfig, list, list[list], list[str]]:
+    """``(ablation config, reference trials, [trials of each model], base overrides)``: the
+    scorecard's grid composed with the overrides ``rest`` and ``sweeps`` (no ``model`` keys), once
+    for the reference arms and once per model's overrides (``["model=external", "model.target=…"]``).
+
+    Raises:
+        BadInput: a grid that does not expand, or a model with no trials.
+    """
+    from harness.expansion import SweepError, expand
+
     base = ["+ablation=scorecard", *rest]
+    sc = None
     try:
         sc = hydra.compose(config_name="config", overrides=base)
-        refs = expand(sc, [*base, *rest_sweeps])
-        mine = expand(sc, [*base, *model, *rest_sweeps])
+        refs = expand(sc, [*base, *sweeps])
+        arms = [expand(sc, [*base, *model, *sweeps]) for model in models]
     except (SweepError, ValueError) as err:
-        raise BadInput(_one_line(str(err), sc if "sc" in locals() else None)) from err
-    if not mine:
-        raise BadInput(f"{' '.join(model)}: no trials")
-    return sc, refs, mine, base, model
+        raise BadInput(_one_line(str(err), sc)) from err
+    for model, mine in zip(models, arms):
+        if not mine:
+            raise BadInput(f"{' '.join(model)}: no trials")
+    return sc, refs, arms, base
 
 
 def _one_line(message: str, cfg: DictConfig | None) -> str:

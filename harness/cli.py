@@ -61,6 +61,19 @@ claim and each ablation's figures and tables beside it.
 """
 
 
+ZOO_USAGE = """\
+usage: python -m analysis.zoo [scale=default|quick|tiny] [cluster=...] [zoo.out=DIR] [zoo.runs=BUNDLE]
+
+Scores every mixer of conf/zoo.yaml (zoo.arms) against attention's reference arms
+(conf/ablation/scorecard.yaml) in one sweep (finished trials are skipped, the references reused by
+trial id), after a pre-flight that refuses an arm whose declared symmetries are not the measured
+ones; writes the bundle DIR/zoo/runs.csv.gz (default DIR: docs) and, from it alone, the leaderboard
+DIR/zoo.md and a page per mixer DIR/zoo/<arm>.md. zoo.runs=DIR/zoo/runs.csv.gz regenerates them
+offline. Targets import from zoo.examples (default: the repository's examples/).
+
+Exit status: 0 written, 1 some trials failed, 2 bad input (nothing run), 130 interrupted.
+"""
+
 def options(group: str, conf: Path = CONF) -> list[str]:
     """The choices of config group ``group``: the YAML files of ``conf/<group>/``, sorted; for
     ``model`` in the package's own ``conf/``, the installed plug-ins too (:mod:`harness.plugins`)."""

@@ -237,6 +237,25 @@ class ReportConfig:
 
 
 @dataclass
+class ZooConfig:
+    """``python -m analysis.zoo`` (conf/zoo.yaml): the mixers scored against attention's
+    reference arms of ``conf/ablation/scorecard.yaml``, registered before the run.
+
+    ``arms``: one mapping per mixer, ``{name, target: "package.module:Class", kwargs: {...},
+    paper: "..."}`` (``name`` is the row's label and the runs' arm); ``tasks``: per separating
+    task the verdict's value and margin ``{value: auc, delta: 0.02}``; ``length_task``: the task
+    whose per-length test error is the length-generalisation column."""
+
+    arms: List[Any] = field(default_factory=list)
+    tasks: Dict[str, Any] = field(default_factory=dict)
+    length_task: str = "teacher_length"
+    reference: str = "softmax"  # the arm every verdict compares against (b)
+    examples: str = ""  # a folder put first on sys.path so `target` imports; default: the repository's examples/
+    out: str = "docs"  # the leaderboard goes to <out>/zoo.md, the pages and the bundle to <out>/zoo/
+    runs: str = ""  # a bundle (<out>/zoo/runs.csv.gz) to regenerate from, offline; default: run and export
+
+
+@dataclass
 class Config:
     """The whole config of one invocation, and (after sweep expansion) of one trial."""
 
@@ -248,6 +267,7 @@ class Config:
     ablation: AblationConfig = field(default_factory=AblationConfig)
     scale: ScaleConfig = MISSING
     report: ReportConfig = field(default_factory=ReportConfig)
+    zoo: ZooConfig = field(default_factory=ZooConfig)
     seed: int = 0  # derives the data, batch-order and initialisation streams separately
     dry_run: bool = False  # list the trials (id, variant, overrides) and exit
     force: bool = False  # rerun trials that already have a FINISHED run (the old run is deleted)

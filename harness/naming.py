@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from harness.records import Trial
 
 
-NOT_IN_NAME = ("cluster", "tracking", "hydra", "ablation", "scale", "report", "dry_run", "force",
+NOT_IN_NAME = ("cluster", "tracking", "hydra", "ablation", "scale", "report", "zoo", "dry_run", "force",
                "summary")
 
 

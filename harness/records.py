@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # trial.py imports torch and the models; a record only carrie
     from harness.trial import TrialResult
 
 # Top-level keys that say where or how a trial runs or is recorded, not what it is.
-NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "dry_run", "force", "summary")
+NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dry_run", "force", "summary")
 
 # Identity-neutral defaults: (group, key) → the value at which a key added after trials were
 # recorded is left out of the identity, so every trial recorded before the key existed keeps its

@@ -38,7 +38,8 @@ def hydra_conf():
 # the module whose ``run(cfg, runtime)`` it is).
 COMMANDS = {"harness": ("config", "HARNESS_USAGE", "harness.command"),
             "analysis": ("config", "ANALYSIS_USAGE", "analysis.command"),
-            "analysis.report": ("report", "REPORT_USAGE", "analysis.report")}
+            "analysis.report": ("report", "REPORT_USAGE", "analysis.report"),
+            "analysis.zoo": ("zoo", "ZOO_USAGE", "analysis.zoo")}
 
 
 def _precheck(command: str, args: list[str]) -> int | None:

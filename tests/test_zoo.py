@@ -1,0 +1,96 @@
+"""analysis/zoo.py: a tiny zoo of two arms in-process (scale=tiny, cluster=serial, one task),
+its leaderboard regenerated offline from the bundle identically and quietly, writing nothing
+outside the output folder; a second run resumes with nothing to run; an arm whose declared
+symmetries differ from the measured ones is refused before any trial, with no store."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ["scale=tiny", "cluster=serial", "task=nearest"]  # 14 trials of 10 steps: 5 references + 2 mixers, 2 seeds
+# two arms, one with kwargs (as a bidirectional form is given: its variant has them in brackets,
+# its rows the arm's name)
+ARMS = ("zoo.arms=[{name:gla_k4,target:'my_mixers.gated:GatedLinearAttention',kwargs:{k:4},paper:'Yang et al. 2023'},"
+        "{name:linear_attention,target:'my_mixers.linear:LinearAttention'}]")
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*.md"))}
+
+
+@pytest.mark.integration
+def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
+    run = tmp_path / "run"
+    run.mkdir()
+    code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)
+    assert code == 0, err[-3000:]
+    assert "zoo: expected references 10 of 10 trials" in out and "the 2 mixers 4 of 4 trials" in out
+    board = (run / "out" / "zoo.md").read_text()
+    rows = [line for line in board.splitlines() if line.startswith("| ") and not line.startswith("| arm")]
+    assert len(rows) == 2 + 4  # two mixers, four reference arms (softmax, W_V, best σ, MLP)
+    assert "| orthogonal with knowledge, permutation |" in rows[1]  # linear attention, measured at init
+    assert {p.name for p in (run / "out" / "zoo").iterdir()} == {
+        "runs.csv.gz", "symmetry.csv", "plan.json", "gla_k4.md", "linear_attention.md"}
+    assert rows[0].startswith("| [`gla_k4`](zoo/gla_k4.md) | Yang et al. 2023 | 320 |")  # W_Q, W_K, W_V, W_α (4 × 16) and W_O (16 × 4)
+
+    offline = tmp_path / "offline"  # another folder: no store, no outputs/, nothing but zoo.out
+    offline.mkdir()
+    code, out2, err2 = invoke("analysis.zoo", [f"zoo.runs={run / 'out' / 'zoo' / 'runs.csv.gz'}", "zoo.out=again"], offline)
+    assert code == 0 and err2 == "", err2[-2000:]
+    assert out2.strip() == f"zoo: {offline / 'again' / 'zoo.md'} (2 mixer pages)"
+    assert _files(offline / "again") == _files(run / "out")  # identical Markdown, every page
+    assert sorted(p.name for p in offline.iterdir()) == ["again"]
+
+    code, out3, err3 = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)  # the resume: nothing left
+    assert code == 0, err3[-2000:]
+    assert "14 trials: 14 already finished (skipped), 0 finished now" in out3 + err3
+    assert "references in the store (10 trials); the 2 mixers 0 of 4 trials" in out3
+    assert _files(run / "out") == _files(offline / "again")
+
+
+BAD = '''
+    import torch
+    from torch import nn
+
+
+    class Undeclared(nn.Module):
+        """Equivariant under permutations (a per-token map) but declares nothing."""
+
+        symmetries = frozenset()
+
+        def __init__(self, d, n_max, generator):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(d, d, generator=generator))
+
+        def forward(self, x):
+            return torch.tanh(x @ self.w)
+
+
+    class Overclaimed(Undeclared):
+        """Declares the orthogonal symmetry, which a tanh of a fixed map does not have (refused by the
+        route's own check, harness.external_check.check)."""
+
+        symmetries = frozenset({"permutation", "orthogonal"})
+'''
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("cls, said", [("Undeclared", "found, not declared: ['permutation']"),
+                                       ("Overclaimed", "declares ['orthogonal']")])
+def test_refused_arm_exits_2_before_any_trial(tmp_path, invoke, cls, said):
+    mixers = tmp_path / "mixers"
+    mixers.mkdir()
+    module = f"zoo_bad_{cls.lower()}"  # one module per case: the process imports each once
+    (mixers / f"{module}.py").write_text(textwrap.dedent(BAD))
+    arms = f"zoo.arms=[{{name:bad,target:'{module}:{cls}'}}]"
+    code, out, err = invoke("analysis.zoo", [*BASE, arms, f"zoo.examples={mixers}",
+                                             "zoo.out=out"], tmp_path)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "zoo arm 'bad'" in lines[0] and said in lines[0], err
+    assert "trials" not in out  # refused before the expected-time line and the sweep
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mixers"]  # no store, no output
