@@ -49,6 +49,16 @@ class Compile(Enum):
     auto = "auto"
 
 
+class Augment(Enum):
+    """``train.augment``: transform each training minibatch, inputs and targets alike, by a random
+    element of a group the task's target map is exactly symmetric under (issue 51, the
+    augmentation control beside C9): ``none``, or ``permutation`` (each example's positions by
+    its own uniformly drawn permutation; only for tasks that declare it, ``TaskBase.symmetries``)."""
+
+    none = "none"
+    permutation = "permutation"
+
+
 @dataclass
 class TrainConfig:
     """How a trial trains (harness/trial.py)."""
@@ -60,6 +70,7 @@ class TrainConfig:
     eval_every: int = 50  # validation (and checkpoint selection) interval, in steps
     dtype: DType = DType.float32
     compile: Compile = Compile.off  # how a pack runs, not what a trial is (left out of its id)
+    augment: Augment = Augment.none  # data augmentation by the task's symmetry group (harness/augment.py)
 
 
 class SchedulerKind(Enum):

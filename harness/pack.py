@@ -44,7 +44,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from harness.config import Config, Optimizer
+from harness.config import Augment, Config, Optimizer
 from harness.models import external
 from harness.pack_table import (CPU_VMAP_EVAL, DEFAULT_PACK, auto_compile, auto_pack_size,
                                 measured_pack)
@@ -69,6 +69,8 @@ def cannot_pack(cfg: Config) -> str | None:
         return f"model {cfg.model.name}: {UNPACKABLE[cfg.model.name]}"
     if cfg.model.name == "external" and external.vmap_reason(cfg):  # vmap tried on it once
         return external.vmap_reason(cfg)
+    if cfg.train.augment is not Augment.none:
+        return f"train.augment={cfg.train.augment.value}: each step draws its transformation outside the vmapped step"
     lengths = set(getattr(cfg.task, "terms", None) or cfg.task.train_lengths or [0])
     if len(lengths) > 1:
         return "several training lengths (shapes change per step)"

@@ -25,7 +25,8 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dr
 # recorded is left out of the identity, so every trial recorded before the key existed keeps its
 # id (and its finished result is reused); any other value enters the identity and changes the id.
 # task.eval_seed: fresh validation/test sets for the confirmation block (tasks/base.py).
-NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0}
+# train.augment: the augmentation control (harness/augment.py); every earlier trial trained without.
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none"}
 
 
 # Keys inside a group that say how a trial runs, never what it is: left out of every identity.

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import Tensor, nn
 
+from harness import augment
 from harness.config import Config, DType, Optimizer
 from harness.models import build_model, count_parameters, rotate
 from harness.symmetry import measure
@@ -119,18 +120,20 @@ def rotation_matrix(cfg: Config, d: int, dtype: torch.dtype) -> Tensor:
     return haar_orthogonal(d, generator(cfg.task.rotation_seed, "rotation"), dtype)
 
 
-def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: Tensor) -> Tensor:
+def _minibatch_loss(model: nn.Module, task: TaskBase, train: list[Batch], idx: Tensor,
+                    view: Callable[[Batch], Batch] = lambda b: b) -> Tensor:
     """Loss of the examples ``idx`` of the concatenated training set (one part per length),
-    each length's mean loss weighted by its share of the minibatch."""
+    each length's mean loss weighted by its share of the minibatch; ``view``: the minibatch as
+    trained on (``train.augment``'s transformation, :mod:`harness.augment`)."""
     if len(train) == 1:
-        sub = train[0].index(idx)
+        sub = view(train[0].index(idx))
         return task.loss(model(task.inputs(sub)), sub)
     total, start = 0.0, 0
     for part in train:
         sel = idx[(idx >= start) & (idx < start + len(part))] - start
         start += len(part)
         if len(sel):
-            sub = part.index(sel)
+            sub = view(part.index(sel))
             total = total + task.loss(model(task.inputs(sub)), sub) * (len(sel) / len(idx))
     return total
 
@@ -223,7 +226,8 @@ class Setup:
         task, model: on ``dev``; for ``rotation=retrain`` already rotated.
         train, val: lists of batches (one per length); ``tests``: ``{"" or "n_<n>": batches}``.
         Q: T2's rotation ``(d, d)`` or ``None``; ``order``: the minibatch stream
-        ``(seed, "batches")``; ``total``: training examples; ``batch_size``: minibatch size.
+        ``(seed, "batches")``; ``total``: training examples; ``batch_size``: minibatch size;
+        ``augment``: the augmentation stream ``(seed, "augment")`` or ``None`` (``train.augment``).
     """
 
     cfg: Config
@@ -237,6 +241,7 @@ class Setup:
     order: torch.Generator
     total: int
     batch_size: int
+    augment: torch.Generator | None = None
 
 
 def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setup:
@@ -252,6 +257,7 @@ def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setu
     if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
         raise ValueError(f"train sizes must be positive, got {cfg.train}")
     task = build_task(cfg.task, dtype)
+    augment.check(cfg.train.augment, task, augment.task_label(cfg.task))
     task.init_parameters(generator(cfg.seed, "init", "task"))
     if shared is not None:
         task.share_data(shared.task)
@@ -267,7 +273,7 @@ def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setu
     tests = {key: [b.to(dev) for b in batches] for key, batches in tests.items()}
     total = sum(len(b) for b in train)
     return Setup(cfg, dev, task, model, train, val, tests, Q, generator(cfg.seed, "batches"),
-                 total, min(cfg.train.batch_size, total))
+                 total, min(cfg.train.batch_size, total), augment.stream(cfg.train.augment, cfg.seed))
 
 
 class Checkpoints:
@@ -412,7 +418,8 @@ def run_trial(cfg: Config, device: str = "cpu",
     diverged, running = False, []
     for step in range(1, cfg.train.max_steps + 1):
         idx = torch.randint(s.total, (s.batch_size,), generator=s.order).to(s.dev)
-        loss = _minibatch_loss(model, task, s.train, idx)
+        loss = _minibatch_loss(model, task, s.train, idx,
+                               functools.partial(augment.transform, cfg.train.augment, g=s.augment))
         if not torch.isfinite(loss):
             diverged = True
             break

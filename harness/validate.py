@@ -10,6 +10,8 @@ from typing import Sequence
 
 import torch
 
+from harness import augment
+from harness.augment import task_label
 from harness.config import ClusterConfig, SchedulerKind
 from harness.models import MODELS, build_model
 from harness.external_check import check as check_external
@@ -157,6 +159,7 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
                 if data_key not in checked:  # once per data stream, not per n_train
                     check_data(tasks[task_key], cfg.seed)
                     checked.add(data_key)
+            augment.check(cfg.train.augment, tasks[task_key], task_label(cfg.task))
             if model_key not in built:
                 task = tasks[task_key]
                 model = build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))

@@ -187,6 +187,14 @@ class TaskBase(nn.Module):
             raise ValueError(f"task {self.cfg.name!r}: lengths {bad} not allowed; allowed: n ≥ {minimum}")
         self.n_max = max(self.lengths)
 
+    def symmetries(self) -> frozenset[str]:
+        """The groups the task's target map is exactly symmetric under, the ones
+        ``train.augment`` may draw from (issue 51's augmentation control): ``permutation`` when
+        permuting an example's positions permutes its targets and mask alike,
+        ``y(X P) = y(X) P`` for every permutation ``P``. None declared by default; a task that
+        declares one is tested for it (tests/test_augment.py)."""
+        return frozenset()
+
     # --- data -------------------------------------------------------------------------
     def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
         """``size`` examples of length ``n`` of ``split`` (train/val/test); ``seed`` is the

@@ -162,6 +162,12 @@ class SelectionTask(TokenTask):
         seq = distinct.gather(1, idx)  # (B, n)
         return seq.gather(1, torch.rand(size, n, generator=g).argsort(-1))  # shuffled
 
+    def symmetries(self) -> frozenset[str]:
+        """``permutation`` for (a)-(c′): each target is a function of the token at its position
+        and of the multiset of tokens, so permuting positions permutes the targets; not for
+        ``recall``, whose pairs and query are read by position."""
+        return frozenset() if self.cfg.kind is SelectionKind.recall else frozenset({"permutation"})
+
     def targets(self, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """Targets and mask ``(B, n)`` of input tokens ``(B, n)``."""
         kind = self.cfg.kind
