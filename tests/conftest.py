@@ -215,9 +215,23 @@ def shared_postgres_mlflow_server(postgres, tmp_path_factory):
         yield uri
 
 
+# The tests that start processes because a process is what they test (a driver's exit status,
+# signals, imports before torch, Ray's and Slurm's lifetimes, concurrent drivers): marked ``e2e``
+# here, every test of these modules and every test that asks for a driver process, so that
+# ``pytest -m "not e2e"`` is the in-process tier whatever a new test forgets to mark.
+E2E_MODULES = {"test_cli_help", "test_cluster_recipe", "test_concurrency", "test_ray_lifetime",
+               "test_signals", "test_slurm", "test_mlflow_ui", "test_faults"}
+E2E_FIXTURES = {"run_cli", "run_cli_module"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run the ``slow`` end-to-end tests first (under ``-n 2`` the long ones then overlap instead
-    of ending the run on one worker); skip tests marked ``gpu`` where CUDA is unavailable."""
+    """Mark the process tests ``e2e`` (:data:`E2E_MODULES`, :data:`E2E_FIXTURES`); run the
+    ``slow`` end-to-end tests first (under ``-n 2`` the long ones then overlap instead of ending
+    the run on one worker); skip tests marked ``gpu`` where CUDA is unavailable."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+        if module in E2E_MODULES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
     items.sort(key=lambda item: "slow" not in item.keywords)  # stable: file order otherwise
     if torch.cuda.is_available():
         return

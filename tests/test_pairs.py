@@ -4,9 +4,6 @@ declares, checked before any trial runs; M0's Z g2 switch removes only that term
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -111,17 +108,16 @@ def test_the_m0_vs_m1_pair_declared_as_only_the_zg2_switch_is_refused(hydra_conf
     assert pairs.check_part(right, *pairs._one_pair(trials, arms, right)) == ""
 
 
-def test_the_cli_exits_2_naming_the_extra_keys_before_any_trial(tmp_path):
+def test_the_cli_exits_2_naming_the_extra_keys_before_any_trial(tmp_path, invoke):
     """``python -m harness`` with the M0-vs-M1 part declared as differing only in model.zg2:
-    exit 2, one line naming model.name and model.p, and nothing written to MLflow."""
+    exit 2, one line naming model.name and model.p, and nothing written to MLflow (the command
+    called in-process: the refusal, not the process, is under test)."""
     parts = _yaml_parts()
     index = next(i for i, p in enumerate(parts) if p["task"] == "nearest" and (p["a"], p["b"]) == ("general", "xg"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "harness", "+ablation=knowledge_forms", "scale=tiny",
-                           "cluster=serial", f"ablation.parts.{index}.differ=[model.zg2]"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    [line] = [x for x in proc.stderr.splitlines() if "model.zg2" in x]
+    code, _, err = invoke("harness", ["+ablation=knowledge_forms", "scale=tiny", "cluster=serial",
+                                      f"ablation.parts.{index}.differ=[model.zg2]"], tmp_path)
+    assert code == 2, err[-2000:]
+    [line] = [x for x in err.splitlines() if "model.zg2" in x]
     assert "model.name ('general' vs 'xg')" in line and "model.p (4 vs None)" in line
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
 
