@@ -141,16 +141,20 @@ def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[st
                    cli: list[str], store) -> int:
     """Extend the lr grid past the edges that deciding parts chose, up to ``report.extend_lr``
     rounds (paper.md §13), on the exploratory runs only. Returns the number of extension trials run."""
-    total = 0
+    total, added = 0, {name: {t.trial_id for t in trials} for name, trials in ablations.items()}
     for _ in range(cfg.report.extend_lr):
         runs = _exploratory(store, ablations, configs)
         todo: dict[str, list] = {}
         for name, conf in configs.items():
             df = runs.get(name, pd.DataFrame())
+            # round r reads the grid and rounds < r only: on a resume the store already holds the
+            # earlier invocation's extensions, and reading them in round 1 would pass the cap
+            df = df[df["trial_id"].isin(added.get(name, set()))] if not df.empty else df
             parts = [p for p in conf.ablation.parts if protocol.spec_dict(p)["role"] == "deciding"]
             edges = [e for p in parts for e in protocol.decide_part(df, p).edges] if not df.empty else []
             known = {t.trial_id: t for t in ablations[name]}
             new = _extension_trials(edges, known, [f"+ablation={name}", *cli])
+            added.setdefault(name, set()).update(t.trial_id for t in new)  # run or skipped by id
             if new:
                 todo[name] = new
         if not todo:

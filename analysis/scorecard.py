@@ -402,7 +402,10 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
     grid = [t for trials, _ in groups for t in trials]
     added, status = [], 0
     for _ in range(0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)):  # tiny: a path check
+        # round r reads the grid and rounds < r only: a resume finds the extensions of its earlier
+        # invocation in the store, and reading them in round 1 would extend one step past the cap
         df = _runs(grid + added, store)
+        df = df[df["trial_id"].isin({t.trial_id for t in grid + added})] if not df.empty else df
         edges = [e for spec in parts for e in protocol.decide_part(
             df, {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}).edges]
         new = []

@@ -98,3 +98,33 @@ def test_sentence_for_a_mixer_that_did_not_learn():
     (line,) = scorecard.summary_sentences(table, control, "GLA")
     assert "`GLA` is not learned: no better than the task's trivial predictor" in line
     assert "positive control (softmax beats mlp) does not hold" in line
+
+
+def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
+    """Round r of the lr-edge extension reads the grid and rounds < r only: the extensions an
+    earlier invocation ran, found in the store, are not read in round 1 (else each resume
+    extended one ×√10 step past ``report.extend_lr``; found on a resumed zoo run)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from analysis import scorecard
+
+    grid = [SimpleNamespace(trial_id="g")]
+    earlier = ["x1", "x2"]  # two rounds an earlier invocation ran, in the store
+    read: list[set] = []
+    monkeypatch.setattr(scorecard, "_runs", lambda trials, store: pd.DataFrame({"trial_id": ["g", *earlier]}))
+
+    def decide(df, spec):
+        read.append(set(df["trial_id"]))
+        return SimpleNamespace(edges=[len(read)])
+
+    monkeypatch.setattr(scorecard.protocol, "decide_part", decide)
+    monkeypatch.setattr("analysis.reporting._extension_trials",
+                        lambda edges, known, cli: [SimpleNamespace(trial_id=f"x{edges[0]}")])
+    monkeypatch.setattr(scorecard, "_sweep", lambda sc, new, cli, store: 0)
+    sc = OmegaConf.create({"scale": {"name": "default"}, "report": {"extend_lr": 2}})
+    added, status = scorecard.extend_lr(sc, [{"a": "softmax"}], [(grid, [])], "m", store=None)
+    assert read == [{"g"}, {"g", "x1"}]  # round 2 reads round 1's extension, never round 3's
+    assert [t.trial_id for t in added] == ["x1", "x2"] and status == 0
