@@ -258,6 +258,8 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     if ext == 2:
         return 2, []
     bundle = collect(store.uri, {ABLATION: refs + flat})
+    if not bundle.empty:  # the runs this invocation composed or extended, never another's extension
+        bundle = bundle[bundle["trial_id"].isin({t.trial_id for t in refs + flat + added})]
     if "arm" in bundle:
         bundle["arm"] = bundle["arm"].replace(names)
     folder = out / FOLDER
