@@ -253,6 +253,11 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     if status == 2:
         return 2, []
     concrete = [{**p, "a": arm} for arm in names for p in parts if p["a"] == scorecard.MIXER]
+    # the reference rows' own area verdicts against zoo.reference choose their lrs too: extend
+    # them past a grid edge as the mixers' (without this, W_V's and the MLP's rows stayed
+    # "inconclusive: lr at grid edge" on the first quick run)
+    others = [v for v in dict.fromkeys(t.variant for t in refs) if v != str(cfg.zoo.reference)]
+    concrete += [{**p, "a": arm} for arm in others for p in parts if p.get("leaderboard")]
     groups = [(refs, cli), *((trials, [*base, *model, *runtime.sweeps]) for trials, model in zip(mine, models))]
     added, ext = scorecard.extend_lr(sc, concrete, groups, "", store)
     if ext == 2:
