@@ -416,10 +416,10 @@ def run_trial(cfg: Config, device: str = "cpu",
     opt = _optimizer(cfg, [*model.parameters(), *task.parameters()])
     kept = Checkpoints(model, task)
     diverged, running = False, []
+    view = functools.partial(augment.transform, cfg.train.augment, g=s.augment)  # built once, not per step
     for step in range(1, cfg.train.max_steps + 1):
         idx = torch.randint(s.total, (s.batch_size,), generator=s.order).to(s.dev)
-        loss = _minibatch_loss(model, task, s.train, idx,
-                               functools.partial(augment.transform, cfg.train.augment, g=s.augment))
+        loss = _minibatch_loss(model, task, s.train, idx, view)
         if not torch.isfinite(loss):
             diverged = True
             break
