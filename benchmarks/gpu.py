@@ -36,48 +36,63 @@ def configs(P: int, steps: int, compiled: bool) -> list:
             for i in range(P)]
 
 
-def timed(fn) -> float:
-    """Wall seconds of ``fn()``, the GPU's queue drained before and after."""
+def timed(fn, *args, **kwargs) -> float:
+    """Wall seconds of ``fn(*args, **kwargs)``, the GPU's queue drained before and after."""
     torch.cuda.synchronize()
     start = time.perf_counter()
-    fn()
+    fn(*args, **kwargs)
     torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
 def busy_share(P: int, steps: int, compiled: bool) -> float:
-    """Summed CUDA kernel time ÷ wall time of one pack's training (profiled; validation included)."""
+    """Summed CUDA kernel time ÷ wall time of one pack's whole run (profiled; setup, validation
+    and conclusion included)."""
     from torch.profiler import ProfilerActivity, profile
 
     from harness.pack import run_pack
 
     cfgs = configs(P, steps, compiled)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        wall = timed(lambda: run_pack(cfgs, "cuda"))
+        wall = timed(run_pack, cfgs, "cuda")
     kernel_us = sum(e.self_device_time_total for e in prof.key_averages()
                     if e.device_type == torch.autograd.DeviceType.CUDA)
     return kernel_us / 1e6 / wall
 
 
-def measure(steps: int, budget_s: float) -> tuple[list[tuple], list[str]]:
-    """Rows ``(arm, P, compiled, s/trial, compile s, busy share)`` and the arms skipped."""
+def measure(steps: int, budget_s: float) -> tuple[list[dict], list[str]]:
+    """One row per arm (``arm``, ``P``, ``compiled``, ``s`` per trial, ``first`` s of the first
+    pack (compiling), where a pack's time went per trial, ``busy`` share) and the arms skipped.
+    Configs are composed outside the timed regions (Hydra's composition costs about 140 ms per
+    trial: the first GPU run timed it inside and read 150 ms per trial at pack 256 where the
+    pack itself took about 11), and every arm is timed before any is profiled, so that no
+    profiler session can be left to slow a timed one."""
     from harness.pack import run_pack
     from harness.trial import run_trial
 
     started, rows, skipped = time.perf_counter(), [], []
     run_trial(configs(1, 2, False)[0], "cuda")  # CUDA context, kernels loaded
-    lone = timed(lambda: run_trial(configs(1, steps, False)[0], "cuda"))
-    rows.append(("lone", 1, "no", lone, float("nan"), busy_share(1, min(steps, 100), False)))
+    one = configs(1, steps, False)[0]  # composed outside the timed region (Hydra: ms per trial)
+    lone = timed(run_trial, one, "cuda")
+    rows.append({"arm": "lone", "P": 1, "compiled": False, "s": lone, "first": float("nan"), "split": {}})
     for compiled in (False, True):
         for P in (16, 64, 256):
             if time.perf_counter() - started > budget_s:
                 skipped.append(f"pack {P} {'compiled' if compiled else 'eager'}")
                 continue
-            first = timed(lambda: run_pack(configs(P, 2, compiled), "cuda"))  # warm-up (compiles)
-            wall = timed(lambda: run_pack(configs(P, steps, compiled), "cuda"))
-            share = busy_share(P, min(steps, 100), compiled)
-            rows.append(("pack", P, "yes" if compiled else "no", wall / P, first, share))
-            print(f"  pack {P} compiled={compiled}: {1000 * wall / P:.1f} ms/trial, busy {share:.0%}", flush=True)
+            warm, cfgs, split = configs(P, 2, compiled), configs(P, steps, compiled), {}
+            first = timed(run_pack, warm, "cuda")  # warm-up (compiles)
+            wall = timed(run_pack, cfgs, "cuda", timings=split)
+            rows.append({"arm": "pack", "P": P, "compiled": compiled, "s": wall / P, "first": first,
+                         "split": {k: v / P for k, v in split.items()}})
+            print(f"  pack {P} compiled={compiled}: {1000 * wall / P:.2f} ms/trial "
+                  f"({', '.join(f'{k} {1000 * v / P:.2f}' for k, v in split.items())})", flush=True)
+    for row in rows:  # after every timing (see above); the profiled run is 100 steps at most
+        if time.perf_counter() - started > 1.5 * budget_s:
+            row["busy"] = float("nan")
+            continue
+        row["busy"] = busy_share(row["P"], min(steps, 100), row["compiled"])
+        print(f"  busy {row['arm']} {row['P']} compiled={row['compiled']}: {row['busy']:.0%}", flush=True)
     return rows, skipped
 
 
@@ -103,12 +118,21 @@ def main() -> int:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         rows, skipped = measure(args.steps, args.budget_s)
-    lone = rows[0][3]
-    lines = [f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, {args.steps} steps, TF32 off.", "",
-             "| arm | pack | compiled (CUDA graphs) | ms / trial | × lone | compile s (first pack) | GPU busy |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {arm} | {P} | {c} | {1000 * s:.1f} | {lone / s:.1f} | {f:.1f} | {b:.0%} |"
-              for arm, P, c, s, f, b in rows]
+    lone = rows[0]["s"]
+    lines = [(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, {torch.get_num_threads()} torch "
+             f"threads, {args.steps} steps, TF32 off; ms per trial, and where a pack's time went per "
+             "trial (setup: data and models; steps; eval: validation and checkpoints; conclude: test "
+             "and symmetry measurements); GPU busy: profiled kernel time ÷ wall time of a run of "
+             f"{min(args.steps, 100)} steps, measured after every arm was timed."), "",
+             ("| arm | pack | compiled (CUDA graphs) | ms / trial | × lone | setup | steps | eval | conclude "
+              "| first pack s (compiling) | GPU busy |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        split = [f"{1000 * r['split'][k]:.1f}" if k in r["split"] else "" for k in ("setup", "steps", "eval", "conclude")]
+        busy = "" if r["busy"] != r["busy"] else f"{r['busy']:.0%}"
+        first = "" if r["first"] != r["first"] else f"{r['first']:.1f}"
+        lines.append(f"| {r['arm']} | {r['P']} | {'yes' if r['compiled'] else 'no'} | {1000 * r['s']:.1f} | "
+                     f"{lone / r['s']:.1f} | {' | '.join(split)} | {first} | {busy} |")
     if skipped:
         lines += ["", f"Skipped (past the {args.budget_s:.0f} s budget): {', '.join(skipped)}."]
     text = "\n".join(lines)

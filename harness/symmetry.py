@@ -45,6 +45,9 @@ def span_residual(x: Tensor, out: Tensor, knowledge: Tensor) -> float:
     k = knowledge.shape[1]
     if n + k >= d:
         raise ValueError(f"span residual needs n + k < d, got n={n}, k={k}, d={d}")
+    # on the CPU: a batched QR of a probe's small matrices took ~4 ms on an H200 (cuSOLVER, a
+    # synchronisation each), a third of a packed 20-step trial there (benchmarks/RESULTS.md)
+    x, out, knowledge = x.cpu(), out.cpu(), knowledge.cpu()
     basis = torch.cat([x.transpose(1, 2), knowledge.to(x).expand(b, d, k)], dim=2)  # (B, d, n+k)
     q, _ = torch.linalg.qr(basis)  # (B, d, n+k): orthonormal columns spanning [X, Z]
     ft = out.transpose(1, 2)  # (B, d, n): the paper's F
