@@ -177,6 +177,35 @@ def _words(name: str) -> tuple[str, str]:
     return task, ref or name
 
 
+def _references(names: list[str], n_train) -> list[str]:
+    """The references of one verdict's rows in words, each named once: a part name
+    ``"task vs softmax (M4a), auc over n_train"`` (the zoo's rows) qualifies its reference, and
+    a reference that appears both plain (at the page's ``n_train``) and qualified reads
+    ``"softmax (M4a) (at n_train = 1024 and by auc over n_train)"``."""
+    quals: dict[str, list[str]] = {}
+    for name in names:
+        base, _, qual = _words(name)[1].partition(", ")
+        quals.setdefault(base, []).append(qual)
+    out = []
+    for base, qs in quals.items():
+        said = [f"by {q}" if q else f"at n_train = {n_train}" for q in qs]
+        out.append(base if qs == [""] else f"{base} {said[0]}" if len(said) == 1
+                   else f"{base} ({' and '.join(said)})")
+    return out
+
+
+def _control_words(ctrl: pd.DataFrame) -> str:
+    """The positive control's clause of a task's sentence: it holds (supported), or it is
+    contradicted or inconclusive, and then no equivalence of the row may be read."""
+    if not len(ctrl):
+        return ""
+    verdict = ctrl["verdict"].iloc[0]
+    state = ("holds" if verdict == protocol.SUPPORTED
+             else "is contradicted: read no equivalence here" if verdict == protocol.CONTRADICTED
+             else "is inconclusive (see Positive control): read no equivalence here")
+    return f"; the positive control ({ctrl['a'].iloc[0]} beats {ctrl['b'].iloc[0]}) {state}"
+
+
 def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) -> list[str]:
     """One sentence per task, in words, from the page's rows (``table``: :func:`decide`;
     ``control``: :func:`control_rows`)."""
@@ -190,13 +219,10 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
         rows = rows[~unlearned] if not unlearned.all() else rows.iloc[0:0]
         for verdict, label in (("better", "better than"), ("equivalent within δ", "equivalent within δ to"),
                                ("worse", "worse than"), ("inconclusive", "inconclusive against")):
-            refs = [_words(n)[1] for n in rows.loc[rows["verdict"] == verdict, "name"]]
+            refs = _references(list(rows.loc[rows["verdict"] == verdict, "name"]), n)
             if refs:
                 said.append(f"{label} {', '.join(refs[:-1]) + ' and ' if len(refs) > 1 else ''}{refs[-1]}")
-        ctrl = control[control["task"] == task]
-        held = (f"; the positive control ({ctrl['a'].iloc[0]} beats {ctrl['b'].iloc[0]}) "
-                f"{'holds' if ctrl['verdict'].iloc[0] == protocol.SUPPORTED else 'does not hold: read no equivalence here'}"
-                if len(ctrl) else "")
+        held = _control_words(control[control["task"] == task])
         at = f"n_train = {n}" if pd.notna(n) and str(n) else "no runs"
         out.append(f"* **{words}** (`{task}`, {at}): `{mixer}` is "
                    f"{'; '.join(said)}{held}.")

@@ -43,3 +43,27 @@ def test_scorecards_of_both_examples(tmp_path, run_cli):
     trained = re.search(r"\| \*\*`PositionalAttention`\*\* \(the mixer\) \| (\S+) \| (\S+) \| (\S+) \|", page)
     assert float(trained.group(3)) > 1e-3 and float(trained.group(1)) < 1e-4
     assert len(_rows(page)) == 16
+
+
+def test_a_task_sentence_names_each_reference_once_and_says_why_the_control_does_not_hold():
+    """The zoo adds to each task a row against softmax by area over n_train: the sentence names
+    softmax once with both readings, and a positive control that is inconclusive (not
+    contradicted) reads so, both barring any equivalence."""
+    import pandas as pd
+
+    from analysis.scorecard import summary_sentences
+
+    names = ["selection vs softmax (M4a)", "selection vs W_V (M5)", "selection vs softmax (M4a), auc over n_train"]
+    table = pd.DataFrame({"task": "nearest", "name": names, "n_train": 1024, "reason": "",
+                          "verdict": ["inconclusive", "worse", "inconclusive"]})
+    control = pd.DataFrame({"task": ["nearest"], "a": ["softmax"], "b": ["mlp"], "verdict": ["inconclusive"]})
+    [sentence] = summary_sentences(table, control, "gla")
+    assert sentence == ("* **selection** (`nearest`, n_train = 1024): `gla` is worse than W_V (M5); inconclusive "
+                        "against softmax (M4a) (at n_train = 1024 and by auc over n_train); the positive control "
+                        "(softmax beats mlp) is inconclusive (see Positive control): read no equivalence here.")
+    table["verdict"] = ["worse", "worse", "better"]
+    control["verdict"] = "contradicted"
+    [sentence] = summary_sentences(table, control, "gla")
+    assert sentence.startswith("* **selection** (`nearest`, n_train = 1024): `gla` is better than softmax (M4a) "
+                               "by auc over n_train; worse than softmax (M4a) and W_V (M5)")
+    assert sentence.endswith("(softmax beats mlp) is contradicted: read no equivalence here.")
