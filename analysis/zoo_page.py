@@ -55,6 +55,12 @@ def _seeds(values: list) -> str:
     return "none" if not s else f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
 
 
+def _row(cells: list[str]) -> str:
+    """One Markdown table row; a ``|`` inside a cell (a paper's ``γ^|n−m|``) is escaped, as
+    otherwise it splits the cell and shifts the row's columns."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
 def _verdict_cell(row) -> str:
     if row is None:
         return "–"
@@ -186,8 +192,8 @@ def render(folder: Path, out: Path) -> list[Path]:
         for p in board:
             cells += [area(p["task"], [arm["name"]], p["value"]), _verdict_cell(by_name.get(p["name"]))]
         err, ratio = _length(df, length_task, arm["name"])
-        rows.append(f"| [`{arm['name']}`](zoo/{page.name}) | {arm.get('paper') or '–'} | {params} | {held} | "
-                    f"{_trained(df, [arm['name']])} | " + " | ".join(cells) + f" | {err} | {ratio} |")
+        rows.append(_row([f"[`{arm['name']}`](zoo/{page.name})", arm.get("paper") or "–", params, held,
+                          _trained(df, [arm["name"]]), *cells, err, ratio]))
     for label, candidates in _reference_rows(parts, ref):
         chosen = {t: (protocol.choose_arm(df, t, candidates)[0] if len(candidates) > 1 else candidates[0])
                   for t in [*tasks, length_task]}
@@ -201,8 +207,7 @@ def render(folder: Path, out: Path) -> list[Path]:
             cells += [area(p["task"], [chosen[p["task"]]], p["value"]) + pick,
                       "the reference" if table is None else _verdict_cell(by_name.get(p["name"]))]
         err, ratio = _length(df, length_task, chosen[length_task])
-        rows.append(f"| {label} | reference arm | {params} | {held} | {_trained(df, candidates)} | "
-                    + " | ".join(cells) + f" | {err} | {ratio} |")
+        rows.append(_row([label, "reference arm", params, held, _trained(df, candidates), *cells, err, ratio]))
     d = sym["d"].iloc[0] if len(sym) else "–"
     deltas = ", ".join(f"{p['task']} {p['delta']:g}" for p in board)
     head = " | ".join(f"{t}: area [95% CI] | {t}: vs {ref}" for t in tasks)

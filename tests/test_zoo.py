@@ -94,3 +94,15 @@ def test_refused_arm_exits_2_before_any_trial(tmp_path, invoke, cls, said):
     assert len(lines) == 1 and "zoo arm 'bad'" in lines[0] and said in lines[0], err
     assert "trials" not in out  # refused before the expected-time line and the sweep
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mixers"]  # no store, no output
+
+
+def test_a_pipe_in_a_leaderboard_cell_is_escaped_and_keeps_the_rows_columns():
+    """RetNet's bidirectional decay γ^|n−m| in the paper cell split the cell and shifted every
+    later column of its row one to the right."""
+    import re
+
+    from analysis.zoo_page import _row
+
+    row = _row(["`retnet_bidir`", "Sun et al. 2023, decay γ^|n−m| (bidirectional)", "512"])
+    assert row == "| `retnet_bidir` | Sun et al. 2023, decay γ^\\|n−m\\| (bidirectional) | 512 |"
+    assert len(re.split(r"(?<!\\)\|", row.strip("|"))) == 3
