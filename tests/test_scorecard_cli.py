@@ -97,7 +97,7 @@ def test_sentence_for_a_mixer_that_did_not_learn():
     control = pd.DataFrame({"task": ["repeated"], "a": ["softmax"], "b": ["mlp"], "verdict": ["inconclusive"]})
     (line,) = scorecard.summary_sentences(table, control, "GLA")
     assert "`GLA` is not learned: no better than the task's trivial predictor" in line
-    assert "positive control (softmax beats mlp) does not hold" in line
+    assert "positive control (softmax beats mlp) is inconclusive (see Positive control): read no equivalence" in line
 
 
 def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
