@@ -19,18 +19,20 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis import protocol
+from analysis import phases, protocol
 
 STEPS = "train.max_steps"
 
 
 def split_budget(df: pd.DataFrame, steps: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(runs at the ablation's own budget, longer reruns)`` of one ablation's runs; ``steps``
-    is the ablation's ``train.max_steps``. Runs without the column count as the ablation's own."""
+    """``(every other run, the budget reruns)`` of one ablation's runs, by phase
+    (:func:`analysis.phases.phase_column`: longer than ``steps``, the ablation's
+    ``train.max_steps``, and not a scale-column rerun, which stays with the others: its own
+    block). Runs without the column count as the ablation's own budget."""
     if df.empty or STEPS not in df:
         return df, df.iloc[0:0]
-    own = pd.to_numeric(df[STEPS], errors="coerce").fillna(steps) <= steps
-    return df[own].reset_index(drop=True), df[~own].reset_index(drop=True)
+    longer = phases.phase_column(df, steps) == phases.BUDGET
+    return df[~longer].reset_index(drop=True), df[longer].reset_index(drop=True)
 
 
 def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],

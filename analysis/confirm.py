@@ -8,8 +8,8 @@ ones, and :func:`frozen_line` names the commit that last changed it. The rounds
 (:func:`rerun_trials`), each tagged ``extends`` with the exploratory trial it repeats:
 
 * the confirmation block (:func:`confirmation_trials`): every arm of every deciding part and of
-  its positive control, once per seed of ``scale.confirm_seeds`` (1000–1009 in the default
-  scale; never 0–4, the audit's 10–14 or the pilot 100–104), at the frozen lr and decided size,
+  its positive control, once per seed of ``scale.confirm_seeds`` (2000–2009 in the default
+  scale; never 0–4 or a spent block's seeds, :data:`SPENT_BLOCKS`), at the frozen lr and decided size,
   with fresh evaluation sets (``task.eval_seed`` = the seed, :mod:`tasks.base`);
 * the readout rows (:func:`readout_trials`): the same arms under each of the part's
   ``stability_readouts``, on the exploratory seeds;
@@ -30,6 +30,14 @@ import pandas as pd
 from analysis import protocol, stats
 
 SEED, EVAL_SEED = "seed", "task.eval_seed"
+# Seeds earlier blocks have used, whose outcomes have been seen: a verdict must replicate on
+# seeds nobody has used (paper.md §13), so a confirmation block at an evidence scale may not
+# reuse them (:func:`check_unspent`). Add a block here when its verdicts are committed.
+SPENT_BLOCKS: dict[str, range] = {
+    "the first confirmation block (docs/report.md of 2026-12-02)": range(1000, 1010),
+    "the audit's fresh seeds (2026-11-30)": range(10, 15),
+    "the pilots (task, target and control tuning)": range(100, 200),
+}
 FROZEN = "frozen.csv"
 FROZEN_COLUMNS = ["ablation", "claim", "part", "role", "task", "arm", "n_train", "lr", "b", "chosen_b", "readout"]
 
@@ -42,6 +50,20 @@ def seeds_of(text: str) -> list[int]:
     override = OverridesParser.create().parse_overrides([f"seed={text}"])[0]
     values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
     return [int(v) for v in values]
+
+
+def check_unspent(seeds: Sequence[int]) -> None:
+    """Refuse confirmation seeds an earlier block has used (:data:`SPENT_BLOCKS`).
+
+    Raises:
+        ValueError: naming the spent seeds, their block, and what is allowed.
+    """
+    for block, spent in SPENT_BLOCKS.items():
+        used = sorted(set(seeds) & set(spent))
+        if used:
+            raise ValueError(f"confirmation seeds {used} belong to {block}, whose outcomes have been seen; "
+                             f"allowed: seeds no block has used (range(2000,2010) by default; spent: "
+                             f"{', '.join(f'{r.start}-{r.stop - 1}' for r in SPENT_BLOCKS.values())})")
 
 
 def _arms(df: pd.DataFrame, part: Any) -> list[protocol.PartResult]:
@@ -194,7 +216,7 @@ def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFr
         used = set(pd.to_numeric(df[SEED], errors="coerce").dropna().astype(int)) if SEED in df else set()
         if used & set(seeds):
             raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
-                             "allowed: seeds no block has used (1000–1009 in the default scale)")
+                             "allowed: seeds no block has used (2000–2009 in the default scale)")
     return rerun_trials(_frozen_of(configs, runs, frozen), runs, ablations, cli,
                         lambda row, base: [{SEED: str(s), EVAL_SEED: str(s)} for s in seeds], every_seed=False)
 

@@ -12,7 +12,7 @@ from analysis.claims import (Claim, fip_part, identity_part, pairs_part, runs_pa
 ROT_Z, ROT, PERM, SPAN = ("symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                           "symmetry/permutation_err", "symmetry/span_residual")
 M_FAMILY = ["general", "xg", "xg_noknow", "quad_sigma", "quad_sigma_nonorm", "relu_attention",
-            "softmax", "softmax_unscaled", "softmax_free", "value", "value_lowrank", "residual",
+            "softmax", "softmax_unscaled", "softmax_narrow", "softmax_free", "value", "value_lowrank", "residual",
             "multihead", "higher_order", "higher_order_gram", "higher_order_identity", "zg2", "zg2_mixing"]  # M0-M9
 ATTENTION = ["softmax", "value", "residual", "multihead", "transformer", "transformer_pe",
              "transformer_sin", "transformer_causal"]

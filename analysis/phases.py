@@ -8,10 +8,13 @@ reruns do:
   :mod:`analysis.confirm`);
 * ``readout``: tagged ``extends`` with a run of the bundle under another ``task.readout`` (the
   readout stability reruns, :func:`analysis.confirm.readout_trials`);
+* ``scale``: tagged ``extends`` and at a ``task.n_train`` above every grid run's of the
+  ablation (the scale column's reruns, :mod:`analysis.scale`; their ``train.max_steps`` is
+  longer too, so this is tested after ``budget``);
 * ``lr_extension``: any other run tagged ``extends`` (one grid step past a chosen lr edge);
 * ``exploratory``: the grid itself (no ``extends``), seeds of ``scale.seeds``.
 
-Each run gets exactly one phase, tested in that order. The exploratory decision reads
+Each run gets exactly one phase, tested in that order (``scale`` before ``budget``). The exploratory decision reads
 ``exploratory`` and ``lr_extension`` runs only (:data:`EXPLORATORY_DECISION`): confirmation
 reruns share ``extends`` with the lr extensions, and without this split they would be pooled
 into it.
@@ -21,14 +24,15 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
-EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT = (
-    "exploratory", "lr_extension", "budget", "confirmation", "readout")
-PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT)
+EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE = (
+    "exploratory", "lr_extension", "budget", "confirmation", "readout", "scale")
+PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE)
 EXPLORATORY_DECISION = (EXPLORATORY, LR_EXTENSION)  # the runs the exploratory block decides on
 CONFIRM_FIRST = 1000  # without ``scale.confirm_seeds``: seeds from here on are the block's
-STEPS, READOUT_KEY, EXTENDS = "train.max_steps", "task.readout", "extends"
+STEPS, READOUT_KEY, EXTENDS, N_TRAIN = "train.max_steps", "task.readout", "extends", "task.n_train"
 
 
 def _column(df: pd.DataFrame, key: str, fill: object) -> pd.Series:
@@ -58,8 +62,12 @@ def phase_column(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | No
     phase = pd.Series(EXPLORATORY, index=df.index, dtype=object)
     phase[extends != ""] = LR_EXTENSION
     phase[other_readout] = READOUT
+    n_train = pd.to_numeric(_column(df, N_TRAIN, np.nan), errors="coerce")
+    grid_max = n_train[extends == ""].max()  # NaN where no grid run is in df: no scale run told apart
+    larger = (extends != "") & (n_train > grid_max) if pd.notna(grid_max) else pd.Series(False, index=df.index)
     phase[confirm] = CONFIRMATION
-    phase[longer] = BUDGET  # the last assignment wins: the order of the module docstring
+    phase[longer] = BUDGET  # the later assignment wins: the order of the module docstring
+    phase[larger] = SCALE
     return phase
 
 

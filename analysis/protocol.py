@@ -156,6 +156,7 @@ def spec_dict(part: Any) -> dict[str, Any]:
     out.setdefault("floor", None)
     out.setdefault("readout", None)
     out["stability_readouts"] = list(out.get("stability_readouts") or [])
+    out["scale_check"] = bool(out.get("scale_check") or False)
     return out
 
 

@@ -20,9 +20,11 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from analysis import answer, calibration, phases, prose, protocol, stability, stats, trail
+from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
-from analysis.confirm import FROZEN, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of, write_frozen
+from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of,
+                              write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
@@ -91,9 +93,11 @@ def _compose_suite(suite: str, cli: list[str]) -> tuple[DictConfig, dict[str, Di
     return cfg, {n: compose(config_name="config", overrides=[f"+ablation={n}", *cli]) for n in names}
 
 
-def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: list[str]) -> list:
+def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: list[str],
+                      changes: dict[str, str] | None = None) -> list:
     """One trial per seed past each edge: the grid trial's point with ``train.lr`` one step
-    (×√10) beyond the chosen lr, tagged ``extends`` with the grid trial's id."""
+    (×√10) beyond the chosen lr (and ``changes``: a scale rerun's sizes,
+    :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id."""
     from harness.expansion import Composer
 
     composer, out, seen = Composer(cli), [], set()
@@ -104,7 +108,7 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
             base = trials.get(ext) or trials.get(run_id)
             if base is None:
                 continue
-            trial = composer.extension(base, {"train.lr": str(lr)})
+            trial = composer.extension(base, {**(changes or {}), "train.lr": str(lr)})
             if trial.trial_id not in seen and trial.trial_id not in trials:
                 seen.add(trial.trial_id)
                 out.append(trial)
@@ -126,6 +130,47 @@ def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store
                   [f"+ablation={cfg.report.suite}", *cli], cfg.tracking.lease_s)
     if sweep.main() == 2:  # bad input, nothing run or recorded (1: named on stderr, counted)
         raise ReportInputError("")  # its one line is printed
+
+
+def _scale_runs(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
+    """Each ablation's scale-column reruns in the store (phase ``scale``, :mod:`analysis.phases`)."""
+    runs, _ = split(collect(store.uri, ablations))
+    out = {}
+    for name, conf in configs.items():
+        if name in runs:
+            df = phases.with_phase(stats.add_error(runs[name]), int(conf.train.max_steps), verdicts_of.confirm_seeds(conf))
+            out[name] = df[df["phase"] == phases.SCALE].drop(columns="phase").reset_index(drop=True)
+    return out
+
+
+def run_scale(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
+              cli: list[str], store) -> int:
+    """The scale column's reruns (:mod:`analysis.scale`): the registered parts' grid trials at
+    ``report.scale_n_train`` and ``report.scale_steps``, then up to ``report.extend_lr`` rounds
+    one lr step past an edge chosen at scale. Returns the number of trials."""
+    if not scale_column.enabled(cfg.report.scale_n_train, int(cfg.scale.n_train_max)) or cfg.scale.name not in EVIDENCE_SCALES:
+        return 0
+    sizes = scale_column.changes(cfg.report.scale_n_train, cfg.report.scale_steps, cfg.report.scale_eval_every)
+    what = f"scale column, n_train {cfg.report.scale_n_train}, {cfg.report.scale_steps} steps"
+    first = scale_column.scale_trials(configs, _exploratory(store, ablations, configs), ablations, cli, sizes)
+    total = _round(cfg, first, what, cli, store)
+    added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
+    for _ in range(cfg.report.extend_lr):
+        # as run_extensions: round r reads the scale grid and rounds < r only (a resume's store
+        # already holds later rounds, which would pass the cap)
+        runs = {name: df[df["trial_id"].astype(str).isin(added.get(name, set()))]
+                for name, df in _scale_runs(store, ablations, configs).items()}
+        todo = {}
+        for name, edges in scale_column.scale_edges(configs, runs).items():
+            new = _extension_trials(edges, {t.trial_id: t for t in ablations[name]}, [f"+ablation={name}", *cli], sizes)
+            new = [t for t in new if t.trial_id not in added[name]]
+            added[name].update(t.trial_id for t in new)
+            if new:
+                todo[name] = new
+        if not todo:
+            break
+        total += _round(cfg, todo, f"{what}, past an lr grid edge", cli, store)
+    return total
 
 
 def _exploratory(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
@@ -215,20 +260,29 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
         seeds = seeds_of(str(cfg.scale.confirm_seeds))
         rounds["confirmation block"] = confirmation_trials(configs, runs, ablations, cli, seeds, frozen)
         rounds["readout reruns"] = readout_trials(configs, runs, ablations, cli, frozen)
-    return {what: _round(cfg, todo, what, cli, store) for what, todo in rounds.items()}
+    done = {what: _round(cfg, todo, what, cli, store) for what, todo in rounds.items()}
+    done["scale column"] = run_scale(cfg, ablations, configs, cli, store)  # a flag: last
+    return done
 
 
 def check_confirm_seeds(cfg: DictConfig) -> None:
     """Refuse (:class:`ReportInputError`) before any trial starts when the confirmation block would run
     on seeds the exploratory grid also runs (``scale.seeds`` ∩ ``scale.confirm_seeds``): the
-    phases are told apart by seed (:mod:`analysis.phases`), so the block must be fresh seeds."""
+    phases are told apart by seed (:mod:`analysis.phases`), so the block must be fresh seeds;
+    and, at the evidence scales, on a spent block's seeds (:func:`analysis.confirm.check_unspent`)."""
     if not confirm_enabled(cfg):
         return
-    shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds_of(str(cfg.scale.confirm_seeds))))
+    seeds = seeds_of(str(cfg.scale.confirm_seeds))
+    shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds))
     if shared:
         raise ReportInputError(
             f"scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
-            f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (1000–1009 by default)")
+            f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (2000–2009 by default)")
+    if cfg.scale.name in EVIDENCE_SCALES:  # a verdict must replicate on seeds nobody has used
+        try:
+            check_unspent(seeds)
+        except ValueError as err:
+            raise ReportInputError(f"scale.confirm_seeds={cfg.scale.confirm_seeds}: {err}") from err
 
 
 def confirm_enabled(cfg: DictConfig) -> bool:

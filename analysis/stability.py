@@ -14,6 +14,9 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
   lr frozen from the exploratory block, with fresh evaluation sets (decided without the
   lr-edge precondition: one lr);
 * ``x4``: runs past the ablation's own budget (the budget reruns, :mod:`analysis.budget`);
+* ``scale``: the scale column's reruns (:mod:`analysis.scale`: a larger ``n_train`` and budget,
+  lrs chosen again on the exploratory seeds, so decided with every precondition); a flag, never
+  the verdict; "– (not run)" for a part not registered with ``scale_check``;
 * ``readout=<name>``: exploratory seeds under each other ``task.readout`` than the part's
   registered one (``tied``; ``learned`` too for the W_V part), rerun at the frozen lr
   (:func:`analysis.confirm.readout_trials`).
@@ -35,6 +38,7 @@ import pandas as pd
 from analysis import phases, protocol
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
+NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
 STEPS, READOUT = "train.max_steps", "task.readout"
 DECISIVE = (SUPPORTED, CONTRADICTED)
@@ -42,7 +46,7 @@ DECISIVE = (SUPPORTED, CONTRADICTED)
 
 def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
                  confirm_seeds: Iterable[int] | None = None) -> dict[str, pd.DataFrame]:
-    """``{exploratory, confirmation, x4, readout=<name>…}`` frames of one ablation's runs for one
+    """``{exploratory, confirmation, x4, scale, readout=<name>…}`` frames of one ablation's runs for one
     part (module docstring), by phase (:func:`analysis.phases.phase_column`) and the part's
     registered ``readout`` (None: every readout counts as registered). ``steps`` is the
     ablation's own ``train.max_steps``; ``confirm_seeds`` the seeds of ``scale.confirm_seeds``
@@ -51,7 +55,7 @@ def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
     registered = (df[READOUT].astype(str) == readout) if readout and READOUT in df else pd.Series(True, index=df.index)
     explore = phase.isin(phases.EXPLORATORY_DECISION)
     out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered],
-           "x4": df[(phase == phases.BUDGET) & registered]}
+           "x4": df[(phase == phases.BUDGET) & registered], "scale": df[(phase == phases.SCALE) & registered]}
     others = df[(explore | (phase == phases.READOUT)) & ~registered]
     for name in sorted(others[READOUT].dropna().astype(str).unique()) if READOUT in others else []:
         out[f"readout={name}"] = others[others[READOUT].astype(str) == name]  # one block per other readout
@@ -186,7 +190,9 @@ def _lr_text(result: protocol.PartResult) -> str:
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, Any]:
     """One row of the stability table for one deciding part (module docstring)."""
     spec = protocol.spec_dict(part)
-    results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True)}
+    results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True),
+               # lrs chosen again at scale, b among choose_b too: the part as registered, every precondition
+               "scale": _block(blocks.get("scale", pd.DataFrame()), part, True)}
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
         # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
         # (under the registered one, decide_part would find none of its runs)
@@ -208,6 +214,10 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     frame = blocks.get(deciding, pd.DataFrame())
     again = part if deciding == "exploratory" else {**results["exploratory"].spec, "choose_b": []}
     row["loo_flip"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else ""
+    scale = results["scale"]
+    row["scale"] = NOT_RUN if not scale.n_runs else scale.verdict
+    row["scale_effect"] = _interval(scale) if scale.n_runs else ""
+    row["scale_moved"] = bool(scale.n_runs) and scale.verdict != results[deciding].verdict
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
     row["x4_moved"] = results["x4"].verdict != results["exploratory"].verdict
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
@@ -274,7 +284,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 def _blocks_of(frame: pd.DataFrame) -> list[str]:
     readouts = sorted({c.split("_")[0] for c in frame.columns if c.startswith("readout=")})
-    return ["exploratory", "confirmation", "x4", *readouts]
+    return ["exploratory", "confirmation", "x4", *readouts, *(["scale"] if "scale" in frame else [])]
 
 
 def _once(frame: pd.DataFrame) -> pd.DataFrame:
@@ -289,9 +299,11 @@ def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
     for _, r in _once(frame).iterrows():
         row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
         row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
+        if "scale" in row and isinstance(r.get("scale_effect"), str) and r["scale_effect"]:
+            row["scale"] = f"{row['scale']} ({r['scale_effect']})"
         flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
                  "opposite labels" if r.get("opposite") else "", r.get("loo_flip") or "",
-                 "×4 moved" if r.get("x4_moved") else "",
+                 "×4 moved" if r.get("x4_moved") else "", "scale moved" if r.get("scale_moved") is True else "",
                  f"readout moved: {', '.join(r['readout_moved'])}" if len(r.get("readout_moved") or []) else ""]
         row["flags"] = "; ".join(f for f in flags if f) or "–"
         row["conditions"] = r.get("conditions") or "–"

@@ -19,7 +19,7 @@ REPRODUCE = ("Results reproduce bit for bit only per processor model: the same t
 
 WORDS = {phases.EXPLORATORY: "the suite's grid", phases.LR_EXTENSION: "reruns past an lr grid edge",
          phases.CONFIRMATION: "the confirmation block", phases.READOUT: "readout reruns",
-         phases.BUDGET: "the budget ablation"}
+         phases.BUDGET: "the budget ablation", phases.SCALE: "the scale column"}
 
 
 def _phase(df: pd.DataFrame) -> pd.Series:

@@ -185,6 +185,10 @@ class PartConfig:
     # original design and outcome in one line (the report's verdict table prints it); "" for a
     # part decided as first registered. Not part of any trial's identity (ablation is not)
     reregistered: str = ""
+    # the scale column of the stability table (analysis/scale.py): rerun the part's arms (and its
+    # control's) at report.scale_n_train and report.scale_steps, lrs chosen again; a flag, never
+    # the verdict
+    scale_check: bool = False
 
 
 @dataclass
@@ -225,9 +229,10 @@ class ScaleConfig:
     eval_every: int = 20  # validation interval: ≥ 5 evaluations in the last 20% of the budget
     long_steps: int = 4000  # budget of the slow-to-learn tasks (T1(i) mod 10)
     long_eval_every: int = 100
-    # the confirmation block's seeds (paper.md §13; analysis/confirm.py): fresh, never 0-4, the
-    # audit's 10-14 or the pilot 100-104; run where report.confirm says
-    confirm_seeds: str = "range(1000,1010)"
+    # the confirmation block's seeds (paper.md §13; analysis/confirm.py): fresh, never the
+    # exploratory seeds or a spent block's (analysis.confirm.SPENT_BLOCKS: the first block
+    # 1000-1009, the audit's 10-14, the pilots' 100-199); run where report.confirm says
+    confirm_seeds: str = "range(2000,2010)"
 
 
 @dataclass
@@ -245,6 +250,13 @@ class ReportConfig:
     # the confirmation block and the readout reruns (analysis/confirm.py) after the exploratory
     # block; null: at the evidence scales (default, full) only, true/false: always/never
     confirm: Optional[bool] = None
+    # the scale column of the stability table (analysis/scale.py): each part registered with
+    # scale_check rerun on the exploratory seeds at this n_train and step budget, validating
+    # every scale_eval_every steps, its lrs chosen again on the grid with edge extension; where
+    # the scale's own n_train_max reaches scale_n_train (full) or scale_n_train is 0, not run
+    scale_n_train: int = 8192
+    scale_steps: int = 5000
+    scale_eval_every: int = 100
 
 
 @dataclass

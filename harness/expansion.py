@@ -156,6 +156,18 @@ def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
     return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])
 
 
+def _eval_seed_of_the_trial(identity: dict, obj: Any) -> tuple[dict, Any]:
+    """``task.eval_seed`` unset (None, tasks/base.py) is the trial's seed: set in the config
+    object and in the identity, so a trial's id says which evaluation sets it used (seed 0's is
+    0, the shared sets every trial used before, left out as neutral: the id from before; an
+    explicit ``task.eval_seed=s`` at seed ``s`` is the same trial)."""
+    task = getattr(obj, "task", None)
+    if task is None or not hasattr(task, "eval_seed") or task.eval_seed is not None:
+        return identity, obj
+    obj = dataclasses.replace(obj, task=dataclasses.replace(task, eval_seed=int(obj.seed)))
+    return drop_neutral({**identity, "task": {**identity["task"], "eval_seed": int(obj.seed)}}), obj
+
+
 class Composer:
     """Composes the trials of one invocation.
 
@@ -269,7 +281,7 @@ class Composer:
                 values = [o for o in parsed if o.key_or_group not in self.groups]
                 done = self._fast(groups, base, values) if self.fast else None
                 if done is not None:
-                    identity, obj = done
+                    identity, obj = _eval_seed_of_the_trial(*done)
                     return Trial(identity_id(identity), _variant(base.choices, overrides), tuple(point),
                                  obj, str(base.choices["task"]), identity=identity)
                 cfg = copy.deepcopy(base.cfg)
@@ -279,8 +291,7 @@ class Composer:
             else:
                 composed = self._compose(overrides)
                 cfg, choices = composed.cfg, composed.choices
-            obj = OmegaConf.to_object(cfg)
-            identity = identity_dict(cfg)
+            identity, obj = _eval_seed_of_the_trial(identity_dict(cfg), OmegaConf.to_object(cfg))
         except Exception as err:
             cause = f" ({err.__cause__})" if err.__cause__ else ""
             raise SweepError(f"cannot compose trial {list(point)}: {err}{cause}") from err

@@ -51,6 +51,7 @@ from harness.pack_table import (CPU_VMAP_EVAL, DEFAULT_PACK, auto_compile, auto_
 from harness.trial import (Checkpoints, Setup, TrialResult, _state, chunks, conclude, is_eval_step,
                            prepare, resolve_device)
 from tasks import Batch, TaskBase, combine
+from tasks.base import resolve_eval_seed
 
 # Model families that cannot be packed, and why (the dry run prints the reason).
 UNPACKABLE = {"gru": "nn.GRU has no vmap batching rule"}
@@ -78,11 +79,14 @@ def cannot_pack(cfg: Config) -> str | None:
 
 
 def pack_key(cfg: Config) -> str:
-    """What trials of one pack share: the config without ``seed``, ``train.lr`` and
-    ``task.n_train``, plus the minibatch size (``min(batch_size, n_train)``)."""
-    neutral = dataclasses.replace(
-        cfg, seed=0, train=dataclasses.replace(cfg.train, lr=0.0),
-        task=dataclasses.replace(cfg.task, n_train=0))
+    """What trials of one pack share: the config without ``seed``, ``train.lr``,
+    ``task.n_train`` and ``task.eval_seed``, plus the minibatch size (``min(batch_size,
+    n_train)``). Trials of one pack with different evaluation seeds each keep their own
+    validation and test sets (:func:`_build`)."""
+    task = dataclasses.replace(cfg.task, n_train=0)
+    if hasattr(task, "eval_seed"):
+        task = dataclasses.replace(task, eval_seed=None)
+    neutral = dataclasses.replace(cfg, seed=0, train=dataclasses.replace(cfg.train, lr=0.0), task=task)
     return f"{min(cfg.train.batch_size, cfg.task.n_train)}|{neutral!r}"
 
 
@@ -369,8 +373,13 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     Raises:
         ValueError: several training lengths, or trials whose buffers differ.
     """
-    first = prepare(cfgs[0], dev)
-    setups = [first, *[prepare(c, dev, shared=first) for c in cfgs[1:]]]  # one validation/test set
+    firsts: dict[int, Setup] = {}  # one validation/test set per evaluation seed, built once
+    setups = []
+    for c in cfgs:
+        eval_seed = getattr(resolve_eval_seed(c.task, c.seed), "eval_seed", 0)
+        setups.append(prepare(c, dev, shared=firsts.get(eval_seed)))
+        firsts.setdefault(eval_seed, setups[-1])
+    first = setups[0]
     if any(len(s.train) != 1 for s in setups):
         raise ValueError("cannot pack: several training lengths")
     P = len(cfgs)
@@ -386,11 +395,13 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     template = losses_of[0]
     forward = _masked_total(vmap(lambda params, *data: functional_call(template, params, data),
                                  in_dims=(0, *[0] * len(pool))))
-    metrics = _vmapped_metrics(_Metrics(first.model, first.task)) if vmap_eval or compiled else None
+    # the vmapped validation runs every trial on the first one's set: only where they all share it
+    shared_eval = len(firsts) == 1
+    metrics = _vmapped_metrics(_Metrics(first.model, first.task)) if (vmap_eval or compiled) and shared_eval else None
     if compiled:
-        key = (_shape_key(cfgs[0]), P, str(dev))
+        key = (_shape_key(cfgs[0]), P, str(dev), shared_eval)
         if key not in _COMPILED:
-            _COMPILED[key] = compile_fn(forward, dev), compile_fn(metrics, dev)
+            _COMPILED[key] = compile_fn(forward, dev), (compile_fn(metrics, dev) if metrics is not None else None)
         forward, metrics = _COMPILED[key]
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
                  stacked, best, trainable,

@@ -24,9 +24,12 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dr
 # Identity-neutral defaults: (group, key) → the value at which a key added after trials were
 # recorded is left out of the identity, so every trial recorded before the key existed keeps its
 # id (and its finished result is reused); any other value enters the identity and changes the id.
-# task.eval_seed: fresh validation/test sets for the confirmation block (tasks/base.py).
+# task.eval_seed: 0 is the shared evaluation sets every trial used before the default became None
+# (the trial's own seed, tasks/base.py); an explicit 0 keeps those trials' ids.
 # train.augment: the augmentation control (harness/augment.py); every earlier trial trained without.
-NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none"}
+# task.label_noise: the teachers' training-target noise (tasks/teacher.py); 0 before it existed.
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none",
+                                                ("task", "label_noise"): 0.0}
 
 
 # Keys inside a group that say how a trial runs, never what it is: left out of every identity.

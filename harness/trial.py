@@ -19,7 +19,7 @@ from harness.config import Config, DType, Optimizer
 from harness.models import build_model, count_parameters, rotate
 from harness.symmetry import measure
 from tasks import Batch, TaskBase, build_task, combine
-from tasks.base import Rotation, Sums, generator, haar_orthogonal
+from tasks.base import Rotation, Sums, generator, haar_orthogonal, resolve_eval_seed
 
 DTYPES = {DType.float32: torch.float32, DType.float64: torch.float64}
 
@@ -95,7 +95,7 @@ def budget_summary(curve: list[dict[str, float]], max_steps: int) -> dict[str, f
 # validation-error targets whose first crossing every run records (val/first_step_below/<t>):
 # a part's ``value: steps_to_<t>`` (analysis.protocol) must name one of them; recorded for every
 # run alike, so a trial's metrics never depend on which ablation asked for it
-STEPS_TO_TARGETS = (0.1, 0.03, 0.01, 0.003, 0.001)
+STEPS_TO_TARGETS = (0.1, 0.03, 0.01, 0.003, 0.001, 1e-05, 1e-06)  # 1e-06: C12(b) since issue 51
 
 
 def first_step_below(curve: list[dict[str, float]], targets: tuple[float, ...] = STEPS_TO_TARGETS
@@ -256,7 +256,7 @@ def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setu
     dtype = DTYPES[cfg.train.dtype]
     if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
         raise ValueError(f"train sizes must be positive, got {cfg.train}")
-    task = build_task(cfg.task, dtype)
+    task = build_task(resolve_eval_seed(cfg.task, cfg.seed), dtype)  # None: the trial's own sets
     augment.check(cfg.train.augment, task, augment.task_label(cfg.task))
     task.init_parameters(generator(cfg.seed, "init", "task"))
     if shared is not None:

@@ -20,6 +20,7 @@ from harness.pairs import check_pairs
 from harness.expansion import SweepError, Trial
 from harness.trial import DTYPES, STEPS_TO_TARGETS, resolve_device
 from tasks import TASKS, build_task
+from tasks.base import resolve_eval_seed
 
 
 def _positive(trial: Trial) -> None:
@@ -154,7 +155,7 @@ def preflight(trials: Sequence[Trial], device: str, pack_size: str = "auto") -> 
             _has_schema(trial)
             _positive(trial)
             if task_key not in tasks:
-                tasks[task_key] = build_task(cfg.task, DTYPES[cfg.train.dtype])
+                tasks[task_key] = build_task(resolve_eval_seed(cfg.task, cfg.seed), DTYPES[cfg.train.dtype])
                 data_key = repr(_streams(cfg.task))
                 if data_key not in checked:  # once per data stream, not per n_train
                     check_data(tasks[task_key], cfg.seed)

@@ -154,7 +154,7 @@ class ArithmeticTask(TokenTask):
             part = self.parts[n][split]
             if split == "train":
                 part = part[torch.randperm(len(part), generator=generator(seed, "train", L))]
-            elif self.cfg.eval_seed:
+            elif self.eval_seed():
                 part = self._held_out(n, L)[split]
             idx = part[:size]
         else:

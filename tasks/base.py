@@ -81,10 +81,20 @@ class CommonConfig:
     rotation: Rotation = Rotation.none
     rotation_seed: int = 0  # draws T2's orthogonal Q
     # re-seeds the validation and test streams (fresh evaluation sets, paper.md §13 "Confirmation
-    # block"); 0: the task's own streams, as every trial recorded before the key existed (left
-    # out of the trial identity at 0, harness.records.NEUTRAL_DEFAULTS). The training set never
-    # depends on it.
-    eval_seed: int = 0
+    # block"). None (the default): the trial's own seed, so the exploratory seeds are evaluated
+    # on sets of their own too, and an lr that blows up on one evaluation set is seen before it
+    # is chosen (set to the seed when the trial is composed, harness.expansion, so the trial id
+    # names the sets; resolve_eval_seed for a config built otherwise); 0: the task's own streams,
+    # shared by every seed, as every trial recorded before the default became None (left out of
+    # the trial identity at 0, harness.records.NEUTRAL_DEFAULTS, so those trials keep their
+    # ids). The training set never depends on it.
+    eval_seed: Optional[int] = None
+
+
+def resolve_eval_seed(cfg, seed: int):
+    """``cfg`` (a task config) with ``eval_seed`` = ``seed`` where it is None (the default:
+    the trial's own evaluation sets); unchanged otherwise, and for configs without the key."""
+    return replace(cfg, eval_seed=seed) if getattr(cfg, "eval_seed", 0) is None else cfg
 
 
 def derive_seed(*parts: object) -> int:
@@ -201,12 +211,20 @@ class TaskBase(nn.Module):
         trial seed for ``train`` and ignored otherwise."""
         raise NotImplementedError
 
+    def eval_seed(self) -> int:
+        """``task.eval_seed`` as the trial resolved it (:func:`resolve_eval_seed`; composed
+        trials are resolved by :mod:`harness.expansion`); 0, the task's own shared streams, for
+        a config without the key or one built outside a trial and left at None (no seed to
+        take)."""
+        eval_seed = getattr(self.cfg, "eval_seed", 0)
+        return 0 if eval_seed is None else int(eval_seed)
+
     def eval_generator(self, owner: int, split: str, n: int) -> torch.Generator:
         """The stream of validation/test split ``split`` at length ``n`` of a task whose own
         evaluation streams belong to ``owner`` (its ``task_seed``, ``teacher_seed``, …):
         ``(owner, split, n)`` at ``task.eval_seed`` 0 (so every existing set is unchanged), else
         ``(owner, "eval", eval_seed, split, n)``, a fresh set per evaluation seed."""
-        eval_seed = int(getattr(self.cfg, "eval_seed", 0))
+        eval_seed = self.eval_seed()
         return generator(owner, split, n) if eval_seed == 0 else generator(owner, "eval", eval_seed, split, n)
 
     def train_set(self, seed: int) -> list[Batch]:

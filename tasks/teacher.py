@@ -28,7 +28,7 @@ Metrics: ``rel_mse = Σ‖ŷ − y‖² / Σ‖y‖²`` over the whole set, ``ms
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from scipy.optimize import brentq
@@ -49,6 +49,12 @@ class TeacherConfig(CommonConfig):
     k: int = 4  # teacher knowledge size k*
     teacher_seed: int = 0  # fixes Z*, W*, β and the validation/test sets
     uniform_rel_mse: float = 0.6  # calibrated relative MSE of the uniform-mixing predictor
+    # std of Gaussian noise added to the training targets only, relative to their RMS (stream
+    # (seed, "label_noise", n)); validation and test targets stay the teacher's own, so the
+    # error floor stays 0 and a student's error is its distance from the teacher. Makes a
+    # teacher every student of its form fits exactly (T3a) one that finite data cannot
+    # (issue 51's pilots; conf/ablation/residual_value.yaml)
+    label_noise: float = 0.0
 
 
 _BETA: dict[tuple, float] = {}  # calibrated β per (teacher, d, n, k, teacher_seed, uniform_rel_mse)
@@ -71,7 +77,7 @@ class TeacherTask(RegressionTask):
         dtype: floating dtype of every tensor it yields.
 
     Raises:
-        ValueError: for sizes < 1, or a ``uniform_rel_mse`` that no temperature reaches
+        ValueError: for sizes < 1, a negative ``label_noise``, or a ``uniform_rel_mse`` that no temperature reaches
             (naming the reachable range).
     """
 
@@ -79,6 +85,8 @@ class TeacherTask(RegressionTask):
         super().__init__(cfg, dtype)
         check_positive("teacher", d=cfg.d, n=cfg.n, k=cfg.k, n_train=cfg.n_train,
                        n_val=cfg.n_val, n_test=cfg.n_test)
+        if cfg.label_noise < 0:
+            raise ValueError(f"task.label_noise must be >= 0 (a std relative to the targets' RMS), got {cfg.label_noise}")
         self.d = cfg.d
         self.set_lengths([cfg.n])
         self.stream_seed = cfg.teacher_seed  # every variant and seed is tested on the same sets
@@ -118,3 +126,13 @@ class TeacherTask(RegressionTask):
         """``size`` fresh sequences of length ``n`` from stream ``g``."""
         x = self._inputs(g, size, n, self.dtype)
         return Batch(x=x, y=self.teacher(x, self.beta))
+
+    def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
+        """As :meth:`tasks.base.RegressionTask.sample_split`; the training targets get
+        ``label_noise × RMS(y)`` Gaussian noise from the stream ``(seed, "label_noise", n)``."""
+        batch = super().sample_split(split, n, size, seed)
+        if split != "train" or self.cfg.label_noise == 0:
+            return batch
+        y = batch.y
+        noise = torch.randn(y.shape, generator=generator(seed, "label_noise", n), dtype=y.dtype)
+        return replace(batch, y=y + self.cfg.label_noise * y.pow(2).mean().sqrt() * noise)

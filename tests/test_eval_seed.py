@@ -1,9 +1,11 @@
 """``task.eval_seed`` (paper.md §13 "Confirmation block"): fresh validation/test sets without
-touching the training set, left out of the trial identity at its default 0 so every trial
-recorded before the key existed keeps its id."""
+touching the training set. Unset (None, the default since issue 51) it is the trial's own seed;
+an explicit 0, the shared sets every trial used before, is left out of the trial identity, so
+those trials keep their ids."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -39,16 +41,37 @@ def _equal(a, b) -> bool:
 
 
 @pytest.mark.parametrize("preset", sorted(BEFORE))
-def test_existing_trial_ids_are_unchanged(compose, preset):
-    trial = compose(preset)
+def test_an_explicit_eval_seed_0_keeps_the_ids_from_before(compose, preset):
+    trial = compose(preset, "task.eval_seed=0")
     assert trial.trial_id == BEFORE[preset]
-    assert compose(preset, "task.eval_seed=0").trial_id == BEFORE[preset]  # set explicitly: the same
     assert "eval_seed" not in trial.identity["task"] and "eval_seed" not in config_identity(trial.config)["task"]
+    default = compose(preset)  # unset: the trial's own seed (3), a new id, as eval_seed=3 set explicitly
+    assert default.trial_id != BEFORE[preset] and default.identity["task"]["eval_seed"] == 3
+    assert default.trial_id == compose(preset, "task.eval_seed=3").trial_id
+    zero = lambda *x: compose_trial([f"task={preset}", *SMALL, *x], ["seed=0"]).trial_id  # noqa: E731
+    assert zero() == zero("task.eval_seed=0")  # seed 0's own sets are the shared ones: the id from before
+
+
+@pytest.mark.parametrize("preset", ["teacher", "nearest", "arithmetic_mod"])
+def test_unset_eval_seed_evaluates_on_the_trials_own_seeds_sets(compose, preset):
+    """Seed 3 unset builds the sets of an explicit eval_seed 3, not the shared ones (eval_seed 0)."""
+    from harness.trial import prepare
+
+    cpu = torch.device("cpu")
+    unset, three, shared = (prepare(compose(preset, *x).config, cpu)
+                            for x in ([], ["task.eval_seed=3"], ["task.eval_seed=0"]))
+    assert _equal(_rows(unset.val), _rows(three.val)) and not _equal(_rows(unset.val), _rows(shared.val))
+    assert _equal(_rows(unset.train), _rows(shared.train))  # the training set never depends on it
+    by_hand = dataclasses.replace(compose(preset).config.task, eval_seed=None)  # built outside a trial
+    assert _equal(_rows(build_task(by_hand).val_set()), _rows(shared.val))  # no seed to take: the shared sets
+    cfg = compose(preset).config
+    again = prepare(dataclasses.replace(cfg, task=by_hand), cpu)  # a trial resolves it to its seed
+    assert _equal(_rows(again.val), _rows(three.val))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_eval_seed_changes_id_and_evaluation_sets_not_training_set(compose, preset):
-    base, fresh = compose(preset), compose(preset, "task.eval_seed=1")
+    base, fresh = compose(preset, "task.eval_seed=0"), compose(preset, "task.eval_seed=1")
     assert fresh.trial_id != base.trial_id and fresh.identity["task"]["eval_seed"] == 1
     assert config_identity(fresh.config) == fresh.identity
     a, b = build_task(base.config.task), build_task(fresh.config.task)
@@ -68,7 +91,7 @@ def test_fresh_evaluation_sets_stay_disjoint_from_training_on_a_finite_pool(comp
 
 
 def test_an_extension_with_eval_seed_changes_the_id(compose):
-    base = compose("nearest")
+    base = compose("nearest", "task.eval_seed=0")
     composer = Composer(["task=nearest", *SMALL])
     assert composer.extension(base, {"task.eval_seed": "1000"}).trial_id != base.trial_id
     assert composer.extension(base, {"task.eval_seed": "0"}).trial_id == base.trial_id

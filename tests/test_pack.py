@@ -289,12 +289,12 @@ def test_a_units_points_reach_the_queue_in_batches_and_before_its_outcomes(hydra
 
 
 def test_a_packs_trials_build_one_validation_and_test_set(hydra_conf):
-    """A pack's trials share the first trial's validation and test sets (the task's own
-    streams: the same for every seed and n_train), each its own training data."""
+    """A pack's trials of one evaluation seed share the first one's validation and test sets
+    (the same for every n_train), each its own training data."""
     from harness.trial import prepare
 
     cpu = torch.device("cpu")
-    for family in (["model=softmax"], ["task=nearest", "model=softmax"]):
+    for family in (["model=softmax", "task.eval_seed=0"], ["task=nearest", "model=softmax", "task.eval_seed=0"]):
         cfgs = _configs(family)
         first = prepare(cfgs[0], cpu)
         other, alone = prepare(cfgs[1], cpu, shared=first), prepare(cfgs[1], cpu)
@@ -304,6 +304,25 @@ def test_a_packs_trials_build_one_validation_and_test_set(hydra_conf):
         assert torch.equal(other.train[0].y, alone.train[0].y) and not torch.equal(other.train[0].y[:64], first.train[0].y[:64])
     with pytest.raises(ValueError, match="cannot share data"):
         prepare(_configs(["task.n_val=16"])[0], cpu, shared=prepare(_configs([])[0], cpu))
+
+
+def test_a_pack_of_several_seeds_evaluates_each_on_its_own_seeds_sets(hydra_conf):
+    """``task.eval_seed`` unset is the trial's seed: a pack of seeds 0 and 1 (one pack key) builds
+    one validation set per seed, each the set its trial builds alone, and validates trial by
+    trial (the vmapped validation reads one set)."""
+    from harness.pack import _build, pack_key
+    from harness.trial import prepare
+
+    cpu = torch.device("cpu")
+    cfgs = _configs(["model=softmax"], points=[(0, 0.01, 64), (1, 0.01, 64), (1, 0.03, 128)])
+    assert len({pack_key(c) for c in cfgs}) == 1
+    pack = _build(cfgs, cpu, compiled=False, vmap_eval=True)
+    alone = [prepare(c, cpu) for c in cfgs]
+    for setup, own in zip(pack.setups, alone):
+        assert all(torch.equal(a.y, b.y) for a, b in zip(setup.val, own.val))
+    assert not torch.equal(pack.setups[0].val[0].y, pack.setups[1].val[0].y)  # seed 0's set is not seed 1's
+    assert pack.setups[2].val[0].y is pack.setups[1].val[0].y  # one set per seed, built once
+    assert pack.metrics is None  # per-trial validation
 
 
 def test_auto_pack_size_comes_from_the_committed_table_within_a_memory_bound(hydra_conf, capsys):

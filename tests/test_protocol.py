@@ -224,7 +224,7 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
 
     cli = ["+ablation=knowledge_size", "scale=tiny"]
     trials = expand(compose(config_name="config", overrides=cli), cli)
-    grid = [t for t in trials if t.variant == "softmax_free[k=4]"]
+    grid = [t for t in trials if t.variant == "softmax_free[k=4]" and t.task == "teacher"]
     edge = {"task": "teacher", "arm": "softmax_free[k=4]", "n_train": 64, "side": "high", "lr": 0.01,
             "trial_ids": [t.trial_id for t in grid], "extends": [""] * len(grid)}
     known = {t.trial_id: t for t in trials}
@@ -266,7 +266,7 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     trials = expand(conf, cli)
     rows = []
     for t in trials:  # value beats softmax everywhere; the residual beats value on its teacher
-        err = {"softmax": 0.3, "value": 0.2, "residual": 0.05, "multihead": 0.06, "tokenwise": 0.5}[t.variant]
+        err = {"softmax": 0.3, "value": 0.2, "residual": 0.05, "multihead": 0.06, "softmax_narrow": 0.5}[t.variant]
         err += 0.002 * t.config.seed
         rows.append({"trial_id": t.trial_id, "status": "FINISHED", "diverged": False, "task": t.task,
                      "variant": t.variant, "task.n_train": t.config.task.n_train, "seed": t.config.seed,

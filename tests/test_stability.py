@@ -18,7 +18,8 @@ from tests import scratch_git
 LRS = (0.001, 0.003, 0.01)
 
 
-def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, readout: str = "scaled") -> pd.DataFrame:
+def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, readout: str = "scaled",
+          n_train: int = 256) -> pd.DataFrame:
     """Arms a and b on task t; per seed b's test error is a's plus ``d[seed]``; lr 0.003 is best
     on validation (others +0.05); flat budget; a uniform-mixing reference of 0.6."""
     rows = []
@@ -27,7 +28,8 @@ def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, reado
             for s, gap in d.items():
                 e = a + 0.001 * (s % 7) + (gap if arm == "b" else 0) + (0 if np.isclose(lr, 0.003) else 0.05)
                 rows.append({"status": "FINISHED", "diverged": False, "task": "t", "arm": arm, "variant": arm,
-                             "task.n_train": 256, "seed": s, "train.lr": lr, "trial_id": f"{arm}-{lr}-{s}-{steps}-{readout}",
+                             "task.n_train": n_train, "seed": s, "train.lr": lr,
+                             "trial_id": f"{arm}-{lr}-{s}-{steps}-{readout}-{n_train}",
                              "val/best_error": e, "val/best_loss": e, "test/rel_mse": e,
                              "test/uniform_rel_mse": 0.6, "val/best_error_at_80": e, "val/best_error_at_90": e,
                              "val/evals_last_20": 6.0, "train.max_steps": steps, "task.readout": readout})
@@ -126,9 +128,12 @@ def test_the_confirmation_block_reruns_deciding_parts_and_controls_at_the_frozen
     seeds = seeds_of(str(conf.scale.confirm_seeds))
     new = confirmation_trials({"knowledge_size": conf}, {"knowledge_size": runs}, {"knowledge_size": trials},
                               ["scale=tiny"], seeds)["knowledge_size"]
-    # k=4 vs 2, k=8 vs 4 and the control k=4 vs 2: three distinct arms, each once per seed
+    # k=4 vs 2 on teacher; k=8 vs 4 and the control k=4 vs 2 on teacher_noisy2: five distinct
+    # (task, arm) pairs, each once per seed
     assert {t.variant for t in new} == {"softmax_free[k=2]", "softmax_free[k=4]", "softmax_free[k=8]"}
-    assert len(new) == 3 * len(seeds) and {t.config.seed for t in new} == set(seeds)
+    assert len({(t.task, t.variant) for t in new}) == 5
+    assert len(new) == 5 * len(seeds) and {t.config.seed for t in new} == set(seeds)
+    assert all(t.config.task.eval_seed == t.config.seed for t in new)  # fresh evaluation sets
     known = {t.trial_id: t for t in trials}
     assert all(known[t.extends].variant == t.variant for t in new)
     with pytest.raises(ValueError, match="already run"):
@@ -166,15 +171,17 @@ def test_readout_reruns_cover_each_token_part_and_its_control(hydra_conf):
 # ----------------------------------------------------------------------------- phases and verdicts
 def _phased() -> pd.DataFrame:
     """Every phase once over: the grid (seeds 0–4, three lrs), an lr extension of a grid trial,
-    the confirmation block (tagged extends, like the extensions), budget and readout reruns."""
+    the confirmation block (tagged extends, like the extensions), budget and readout reruns, and
+    the scale column's reruns (a larger n_train and budget, every lr)."""
     grid = _runs(EXPLORE)
     base = grid[(grid["arm"] == "a") & (grid["seed"] == 0)]["trial_id"].iloc[0]
     ext = _runs(EXPLORE, lrs=(0.0003,)).assign(extends=base)
     block = _runs(CONFIRM, lrs=(0.003,)).assign(extends=base)
     longer = _runs(EXPLORE, lrs=(0.003,), steps=2400).assign(extends=base)
     tied = _runs(EXPLORE, lrs=(0.003,), readout="tied").assign(extends=base)
+    scale = _runs(EXPLORE, steps=5000, n_train=8192).assign(extends=base)  # the scale column: every lr again
     frames = {"exploratory": grid.assign(extends=""), "lr_extension": ext, "confirmation": block,
-              "budget": longer, "readout": tied}
+              "budget": longer, "readout": tied, "scale": scale}
     return pd.concat([f.assign(expected=k) for k, f in frames.items()], ignore_index=True)
 
 
@@ -190,6 +197,57 @@ def test_every_run_gets_exactly_one_phase_from_its_params():
     # the grid alone, recorded without extends or readout columns, is all exploratory
     bare = _runs(EXPLORE).drop(columns=["task.readout", "train.max_steps"])
     assert set(phases.phase_column(bare, 600)) == {"exploratory"}
+
+
+def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
+    """The scale column (analysis/scale.py): runs above the grid's n_train are phase ``scale``
+    (not ``budget``, though longer), stay out of the budget split and the exploratory runs, and
+    decide the part again on their own lrs; a part without them reads "– (not run)"."""
+    from analysis import phases, stability
+    from analysis.budget import split_budget
+
+    df = _phased()
+    main, longer = split_budget(df, 600)
+    assert set(longer["expected"]) == {"budget"} and "scale" in set(main["expected"])
+    blocks = stability.split_blocks(df, 600, "scaled", range(1000, 1010))
+    assert set(blocks["scale"]["expected"]) == {"scale"} and len(blocks["scale"]) == len(EXPLORE) * 2 * len(LRS)
+    row = stability.stability_row(blocks, PART)
+    assert row["scale"] == "supported" and row["scale_effect"].startswith("d = ") and row["scale_moved"] is False
+    assert row["scale_lr"] and "8192" in row["scale_lr"]  # lrs chosen again at scale, at its size
+    del blocks["scale"]
+    assert stability.stability_row(blocks, PART)["scale"] == stability.NOT_RUN
+    assert not phases.exploratory(df, 600, range(1000, 1010))["expected"].isin(["scale"]).any()
+
+
+def test_scale_trials_rerun_every_grid_lr_of_a_registered_parts_arms_at_the_larger_size(hydra_conf):
+    """sigma_vs_softmax registers its T4a part with scale_check: its arms (softmax, the three
+    choose_b candidates; the control's tanh among them) rerun at every grid lr and seed, at
+    report.scale_n_train and report.scale_steps, tagged with the grid trial they repeat."""
+    from hydra import compose
+
+    from analysis import scale
+    from analysis.trials import restrict
+    from harness.expansion import expand
+
+    cli = ["+ablation=sigma_vs_softmax", "scale=tiny"]
+    conf = compose(config_name="config", overrides=cli)
+    trials = expand(conf, cli)
+    rows = [{"trial_id": t.trial_id, "status": "FINISHED", "task": t.task, "variant": t.variant, "seed": t.config.seed,
+             "task.n_train": t.config.task.n_train, "train.lr": t.config.train.lr,
+             "task.readout": getattr(getattr(t.config.task, "readout", None), "name", None)} for t in trials]
+    runs = restrict(pd.DataFrame(rows), trials, "sigma_vs_softmax")
+    assert [s["name"][:25] for s in scale.registered({"sigma_vs_softmax": conf})["sigma_vs_softmax"]] == \
+        ["neutral selection task (T"]
+    new = scale.scale_trials({"sigma_vs_softmax": conf}, {"sigma_vs_softmax": runs}, {"sigma_vs_softmax": trials},
+                             ["scale=tiny"], scale.changes(8192, 5000, 100))["sigma_vs_softmax"]
+    grid = [t for t in trials if t.task == "nearest"]
+    assert len(new) == len(grid) and {t.task for t in new} == {"nearest"}
+    known = {t.trial_id: t for t in trials}
+    for t in new:
+        base = known[t.extends]
+        assert (t.variant, t.config.seed, t.config.train.lr) == (base.variant, base.config.seed, base.config.train.lr)
+        assert (t.config.task.n_train, t.config.train.max_steps, t.config.train.eval_every) == (8192, 5000, 100)
+    assert scale.enabled(8192, 1024) and not scale.enabled(8192, 8192) and not scale.enabled(0, 1024)
 
 
 def _conf(part=PART, steps: int = 600):
@@ -272,6 +330,28 @@ def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them():
     with pytest.raises(ReportInputError) as err:
         check_confirm_seeds(cfg(True, "3,1000"))
     assert "scale.confirm_seeds=3,1000 shares seeds [3]" in str(err.value)
+
+
+def test_a_confirmation_block_at_an_evidence_scale_refuses_a_spent_blocks_seeds():
+    """A verdict must replicate on seeds nobody has used (issue 51): at the default scale the
+    first block's 1000-1009 (and the audit's, the pilots') are refused, naming the block; the
+    tiny scale, a check of the path, may reuse them; 2000-2009 (the default) pass."""
+    from omegaconf import OmegaConf
+
+    from analysis.confirm import SPENT_BLOCKS, check_unspent
+    from analysis.reporting import ReportInputError, check_confirm_seeds
+
+    cfg = lambda name, seeds: OmegaConf.create({"report": {"confirm": True},  # noqa: E731
+                                                "scale": {"name": name, "seeds": "range(5)", "confirm_seeds": seeds}})
+    check_confirm_seeds(cfg("default", "range(2000,2010)"))
+    check_confirm_seeds(cfg("tiny", "range(1000,1002)"))
+    for seeds, block in (("range(1000,1010)", "first confirmation block"), ("150", "pilots"), ("2000,12", "audit")):
+        with pytest.raises(ReportInputError, match=block) as err:
+            check_confirm_seeds(cfg("default", seeds))
+        assert "allowed: seeds no block has used" in str(err.value)
+    assert all(not set(range(2000, 2010)) & set(r) for r in SPENT_BLOCKS.values())
+    with pytest.raises(ValueError, match=r"\[1005\]"):
+        check_unspent([2000, 1005])
 
 
 def test_the_report_shows_exploratory_runs_only():
