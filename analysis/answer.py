@@ -103,9 +103,10 @@ def _letter(spec: Mapping[str, Any]) -> str:
 
 
 def _task_code(spec: Mapping[str, Any]) -> str:
-    """The paper's task code from the part's name (``T4a``, ``T3f′``), else the task preset."""
-    codes = re.findall(r"\bT\d[a-z]?′?", str(spec.get("name", "")))
-    return codes[-1] if codes else f"`{spec['task']}`"
+    """The paper's task code from the part's name, the first one it names (``T4a``, ``T3f′``,
+    ``T3a″`` in "(T3a″: T3a with noisy training targets)"), else the task preset."""
+    codes = re.findall(r"\bT\d[a-z]?[′″]?", str(spec.get("name", "")))
+    return codes[0] if codes else f"`{spec['task']}`"
 
 
 def _n_pairs(result: protocol.PartResult) -> int:

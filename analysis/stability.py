@@ -191,8 +191,11 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     """One row of the stability table for one deciding part (module docstring)."""
     spec = protocol.spec_dict(part)
     results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True),
-               # lrs chosen again at scale, b among choose_b too: the part as registered, every precondition
-               "scale": _block(blocks.get("scale", pd.DataFrame()), part, True)}
+               # lrs chosen again at scale, b among choose_b too: the part as registered, every
+               # precondition; only a part registered with scale_check (another part's arms may
+               # share its scale runs, e.g. a positive control's)
+               "scale": _block(blocks.get("scale", pd.DataFrame()) if spec["scale_check"] else pd.DataFrame(),
+                               part, True)}
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
         # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
         # (under the registered one, decide_part would find none of its runs)
@@ -216,7 +219,8 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
     row["loo_flip"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else ""
     scale = results["scale"]
     row["scale"] = NOT_RUN if not scale.n_runs else scale.verdict
-    row["scale_effect"] = _interval(scale) if scale.n_runs else ""
+    row["scale_effect"] = (f"{_why(scale)}; " if scale.verdict == INCONCLUSIVE else "") + _interval(scale) \
+        if scale.n_runs else ""
     row["scale_moved"] = bool(scale.n_runs) and scale.verdict != results[deciding].verdict
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
     row["x4_moved"] = results["x4"].verdict != results["exploratory"].verdict

@@ -211,11 +211,14 @@ def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     assert set(longer["expected"]) == {"budget"} and "scale" in set(main["expected"])
     blocks = stability.split_blocks(df, 600, "scaled", range(1000, 1010))
     assert set(blocks["scale"]["expected"]) == {"scale"} and len(blocks["scale"]) == len(EXPLORE) * 2 * len(LRS)
-    row = stability.stability_row(blocks, PART)
+    registered = {**PART, "scale_check": True}
+    row = stability.stability_row(blocks, registered)
     assert row["scale"] == "supported" and row["scale_effect"].startswith("d = ") and row["scale_moved"] is False
     assert row["scale_lr"] and "8192" in row["scale_lr"]  # lrs chosen again at scale, at its size
-    del blocks["scale"]
+    # a part not registered reads "not run", though another part's scale runs share its arms
     assert stability.stability_row(blocks, PART)["scale"] == stability.NOT_RUN
+    del blocks["scale"]
+    assert stability.stability_row(blocks, registered)["scale"] == stability.NOT_RUN
     assert not phases.exploratory(df, 600, range(1000, 1010))["expected"].isin(["scale"]).any()
 
 
