@@ -643,7 +643,10 @@ def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], runs: dict[st
     units = {str(t): str(n) for df in shown.values() if "error_name" in df
              for t, n in df.groupby("task")["error_name"].first().items()}
     scale = (f"n_train up to {cfg.scale.n_train_max} and {cfg.scale.steps} steps per trial "
-             f"(×{int(cfg.report.budget_factor)} in the budget reruns)")
+             f"(×{int(cfg.report.budget_factor)} in the budget reruns")
+    at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0
+    scale += (f"; {at_scale} parts again at n_train {cfg.report.scale_n_train} and {cfg.report.scale_steps} steps, "
+              "the stability table's scale column, a flag)" if at_scale else ")")
     opening = answer.section(parts, stab, _reregistered(configs), trail.processors(runs, longer), units, scale)
     table = calibration.comparisons(configs, runs, parts)
     return opening, ["## Calibration: how often the rules decide when nothing differs", "",

@@ -207,7 +207,8 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
     for name, r in results.items():
         frame = blocks.get(name, pd.DataFrame())
-        row.update({f"{name}": r.verdict, f"{name}_seeds": r.seeds, f"{name}_runs": r.n_runs,
+        ran = bool(r.n_runs) or r.reasons != ["no runs"]  # an empty block says "–", never a verdict
+        row.update({f"{name}": r.verdict if ran else "–", f"{name}_seeds": r.seeds, f"{name}_runs": r.n_runs,
                     f"{name}_steps": ",".join(sorted({str(int(s)) for s in frame.get(STEPS, pd.Series(dtype=float)).dropna()})),
                     f"{name}_readout": ",".join(sorted({str(x) for x in frame.get(READOUT, pd.Series(dtype=str)).dropna()})),
                     f"{name}_lr": _lr_text(r)})
@@ -223,9 +224,9 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
         if scale.n_runs else ""
     row["scale_moved"] = bool(scale.n_runs) and scale.verdict != results[deciding].verdict
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
-    row["x4_moved"] = results["x4"].verdict != results["exploratory"].verdict
+    row["x4_moved"] = bool(results["x4"].n_runs) and results["x4"].verdict != results["exploratory"].verdict
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
-                            and results[k].verdict != results["exploratory"].verdict]
+                            and results[k].n_runs and results[k].verdict != results["exploratory"].verdict]
     main = results[deciding]
     row["conditions"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
                                    spec["readout"])
