@@ -57,10 +57,10 @@ REDESIGNED = {  # (ablation, task, a, b) of every part redesigned after a verdic
     ("practical", "teacher", "softmax", "softmax_unscaled"),
     ("practical", "teacher_general", "softmax", "softmax_unscaled"),
     ("sigma_vs_softmax", "nearest", "quad_sigma[sigma=softmax]", "best elementwise σ"),
-    ("sigma_vs_softmax", "argmax", "quad_sigma[sigma=softmax]", "best elementwise σ"),
+    ("sigma_vs_softmax", "argmax_hard", "quad_sigma[sigma=softmax]", "best elementwise σ"),
     ("sigma_vs_softmax", "nearest_length", "quad_sigma[sigma=softmax]", "best elementwise σ"),
-    ("residual_value", "teacher_residual", "residual", "value"), ("residual_value", "teacher", "value", "softmax"),
-    ("knowledge_size", "teacher", "softmax_free[k=8]", "softmax_free[k=4]"),
+    ("residual_value", "teacher_residual", "residual", "value"), ("residual_value", "teacher_noisy", "value", "softmax"),
+    ("knowledge_size", "teacher_noisy2", "softmax_free[k=8]", "softmax_free[k=4]"),
     ("knowledge_forms", "nearest", "general", "general_nozg2"), ("knowledge_forms", "nearest", "value", "softmax"),
     ("knowledge_forms", "teacher_general", "general", "general_nozg2"),
     ("knowledge_forms", "nearest", "general", "xg"), ("knowledge_forms", "teacher_general", "general", "xg"),
@@ -85,7 +85,7 @@ def test_every_redesigned_part_carries_its_registration_trail_and_every_equivale
 
 def test_c12b_is_steps_to_target_on_a_task_both_arms_learn_and_c9_not_on_b7s_form(hydra_conf):
     [b] = [p for p in _trials("practical")[0].config.ablation.parts if p.role.value == "deciding"]
-    assert (b.task, b.value, b.differ, b.control) == ("teacher", "steps_to_0.003", ["model.scale"], ["softmax", "xg"])
+    assert (b.task, b.value, b.differ, b.control) == ("teacher", "steps_to_1e-06", ["model.scale"], ["softmax", "xg"])
     from harness.trial import STEPS_TO_TARGETS
 
     assert float(b.value.removeprefix("steps_to_")) in STEPS_TO_TARGETS  # every run records it
