@@ -24,13 +24,18 @@ def test_the_block_runs_on_confirm_seeds_with_fresh_eval_sets_from_the_frozen_lr
     block = runs[runs["seed"].isin(CONFIRM)]
     # every deciding part's arms and its positive control's (k=2 vs 4), once per confirmation seed
     assert set(frozen["role"]) == {"deciding", "control"}
-    assert set(block["variant"]) == set(frozen["arm"]) and len(block) == frozen["arm"].nunique() * len(CONFIRM)
+    # (k=4 vs 2 on teacher; k=8 vs 4 and its control k=4 vs 2 on teacher_noisy2: five task × arm pairs)
+    pairs = frozen[["task", "arm"]].drop_duplicates()
+    assert set(block["variant"]) == set(frozen["arm"]) and len(block) == len(pairs) * len(CONFIRM)
     assert (block["task.eval_seed"] == block["seed"]).all()  # fresh evaluation sets per seed
     explore = runs[~runs["seed"].isin(CONFIRM)]
-    assert explore.get("task.eval_seed", pd.Series(dtype=float)).isna().all()
-    # the block's lr per arm is the frozen file's
-    lr = frozen.drop_duplicates("arm").set_index("arm")["lr"]
-    assert (block["train.lr"].to_numpy() == lr.reindex(block["variant"]).to_numpy()).all()
+    # the exploratory seeds are evaluated on their own sets too (seed 0's are the shared ones)
+    # (seed 0's eval_seed 0 is identity-neutral: left out of its params, read back as NaN)
+    eval_seed = pd.to_numeric(explore["task.eval_seed"]).fillna(0)
+    assert (eval_seed == explore["seed"]).all() and set(explore["seed"]) == {0, 1}
+    # the block's lr per task and arm is the frozen file's
+    lr = frozen.drop_duplicates(["task", "arm"]).set_index(["task", "arm"])["lr"]
+    assert (block["train.lr"].to_numpy() == lr.reindex(list(zip(block["task"], block["variant"]))).to_numpy()).all()
     # one phase per run; nothing of the block in the exploratory decision
     which = phases.phase_column(runs.reset_index(drop=True), steps=10, confirm_seeds=CONFIRM)
     assert which.value_counts().to_dict() == {"exploratory": len(explore), "confirmation": len(block)}

@@ -265,13 +265,13 @@ def test_sbatch_script_runs_the_report_with_gpu_requests_and_a_long_tmpdir(slurm
         assert status == 0, text[-4000:]
         assert "Traceback" not in text, text[-4000:]
         assert f"report: {out / 'report.md'}" in text
-        assert "knowledge_size: 10 trials" in text and "higher_order: 10 trials" in text, text[-3000:]
+        assert "knowledge_size: 16 trials" in text and "higher_order: 10 trials" in text, text[-3000:]
         assert (submit / "mlflow.db").is_file()  # the SQLite default, in the submit folder
         import pandas as pd
 
         bundle = pd.read_csv(out / "report" / "runs.csv.gz")  # the bundle beside report.md
         trials = bundle[bundle["role"] == "trial"]
-        assert trials.groupby("ablation").size().to_dict() == {"higher_order": 10, "knowledge_size": 10}
+        assert trials.groupby("ablation").size().to_dict() == {"higher_order": 10, "knowledge_size": 16}
         assert set(trials["status"]) == {"FINISHED"}
         assert not any(tmp.iterdir())  # nothing of Ray's in the long TMPDIR
     finally:
