@@ -119,10 +119,22 @@ def _reason(results: Sequence[protocol.PartResult]) -> str:
     return ", ".join(names) or "the intervals are too wide for either verdict"
 
 
+def headline(name: str) -> str:
+    """A part's name up to its first colon outside brackets ("(a) selection: adding …" →
+    "(a) selection"); a colon inside a bracket ("… (T3a′: T3a with noisy targets)") is part of
+    the headline, which would otherwise end in an open bracket."""
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += (ch in "([") - (ch in ")]")
+        if ch == ":" and depth == 0:
+            return name[:i]
+    return name
+
+
 def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]) -> str:
     """One plain sentence on a claim: its statement, what the evidence says and why, its link."""
     deciding = [r for r in mine if r.spec["role"] == "deciding"]
-    against = [r.spec["name"].split(":")[0] for r in deciding if r.verdict == protocol.CONTRADICTED]
+    against = [headline(r.spec["name"]) for r in deciding if r.verdict == protocol.CONTRADICTED]
     said = claim.statement[:1].upper() + claim.statement[1:]
     link = f"([{claim.id}](#{anchor(claim.id)}))"
     if "unstable" in verdict:

@@ -80,7 +80,16 @@ def test_the_report_opens_with_what_matters_and_links_each_sentence_to_its_row(r
     assert {"verdict-c12", "checks"} <= set(targets)
     for target in targets:  # every anchor a sentence points to exists
         assert f'<a id="{target}"></a>' in report
-    assert "inconclusive" in summary  # this bundle's C12 parts have no power or no runs: said so
+    assert "inconclusive" in summary  # this bundle's C10 parts sit at δ: said so
+    for sentence in sentences:  # a part named by its headline never leaves a bracket open
+        assert sentence.count("(") == sentence.count(")"), sentence
+
+
+def test_a_parts_headline_ends_at_its_first_colon_outside_brackets():
+    assert prose.headline("(a) selection: adding Zg2: nothing else") == "(a) selection"
+    named = "(a) W_V matches M4a where the target stays in span(X) (T3a′: T3a with noisy targets, n_train 64)"
+    assert prose.headline(named) == named
+    assert prose.headline("task (T4b′: V = 64): softmax does not beat σ") == "task (T4b′: V = 64)"
 
 
 def test_the_report_opens_with_the_component_table_and_prints_the_calibration(regenerated):
