@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -169,29 +169,39 @@ def _bases(df: pd.DataFrame, row: pd.Series, known: Mapping[str, Any]) -> list:
     return out
 
 
+def distinct_extensions(cli: Sequence[str], points: Iterable[tuple[Any, Mapping[str, str]]],
+                        skip: Iterable[str] = ()) -> list:
+    """One trial per distinct id of the extensions ``(base trial, changes)`` of ``points``
+    (:meth:`harness.expansion.Composer.extension`, tagged ``extends``), composed with ``cli``
+    (``+ablation=NAME`` and the command's overrides); ids in ``skip`` left out."""
+    from harness.expansion import Composer
+
+    composer, out, seen = Composer(list(cli)), [], set(skip)
+    for base, changes in points:
+        trial = composer.extension(base, dict(changes))
+        if trial.trial_id not in seen:
+            seen.add(trial.trial_id)
+            out.append(trial)
+    return out
+
+
 def rerun_trials(frozen: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ablations: Mapping[str, Sequence[Any]],
                  cli: Sequence[str], changes: Callable[[pd.Series, Any], list[dict[str, str]]],
                  every_seed: bool = True) -> dict[str, list]:
     """``{ablation: [Trial]}``: for each frozen row (:func:`freeze`), at its frozen lr, one trial
     per ``changes(row, base)`` entry (overrides), for each exploratory seed's trial
     (``every_seed``) or for the first only; tagged ``extends``; one per distinct trial."""
-    from harness.expansion import Composer
-
     out: dict[str, list] = {}
     for name, group in frozen.groupby("ablation", sort=False):
         df = runs.get(name)
         if df is None or df.empty:
             continue
         known = {t.trial_id: t for t in ablations[name]}
-        composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
-        for _, row in group.iterrows():
-            bases = _bases(df, row, known)
-            for base in bases if every_seed else bases[:1]:
-                for change in changes(row, base):
-                    trial = composer.extension(base, {"train.lr": f"{row['lr']:.3g}", **change})
-                    if trial.trial_id not in seen:
-                        seen.add(trial.trial_id)
-                        todo.append(trial)
+        points = ((base, {"train.lr": f"{row['lr']:.3g}", **change})
+                  for _, row in group.iterrows()
+                  for base in (_bases(df, row, known) if every_seed else _bases(df, row, known)[:1])
+                  for change in changes(row, base))
+        todo = distinct_extensions([f"+ablation={name}", *cli], points)
         if todo:
             out[name] = todo
     return out

@@ -23,8 +23,8 @@ from analysis import answer, calibration, phases, prose, protocol, stability, st
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
-from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials, seeds_of,
-                              write_frozen)
+from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, distinct_extensions, freeze, read_frozen,
+                              readout_trials, seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
@@ -98,21 +98,14 @@ def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: 
     """One trial per seed past each edge: the grid trial's point with ``train.lr`` one step
     (×√10) beyond the chosen lr (and ``changes``: a scale rerun's sizes,
     :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id."""
-    from harness.expansion import Composer
-
-    composer, out, seen = Composer(cli), [], set()
-    for edge in edges:
-        lr = edge["lr"] * (math.sqrt(10) if edge["side"] == "high" else 1 / math.sqrt(10))
-        lr = float(f"{lr:.3g}")
-        for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
-            base = trials.get(ext) or trials.get(run_id)
-            if base is None:
-                continue
-            trial = composer.extension(base, {**(changes or {}), "train.lr": str(lr)})
-            if trial.trial_id not in seen and trial.trial_id not in trials:
-                seen.add(trial.trial_id)
-                out.append(trial)
-    return out
+    def points():
+        for edge in edges:
+            lr = edge["lr"] * (math.sqrt(10) if edge["side"] == "high" else 1 / math.sqrt(10))
+            for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
+                base = trials.get(ext) or trials.get(run_id)
+                if base is not None:
+                    yield base, {**(changes or {}), "train.lr": str(float(f"{lr:.3g}"))}
+    return distinct_extensions(cli, points(), skip=trials)
 
 
 def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
@@ -147,29 +140,40 @@ def run_scale(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, Di
               cli: list[str], store) -> int:
     """The scale column's reruns (:mod:`analysis.scale`): the registered parts' grid trials at
     ``report.scale_n_train`` and ``report.scale_steps``, then up to ``report.extend_lr`` rounds
-    one lr step past an edge chosen at scale. Returns the number of trials."""
+    one lr step past an edge chosen at scale (:func:`_edge_rounds`). Returns the number of trials."""
     if not scale_column.enabled(cfg.report.scale_n_train, int(cfg.scale.n_train_max)) or cfg.scale.name not in EVIDENCE_SCALES:
         return 0
     sizes = scale_column.changes(cfg.report.scale_n_train, cfg.report.scale_steps, cfg.report.scale_eval_every)
     what = f"scale column, n_train {cfg.report.scale_n_train}, {cfg.report.scale_steps} steps"
     first = scale_column.scale_trials(configs, _exploratory(store, ablations, configs), ablations, cli, sizes)
-    total = _round(cfg, first, what, cli, store)
     added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
+    return _round(cfg, first, what, cli, store) + _edge_rounds(
+        cfg, ablations, cli, store, added, lambda: _scale_runs(store, ablations, configs),
+        lambda runs: scale_column.scale_edges(configs, runs), f"{what}, past an lr grid edge", sizes)
+
+
+def _edge_rounds(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store, added: dict[str, set],
+                 read, edges_of, what: str, changes: dict[str, str] | None = None) -> int:
+    """Up to ``report.extend_lr`` rounds one lr step past the edges a block's parts chose
+    (paper.md §13): each round reads the block's runs (``read()``: ``{ablation: runs}``) of the
+    trials in ``added`` only (round r reads the block and rounds < r: on a resume the store
+    already holds later rounds, and reading them would pass the cap), takes their edges
+    (``edges_of({ablation: runs})``: ``{ablation: [edge]}``), and runs one trial per seed past
+    each (:func:`_extension_trials`, with ``changes``) as one queue. Returns the trials run."""
+    total = 0
     for _ in range(cfg.report.extend_lr):
-        # as run_extensions: round r reads the scale grid and rounds < r only (a resume's store
-        # already holds later rounds, which would pass the cap)
-        runs = {name: df[df["trial_id"].astype(str).isin(added.get(name, set()))]
-                for name, df in _scale_runs(store, ablations, configs).items()}
+        runs = {name: df[df["trial_id"].astype(str).isin(added.get(name, set()))] if not df.empty else df
+                for name, df in read().items()}
         todo = {}
-        for name, edges in scale_column.scale_edges(configs, runs).items():
-            new = _extension_trials(edges, {t.trial_id: t for t in ablations[name]}, [f"+ablation={name}", *cli], sizes)
-            new = [t for t in new if t.trial_id not in added[name]]
-            added[name].update(t.trial_id for t in new)
+        for name, edges in edges_of(runs).items():
+            new = _extension_trials(edges, {t.trial_id: t for t in ablations[name]}, [f"+ablation={name}", *cli], changes)
+            new = [t for t in new if t.trial_id not in added.setdefault(name, set())]
+            added[name].update(t.trial_id for t in new)  # run or skipped by id
             if new:
                 todo[name] = new
         if not todo:
             break
-        total += _round(cfg, todo, f"{what}, past an lr grid edge", cli, store)
+        total += _round(cfg, todo, what, cli, store)  # one queue: small groups fill packs
     return total
 
 
@@ -185,30 +189,18 @@ def _exploratory(store, ablations: dict[str, list], configs: dict[str, DictConfi
 def run_extensions(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
                    cli: list[str], store) -> int:
     """Extend the lr grid past the edges that deciding parts chose, up to ``report.extend_lr``
-    rounds (paper.md §13), on the exploratory runs only. Returns the number of extension trials run."""
-    total, added = 0, {name: {t.trial_id for t in trials} for name, trials in ablations.items()}
-    for _ in range(cfg.report.extend_lr):
-        runs = _exploratory(store, ablations, configs)
-        todo: dict[str, list] = {}
+    rounds (paper.md §13, :func:`_edge_rounds`), on the exploratory runs only. Returns the number
+    of extension trials run."""
+    def edges_of(runs: dict[str, pd.DataFrame]) -> dict[str, list]:
+        out = {}
         for name, conf in configs.items():
             df = runs.get(name, pd.DataFrame())
-            # round r reads the grid and rounds < r only: on a resume the store already holds the
-            # earlier invocation's extensions, and reading them in round 1 would pass the cap
-            df = df[df["trial_id"].isin(added.get(name, set()))] if not df.empty else df
             parts = [p for p in conf.ablation.parts if protocol.spec_dict(p)["role"] == "deciding"]
-            edges = [e for p in parts for e in protocol.decide_part(df, p).edges] if not df.empty else []
-            known = {t.trial_id: t for t in ablations[name]}
-            new = _extension_trials(edges, known, [f"+ablation={name}", *cli])
-            added.setdefault(name, set()).update(t.trial_id for t in new)  # run or skipped by id
-            if new:
-                todo[name] = new
-        if not todo:
-            break
-        for name, trials in todo.items():
-            print(f"{name}: {len(trials)} trials past an lr grid edge", flush=True)
-            total += len(trials)
-        run_suite(cfg, todo, cli, store)  # one queue: small groups fill packs
-    return total
+            out[name] = [e for p in parts for e in protocol.decide_part(df, p).edges] if not df.empty else []
+        return out
+    added = {name: {t.trial_id for t in trials} for name, trials in ablations.items()}
+    return _edge_rounds(cfg, ablations, cli, store, added, lambda: _exploratory(store, ablations, configs),
+                        edges_of, "past an lr grid edge")
 
 
 def freeze_choices(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], path: Path) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from analysis import protocol
+from analysis.confirm import distinct_extensions
 
 N_TRAIN, STEPS, EVERY, READOUT = "task.n_train", "train.max_steps", "train.eval_every", "task.readout"
 
@@ -76,24 +77,14 @@ def scale_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
     """``{ablation: [Trial]}``: one scale rerun (``overrides``, :func:`changes`) of every grid
     trial of each registered part's arms at the decided size, every lr and exploratory seed
     (``runs``: each ablation's exploratory runs, with ``arm``); one per distinct trial."""
-    from harness.expansion import Composer
-
     out: dict[str, list] = {}
     for name, specs in registered(configs).items():
         df = runs.get(name, pd.DataFrame())
         if df.empty:
             continue
         known = {t.trial_id: t for t in ablations[name]}
-        composer, todo, seen = Composer([f"+ablation={name}", *cli]), [], set()
-        for spec in specs:
-            for trial_id in _grid_rows(df, spec)["trial_id"].astype(str):
-                base = known.get(trial_id)
-                if base is None:
-                    continue
-                trial = composer.extension(base, dict(overrides))
-                if trial.trial_id not in seen:
-                    seen.add(trial.trial_id)
-                    todo.append(trial)
+        bases = [known[i] for spec in specs for i in _grid_rows(df, spec)["trial_id"].astype(str) if i in known]
+        todo = distinct_extensions([f"+ablation={name}", *cli], ((base, overrides) for base in bases))
         if todo:
             out[name] = todo
     return out
