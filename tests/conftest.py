@@ -118,6 +118,8 @@ def invoke_command(command: str, args: list[str], cwd: Path) -> tuple[int, str, 
                         cfg, runtime = _compose(command, args, Path(cwd).resolve())
                     except Exception as composing:  # noqa: BLE001 - the shell's exit 2 with Hydra's text
                         print(f"error: {composing}", file=sys.stderr)
+                        if composing.__cause__ is not None:  # as Hydra prints it: OmegaConf's reason
+                            print(composing.__cause__, file=sys.stderr)
                         code = 2
                     else:
                         code = importlib.import_module(COMMANDS[command][2]).run(cfg, runtime)
@@ -155,6 +157,44 @@ def run_in_process():
 def run_in_process_module():
     """:func:`run_in_process` for module-scoped fixtures."""
     return _in_process
+
+
+POPULATED_ARGS = ["harness", "cluster=serial", "train.max_steps=40", "train.eval_every=20",
+                  "task.n_val=64", "task.n_test=128"]
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory, run_in_process_module):
+    """A folder whose MLflow store holds one finished single-trial sweep (experiment
+    ``single/teacher/softmax``), made once per module; tests work on copies
+    (:func:`copy_populated`)."""
+    folder = tmp_path_factory.mktemp("populated")
+    assert run_in_process_module(POPULATED_ARGS, folder).returncode == 0
+    return folder
+
+
+def digest(path: Path) -> str:
+    """SHA-256 of a file's bytes, ``"absent"`` if there is none: a store unchanged by a command."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
+
+
+def copy_populated(populated: Path, folder: Path) -> str:
+    """Copy :func:`populated`'s store and artifacts into ``folder``, its artifacts relocated
+    beside the copy (else every run stops at the moved-store check); returns the copy's
+    :func:`digest`."""
+    import shutil
+
+    from harness.mlflow_sql import relocate_artifacts
+    from harness.paths import folder_name
+
+    shutil.copy(populated / "mlflow.db", folder / "mlflow.db")
+    shutil.copytree(populated / "mlartifacts", folder / "mlartifacts")
+    experiment = folder_name("single/teacher/softmax")
+    relocate_artifacts(folder / "mlflow.db", "1", (populated / "mlartifacts" / experiment).as_uri(),
+                       (folder / "mlartifacts" / experiment).as_uri())
+    return digest(folder / "mlflow.db")
 
 
 @pytest.fixture(scope="session")
