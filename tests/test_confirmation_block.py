@@ -13,8 +13,8 @@ CONFIRM = (1000, 1001)  # scale=tiny's confirm_seeds
 
 
 @pytest.mark.slow
-def test_the_block_runs_on_confirm_seeds_with_fresh_eval_sets_from_the_frozen_lrs(tmp_path, run_cli):
-    proc = run_cli(["analysis.report", "scale=tiny", "report.suite=knowledge_size", "report.confirm=true",
+def test_the_block_runs_on_confirm_seeds_with_fresh_eval_sets_from_the_frozen_lrs(tmp_path, run_in_process):
+    proc = run_in_process(["analysis.report", "scale=tiny", "report.suite=knowledge_size", "report.confirm=true",
                     "cluster=serial"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     folder = tmp_path / "outputs" / "report-tiny" / "report"
