@@ -34,24 +34,27 @@ def hydra_conf():
     GlobalHydra.instance().clear()
 
 
-# The commands the in-process fixture calls: ``python -m NAME`` → (its config, its usage text,
-# the module whose ``run(cfg, runtime)`` it is).
-COMMANDS = {"harness": ("config", "HARNESS_USAGE", "harness.command"),
-            "analysis": ("config", "ANALYSIS_USAGE", "analysis.command"),
-            "analysis.report": ("report", "REPORT_USAGE", "analysis.report"),
-            "analysis.zoo": ("zoo", "ZOO_USAGE", "analysis.zoo")}
+# The commands the in-process fixture calls: ``python -m NAME`` → (its config, its usage text as
+# "module:NAME", the module whose ``run(cfg, runtime)`` it is).
+COMMANDS = {"harness": ("config", "harness.cli:HARNESS_USAGE", "harness.command"),
+            "analysis": ("config", "harness.cli:ANALYSIS_USAGE", "analysis.command"),
+            "analysis.report": ("report", "harness.cli:REPORT_USAGE", "analysis.report"),
+            "analysis.zoo": ("zoo", "harness.cli:ZOO_USAGE", "analysis.zoo"),
+            "analysis.scorecard": ("config", "analysis.scorecard:USAGE", "analysis.scorecard")}
 
 
 def _precheck(command: str, args: list[str]) -> int | None:
     """What the shell answers before Hydra (``--help``, unknown choices and keys, YAML errors),
     as an exit status; ``None`` to go on."""
+    import importlib
     import sys
 
     from harness import cli
     from harness.expansion import SweepError, check_config_files
 
     try:
-        cli.precheck(getattr(cli, COMMANDS[command][1]), args)
+        module, name = COMMANDS[command][1].split(":")
+        cli.precheck(getattr(importlib.import_module(module), name), args)
         if command == "harness":
             check_config_files(args)
     except SystemExit as exit_:

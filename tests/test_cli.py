@@ -68,8 +68,9 @@ def test_dry_run_lists_trials_and_records_nothing(tmp_path):
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
 
 
-def test_single_trial_of_the_defaults_serially(tmp_path):
-    proc = _run(["harness", "cluster=serial", "train.max_steps=20", "train.eval_every=10"], tmp_path)
+@pytest.mark.integration
+def test_single_trial_of_the_defaults_serially(tmp_path, run_in_process):
+    proc = run_in_process(["harness", "cluster=serial", "train.max_steps=20", "train.eval_every=10"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("single/teacher/softmax")  # one-off runs: an experiment per task/model

@@ -21,10 +21,27 @@ def _rows(page: str) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_scorecards_of_both_examples(tmp_path, run_cli):
+@pytest.mark.integration
+def test_scorecards_of_both_examples(tmp_path, run_in_process, monkeypatch):
+    import sys
+
+    from tasks import user_code
+
     folder = tmp_path / "mine"
     shutil.copytree(ROOT / "examples", folder)
-    base = ["analysis.scorecard", "model=external", "scale=tiny", "cluster.num_cpus=2"]
+    # ``python -m`` from that folder has it on sys.path; in-process the same, restored after, and
+    # the user modules it loads are forgotten after (the scorecard on Ray: tests/test_external.py)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(user_code, "_LOADED", {})
+    try:
+        _both_examples(folder, run_in_process)
+    finally:
+        for name in [m for m in sys.modules if m == "my_mixers" or m.startswith("my_mixers.")]:
+            del sys.modules[name]
+
+
+def _both_examples(folder: Path, run_cli) -> None:
+    base = ["analysis.scorecard", "model=external", "scale=tiny", "cluster=serial"]
     first = run_cli([*base, "model.target=my_mixers.linear:LinearAttention"], folder)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "48 trials: 0 already finished" in first.stdout + first.stderr
