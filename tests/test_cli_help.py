@@ -88,3 +88,20 @@ def test_unknown_key_is_refused_before_heavy_imports_with_or_without_plus(tmp_pa
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["2", "[]"], out.stdout + out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_shells_answer_a_broken_yaml_and_a_missing_mixer_with_exit_2_and_one_line(tmp_path):
+    """The shells' own lines, which the in-process fixture does not run: ``python -m harness``
+    names a preset's YAML error by file and line before Hydra (``harness/__main__.py``), and
+    ``python -m analysis.scorecard`` without ``model.target`` is refused by its ``run`` under
+    Hydra (``analysis/scorecard.py``'s ``cli``); each exits 2 with one line, writing nothing."""
+    conf = tmp_path / "extra" / "ablation"
+    conf.mkdir(parents=True)
+    (conf / "broken.yaml").write_text("# @package _global_\nablation:\n  name: broken\n  grid:\n    seed: [0, 1\n")
+    proc = _run(["harness", "+ablation=broken", f"hydra.searchpath=[file://{conf.parent}]"], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and "broken.yaml:5" in proc.stderr, proc.stderr[-2000:]
+    proc = _run(["analysis.scorecard", "scale=tiny"], tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and "model" in proc.stderr, proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["extra"]

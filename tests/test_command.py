@@ -136,3 +136,30 @@ def test_a_trial_a_rival_finishes_after_the_one_read_is_not_run_again(tmp_path, 
     (trial_id, run_id), = rival.items()
     finished = client.search_runs([experiment], f"tags.trial_id = '{trial_id}' and attributes.status = 'FINISHED'")
     assert [r.info.run_id for r in finished] == [run_id]
+
+
+def test_a_dry_run_says_what_auto_packing_and_compilation_choose(tmp_path, invoke):
+    """``train.compile=auto`` and ``on`` in a dry run: one line per model family saying the pack
+    size ``auto`` chose and whether the pack is compiled, with the reason (harness/console.py)."""
+    code, out, err = invoke("harness", ["+ablation=smoke", "dry_run=true", "train.compile=auto"], tmp_path)
+    assert code == 0, err[-2000:]
+    assert "auto: attention -> pack" in out and "compile: attention -> off (train.compile=auto" in out, out[-2000:]
+    code, out, err = invoke("harness", ["+ablation=smoke", "dry_run=true", "train.compile=on"], tmp_path)
+    assert code == 0, err[-2000:]
+    assert "compile: attention -> on (train.compile=on)" in out, out[-2000:]
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_report_whose_ray_cannot_start_exits_1_with_one_line(tmp_path, invoke, monkeypatch):
+    """A busy machine where Ray does not start: the report says so in one line and exits 1 (the
+    same command resumes later), no traceback (analysis/report.py)."""
+    from analysis import reporting
+    from harness.scheduler import RayStartError
+
+    def no_ray(*args, **kwargs):
+        raise RayStartError("Ray did not start (a busy machine?): nothing was run or recorded")
+
+    monkeypatch.setattr(reporting, "generate", no_ray)
+    code, _, err = invoke("analysis.report", ["scale=tiny"], tmp_path)
+    assert code == 1 and err.strip().splitlines() == [
+        "error: Ray did not start (a busy machine?): nothing was run or recorded"], err[-2000:]
