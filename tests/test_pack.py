@@ -25,6 +25,22 @@ def _configs(extra, points=POINTS):
             for s, lr, n in points]
 
 
+def _count_vmapped_validations(monkeypatch):
+    """Count the pack's vmapped validation passes (``harness.pack._vmapped_val`` calls, a
+    refused one included): a trial whose trials each hold their own validation set (one per
+    seed) is validated trial by trial whatever ``vmap_eval`` says."""
+    import harness.pack
+
+    real, counter = harness.pack._vmapped_val, type("Calls", (), {"calls": 0})()
+
+    def counted(pack):
+        counter.calls += 1
+        return real(pack)
+
+    monkeypatch.setattr(harness.pack, "_vmapped_val", counted)
+    return counter
+
+
 def _worst_relative(lone, packed, key="train/loss"):
     worst = 0.0
     for a, b in zip(lone, packed):
@@ -55,12 +71,16 @@ ARITH_POINTS = [(0, 0.003, 30), (1, 0.03, 50)]
 
 @pytest.mark.parametrize("vmap_eval", [False, True], ids=["eval-per-trial", "eval-vmapped"])
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: "-".join(x.split("=")[1] for x in f[:2]))
-def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hydra_conf, family, vmap_eval):
+def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hydra_conf, family, vmap_eval,
+                                                                            monkeypatch):
     """Validated trial by trial or vmapped over the pack (token tasks included), the curve,
     the metrics and the kept (best, by index in the stacked tensors) state are the lone ones."""
     points = ARITH_POINTS if "arithmetic" in " ".join(family) else POINTS
-    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family], points)
+    shared = ["task.eval_seed=0"] if vmap_eval else []  # the vmapped pass needs one validation set
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family, *shared], points)
+    vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
+    assert (vmapped.calls > 0) == vmap_eval  # tried at each evaluation, or never
     assert _worst_relative(lone, packed) <= 1e-10
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10
     for a, b in zip(lone, packed):
@@ -74,12 +94,15 @@ def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hyd
 
 
 @pytest.mark.parametrize("vmap_eval", [False, True], ids=["eval-per-trial", "eval-vmapped"])
-def test_a_pack_of_16_matches_its_lone_trials_within_the_readme_tolerance(hydra_conf, vmap_eval):
+def test_a_pack_of_16_matches_its_lone_trials_within_the_readme_tolerance(hydra_conf, vmap_eval, monkeypatch):
     """At today's CPU pack size (16) the per-step losses are the lone trials' within the
     README's float32 tolerance (≤ 1e-5 relative over 20 steps), and the validation losses too."""
     points = [(s, (0.003, 0.01, 0.03)[s % 3], (64, 256)[s % 2]) for s in range(16)]
-    cfgs = _configs(["train.max_steps=20", "train.eval_every=1", "task.n_val=32", "task.n_test=32"], points)
+    shared = ["task.eval_seed=0"] if vmap_eval else []
+    cfgs = _configs(["train.max_steps=20", "train.eval_every=1", "task.n_val=32", "task.n_test=32", *shared], points)
+    vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
+    assert vmapped.calls == (20 if vmap_eval else 0)  # one batched pass per evaluation
     assert _worst_relative(lone, packed) <= 1e-5
     assert _worst_relative(lone, packed, "val/loss") <= 1e-5
 
@@ -251,11 +274,14 @@ def test_over_a_full_budget_packed_and_lone_agree_within_a_tenth_of_the_seed_spr
 
 
 @pytest.mark.gpu
-def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf):
-    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP])
+def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
+    """On CUDA the pack validates vmapped (one shared validation set: ``task.eval_seed=0``)."""
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", "task.eval_seed=0", *PER_STEP])
+    vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, "cuda")
-    assert all(r.info["device"].startswith("cuda") for r in packed)
+    assert all(r.info["device"].startswith("cuda") for r in packed) and vmapped.calls == 50
     assert _worst_relative(lone, packed) <= 1e-10
+    assert _worst_relative(lone, packed, "val/loss") <= 1e-10
     assert resolve_pack_size("auto", "cuda") > resolve_pack_size("auto", "cpu")
 
 
@@ -379,12 +405,14 @@ def test_a_compiled_pack_matches_the_eager_pack_within_1e_5_for_20_steps(hydra_c
 
 
 @pytest.mark.gpu
-def test_a_compiled_pack_on_cuda_with_cuda_graphs_matches_the_lone_cpu_trials(hydra_conf):
+def test_a_compiled_pack_on_cuda_with_cuda_graphs_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
     """On CUDA (validation vmapped, step under CUDA graphs) a float64 pack gives the lone CPU
     trials' per-step losses within 1e-10 relative over 50 steps, TF32 irrelevant in float64."""
-    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP])
-    lone = [run_trial(c) for c in cfgs]
-    packed = run_pack(_configs(["train.max_steps=50", "train.dtype=float64", "train.compile=on", *PER_STEP]), "cuda")
+    shared = ["train.max_steps=50", "train.dtype=float64", "task.eval_seed=0", *PER_STEP]
+    lone = [run_trial(c) for c in _configs(shared)]
+    vmapped = _count_vmapped_validations(monkeypatch)
+    packed = run_pack(_configs([*shared, "train.compile=on"]), "cuda")
+    assert vmapped.calls == 50
     assert all(r.info["compiled"] and r.info["device"].startswith("cuda") for r in packed)
     assert _worst_relative(lone, packed) <= 1e-10
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10
