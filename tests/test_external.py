@@ -239,10 +239,13 @@ def test_external_task_module_on_pythonpath(tmp_path, run_cli, trial_runs):
     assert 0 < run.data.metrics["test/rel_mse"] and "test/uniform_rel_mse" in run.data.metrics
 
 
-@pytest.mark.slow
-def test_false_declaration_exits_2_before_any_trial(tmp_path, run_cli):
-    folder = _examples(tmp_path)
-    proc = run_cli(["harness", "model=external", f"model.target={FALSE}", "cluster=serial"], folder)
+def test_false_declaration_exits_2_before_any_trial(tmp_path, outside, run_in_process, monkeypatch):
+    """The command, in-process, with the module on ``sys.path`` as ``python -m`` from its folder
+    gives it (the shell's own exit-2 line: tests/test_cli_help.py)."""
+    monkeypatch.setattr(user_code, "_LOADED", {})
+    folder = tmp_path / "run"
+    folder.mkdir()
+    proc = run_in_process(["harness", "model=external", f"model.target={FALSE}", "cluster=serial"], folder)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"model.target={FALSE!r} declares ['permutation']" in proc.stderr
     assert "Traceback" not in proc.stderr and not (folder / "mlflow.db").exists()
