@@ -51,10 +51,10 @@ def print_packs(trials: list[Trial], pack_size: str, device: str) -> None:
 def _print_choices(trials: list[Trial], pack_size: str, device: str) -> None:
     """What ``cluster.pack_size=auto`` chose per model family, and ``train.compile`` per pack
     shape where it is not ``off`` (harness/pack_table.py: from committed measurements)."""
-    from harness.pack import resolve_compile, resolve_pack_size
+    from harness.pack import device_kind, resolve_compile, resolve_pack_size
     from harness.pack_table import auto_compile, measured_pack
 
-    kind = "cuda" if device.startswith("cuda") or device == "auto" and _cuda() else "cpu"
+    kind = device_kind(device)
     seen: set[str] = set()
     for trial in trials:
         cfg = trial.config
@@ -69,12 +69,6 @@ def _print_choices(trials: list[Trial], pack_size: str, device: str) -> None:
             size = resolve_pack_size(pack_size, device, cfg)
             why = auto_compile(kind, family, size, cfg.train.max_steps)[1] if mode == "auto" else "train.compile=on"
             print(f"  compile: {family} -> {'on' if resolve_compile(cfg, device, size) else 'off'} ({why})")
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def print_summary(summary: SweepSummary) -> None:

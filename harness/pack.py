@@ -116,7 +116,9 @@ def _device_bytes(device: str) -> float:
         return 8e9
 
 
-def _kind(device: str) -> str:
+def device_kind(device: str) -> str:
+    """``cuda`` or ``cpu``: the row kind of the packing tables for ``device`` (``cpu``, ``cuda``,
+    ``cuda:N``, or ``auto``: CUDA where this process has it)."""
     return "cuda" if _on_cuda(device) else "cpu"
 
 
@@ -131,8 +133,8 @@ def resolve_pack_size(value: str | int, device: str, cfg: Config | None = None) 
     """
     if str(value) == "auto":
         if cfg is None:
-            return DEFAULT_PACK[_kind(device)]
-        return auto_pack_size(_kind(device), cfg.model.name, per_trial_bytes(cfg), _device_bytes(device))
+            return DEFAULT_PACK[device_kind(device)]
+        return auto_pack_size(device_kind(device), cfg.model.name, per_trial_bytes(cfg), _device_bytes(device))
     try:
         size = int(value)
     except ValueError:
@@ -147,7 +149,7 @@ def runs_alone(cfg: Config, pack_size: str | int, device: str) -> str | None:
     (``None`` if it is packed with others): :func:`cannot_pack`, or ``auto`` where the table
     measured its family fastest alone on this device. A pack size of 1 is no reason."""
     reason = cannot_pack(cfg)
-    if reason is None and str(pack_size) == "auto" and measured_pack(_kind(device), cfg.model.name)[0] == 1:
+    if reason is None and str(pack_size) == "auto" and measured_pack(device_kind(device), cfg.model.name)[0] == 1:
         reason = (f"pack_size=auto on a {'GPU' if _on_cuda(device) else 'CPU'}: packed "
                   f"{cfg.model.name} trials are no faster than lone ones (benchmarks/RESULTS.md)")
     return reason
@@ -158,7 +160,7 @@ def resolve_compile(cfg: Config, device: str, pack: int) -> bool:
     (``train.compile``: ``off``, ``on``, or ``auto``: :func:`harness.pack_table.auto_compile`)."""
     mode = cfg.train.compile.value
     if mode == "auto":
-        return auto_compile(_kind(device), cfg.model.name, pack, cfg.train.max_steps)[0]
+        return auto_compile(device_kind(device), cfg.model.name, pack, cfg.train.max_steps)[0]
     return mode == "on"
 
 
