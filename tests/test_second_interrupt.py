@@ -23,11 +23,15 @@ FAST = ["train.max_steps=4", "train.eval_every=2", "task.n_val=16", "task.n_test
 LONE = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")
 
 
-def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_path, monkeypatch, capfd):
+@pytest.mark.parametrize("during_close", [1, 2], ids=["second", "third"])
+def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_path, monkeypatch, capfd,
+                                                                 during_close):
     """Ctrl-C during the first trial, and again while the writer thread closes its run: before,
     the second KeyboardInterrupt left the main thread's wait for the writer, the driver exited
     130 saying "closed as KILLED", and the trial's run and the parent stayed RUNNING until the
-    lease expired. The store is read the moment run_sweeps raises, what ``os._exit`` leaves."""
+    lease expired. The store is read the moment run_sweeps raises, what ``os._exit`` leaves.
+    A third Ctrl-C cuts the closing short (``CLOSING.cut``: the sweep's last line then says
+    that runs may stay RUNNING until their lease expires)."""
     store = resolve_store(TrackingConfig(), tmp_path)
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(2)]
     real_trial = __import__("harness.trial").trial.run_trial
@@ -44,7 +48,14 @@ def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_
         if status == "KILLED" and not second:  # the second Ctrl-C, as the runs are being closed
             second.append(run_id)
             os.kill(os.getpid(), signal.SIGINT)
-            left.wait(2.0)  # the main thread leaving the close here (before) would be seen now
+            if during_close == 2:  # a third, once the second is handled (pending signals do not queue)
+                for _ in range(500):
+                    if signals.CLOSING.signals:
+                        break
+                    left.wait(0.01)
+                os.kill(os.getpid(), signal.SIGINT)
+            left.wait(2.0 if during_close == 1 else 30.0)  # the main thread leaving the close here (before, or
+            # cut by a third signal) is seen now; set once the store is read
         return real_end(self, run_id, status, patience_s)
 
     monkeypatch.setattr("harness.scheduler.run_trial", interrupted_trial)
@@ -63,6 +74,10 @@ def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_
     finally:
         signals.restore(previous)
     assert second, "the closing never began"
-    assert runs and {r.info.status for r in runs} == {"KILLED"}, [(r.data.tags.get("role"), r.info.status) for r in runs]
     assert "closing this sweep's runs as KILLED first" in capfd.readouterr().err
+    if during_close == 2:  # cut short: the main thread left while the writer was still closing
+        assert signals.CLOSING.cut and not signals.CLOSING.active
+        assert runs and "RUNNING" in {r.info.status for r in runs}
+        return
+    assert runs and {r.info.status for r in runs} == {"KILLED"}, [(r.data.tags.get("role"), r.info.status) for r in runs]
     assert not signals.CLOSING.cut
