@@ -363,3 +363,19 @@ def test_the_report_shows_exploratory_runs_only():
     df = _phased()
     shown = verdicts.exploratory_runs({"abl": _conf()}, {"abl": df})["abl"]
     assert set(shown["expected"]) == {"exploratory", "lr_extension"} and len(shown) == 30 + 10
+
+
+def test_with_no_deciding_part_decided_the_section_says_so_and_the_csv_is_empty(tmp_path: Path):
+    """A report whose deciding parts all lacked runs (a partial store) prints one sentence in
+    place of the tables, and its CSV has no rows; a part with an effect but no interval (too few
+    pairs) reads ``d = …, no interval``, and with neither ``no interval``."""
+    from types import SimpleNamespace
+
+    empty = stability.mark_once(pd.DataFrame())
+    assert empty.empty
+    assert stability.report_lines(empty) == ["No deciding part was decided, so there is no stability table.", ""]
+    path = stability.write_csv(empty, tmp_path / "stability.csv")
+    assert path.read_text().strip() == ""
+    nan = float("nan")
+    assert stability._interval(SimpleNamespace(effect=0.25, lo95=nan, hi95=nan)) == "d = 0.25, no interval"
+    assert stability._interval(SimpleNamespace(effect=nan, lo95=nan, hi95=nan)) == "no interval"
