@@ -86,3 +86,49 @@ def test_the_margins_commit_is_the_last_change_of_a_part_not_of_the_grid(tmp_pat
     path.write_text(path.read_text().replace("delta: 0.1", "delta: 0.2"))
     git("commit", "-qam", "margin")
     assert reporting.commit_line()[1] == git("rev-parse", "--short", "HEAD") != registered
+
+
+def test_the_reports_lr_edge_rounds_read_the_grid_and_earlier_rounds_only_up_to_the_cap(monkeypatch):
+    """The report's lr-edge extension (:func:`analysis.reporting.run_extensions`), as the
+    scorecard's (tests/test_scorecard_cli.py): round r decides on the grid and the rounds before
+    it, not on the later rounds an earlier invocation left in the store (a resume would extend one
+    ×√10 step past ``report.extend_lr`` each time); a control part's edges are not extended; each
+    round runs as one queue; the rounds stop at the cap, or earlier when no edge is new."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from analysis import reporting
+
+    store_ids = ["g", "x1", "x2", "x3"]  # the grid, and three rounds an earlier invocation ran
+    monkeypatch.setattr(reporting, "_exploratory",
+                        lambda store, ablations, configs: {"abl": pd.DataFrame({"trial_id": store_ids})})
+    read: list[set] = []
+
+    def decide(df, spec):
+        if spec["role"] != "deciding":
+            raise AssertionError("a control part was decided for its edges")
+        read.append(set(df["trial_id"]))
+        return SimpleNamespace(edges=[len(read)])
+
+    monkeypatch.setattr(reporting.protocol, "decide_part", decide)
+    monkeypatch.setattr(reporting, "_extension_trials",
+                        lambda edges, known, cli, changes=None: [SimpleNamespace(trial_id=f"x{e}") for e in edges])
+    queues: list[dict] = []
+    monkeypatch.setattr(reporting, "run_suite", lambda cfg, todo, cli, store: queues.append(
+        {name: [t.trial_id for t in trials] for name, trials in todo.items()}))
+    configs = {"abl": OmegaConf.create({"ablation": {"parts": [{"name": "p", "role": "deciding"},
+                                                                {"name": "c", "role": "control"}]}})}
+    grid = {"abl": [SimpleNamespace(trial_id="g")]}
+    for cap, rounds in ((2, [{"g"}, {"g", "x1"}]), (0, [])):
+        read.clear(), queues.clear()
+        cfg = OmegaConf.create({"report": {"extend_lr": cap}})
+        assert reporting.run_extensions(cfg, grid, configs, [], store=None) == cap
+        assert read == rounds  # round 2 reads round 1's extension, never rounds 2 and 3 of the store
+        assert queues == [{"abl": [f"x{r + 1}"]} for r in range(cap)]
+    monkeypatch.setattr(reporting.protocol, "decide_part", lambda df, spec: SimpleNamespace(edges=[1]))
+    queues.clear()
+    cfg = OmegaConf.create({"report": {"extend_lr": 3}})
+    assert reporting.run_extensions(cfg, grid, configs, [], store=None) == 1  # the same edge again: stop
+    assert queues == [{"abl": ["x1"]}]
