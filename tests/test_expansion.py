@@ -29,6 +29,9 @@ def _stated_count(name: str) -> int:
 
 @pytest.mark.parametrize("name", ABLATIONS)
 def test_every_ablation_composes_to_its_stated_trial_count(hydra_conf, name):
+    """The paper suite (every ablation of paper.md §13 at once) also checks that each part's
+    arms and task are among what its ablation runs: a part whose arm label or task is misspelt
+    would read 'inconclusive: no runs' forever (one expansion of the suite for both checks)."""
     cli = [f"+ablation={name}"]
     ablations = expand_suite(compose(config_name="config", overrides=cli), cli)
     trials = [t for _, ts in ablations for t in ts]
@@ -37,6 +40,23 @@ def test_every_ablation_composes_to_its_stated_trial_count(hydra_conf, name):
         assert len({t.trial_id for t in ts}) == len(ts)
     if len(ablations) == 1:
         assert all(t.config.ablation.name == name for t in trials)
+    if name == "paper":
+        _every_part_names_arms_and_a_task_its_ablation_runs(ablations)
+
+
+def _every_part_names_arms_and_a_task_its_ablation_runs(ablations) -> None:
+    from analysis.protocol import spec_dict
+    from analysis.trials import arms
+
+    assert len(ablations) > 10
+    for name, trials in ablations:
+        labels = arms(trials).assign(task=[t.task for t in trials])
+        for part in map(spec_dict, trials[0].config.ablation.parts):
+            mine = set(labels[labels["task"] == part["task"]]["arm"])
+            assert mine, f"{name}: no trial on task {part['task']!r}"
+            wanted = [part["a"], *(part["choose_b"] or [part["b"]]), *part["control"],
+                      *([part["floor"]] if part["floor"] else [])]  # positive controls and floors too
+            assert set(wanted) <= mine, f"{name}: {sorted(set(wanted) - mine)} not among {sorted(mine)}"
 
 
 def test_smoke_grid_is_the_cross_product(hydra_conf):
