@@ -27,7 +27,7 @@ def _configs(extra, points=POINTS):
 
 def _count_vmapped_validations(monkeypatch):
     """Count the pack's vmapped validation passes (``harness.pack._vmapped_val`` calls, a
-    refused one included): a trial whose trials each hold their own validation set (one per
+    refused one included): a pack whose trials each hold their own validation set (one per
     seed) is validated trial by trial whatever ``vmap_eval`` says."""
     import harness.pack
 
