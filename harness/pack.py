@@ -9,7 +9,8 @@ tasks are stacked (``P`` trials: ``(P, *shape)``) and one step is ``torch.func.v
 ``torch.func.functional_call`` of a template model, each trial on its own minibatch, followed by
 Adam (or SGD) on the stacked tensors with a learning rate per trial. A step never waits for the
 device: its losses (and the mask of trials still finite) are read at the next evaluation.
-Validation runs vmapped over the pack (on CUDA and when compiled; one batched pass per chunk)
+Validation runs vmapped over the pack (on CUDA and when compiled; one batched pass per chunk,
+each trial on its own seed's set stacked on the trial axis, or on the one set the pack shares)
 or per trial after the trial's parameters are copied into its own modules (a CPU: measured
 faster there); checkpoint selection and the curve are the lone code's
 (:class:`harness.trial.Checkpoints`), the best state kept by index in stacked tensors; the test
@@ -316,7 +317,8 @@ class _Pack:
     trainable: list[Tensor]
     opt: StackedOptimizer
     forward: Callable  # (stacked, mask, *fields) -> (total, losses (P,), mask (P,))
-    metrics: Callable | None  # (stacked, chunk) -> vmapped (loss, sums); None: per trial
+    metrics: Callable | None  # (stacked, *chunk fields) -> vmapped (loss, sums); None: per trial
+    val_chunks: list[tuple[int, tuple]] | None  # the vmapped pass's (size, chunk fields): _val_chunks
     kept: list[_KeptByIndex]
     active: list[bool]
     diverged: list[bool]
@@ -336,13 +338,39 @@ def _masked_total(step_losses: Callable) -> Callable:
     return forward
 
 
-def _vmapped_metrics(template: _Metrics) -> Callable:
+def _vmapped_metrics(template: _Metrics, stacked_sets: bool) -> Callable:
     """``(stacked, x, y, tokens, mask, groups) -> (loss (P,), {metric: (num (P,), den (P,))})``
-    of one chunk's fields (tensors, so that ``torch.compile`` can trace it)."""
+    of one chunk's fields (tensors, so that ``torch.compile`` can trace it): one chunk every
+    trial reads (``x: (c, n, d)``, …), or, ``stacked_sets``, each trial's own chunk stacked on
+    a leading trial axis (``x: (P, c, n, d)``, ``groups: {name: (P, c)}``)."""
     def metrics(stacked: dict[str, Tensor], x, y, tokens, mask, groups):
-        chunk = Batch(x, y, tokens, mask, groups)
-        return vmap(lambda params: functional_call(template, params, (chunk,)))(stacked)
+        fields = (x, y, tokens, mask, groups)
+        dims = [0 if stacked_sets and f is not None else None for f in fields]  # vmap maps no None
+        return vmap(lambda params, *chunk: functional_call(template, params, (Batch(*chunk),)),
+                    in_dims=(0, *dims))(stacked, *fields)
     return metrics
+
+
+def _val_chunks(setups: list[Setup], shared: bool) -> list[tuple[int, tuple]]:
+    """The validation chunks of a vmapped pass (:func:`harness.trial.chunks`, in order) as
+    ``(size, (x, y, tokens, mask, groups))``, ``size`` the chunk's number of sequences: the
+    one set's own tensors where the pack shares it, else
+    each field of the trials' ``j``-th chunks stacked on a leading trial axis (the trials' sets
+    have one shape: ``n_val`` and the task are part of the pack key)."""
+    def fields(b: Batch) -> tuple:
+        return b.x, b.y, b.tokens, b.mask, b.groups
+    if shared:
+        return [(len(sub), fields(sub)) for sub in chunks(setups[0].val)]
+
+    def stack(parts: list) -> object:
+        if parts[0] is None:
+            return None
+        if isinstance(parts[0], dict):
+            return {k: torch.stack([g[k] for g in parts]) for k in parts[0]}
+        return torch.stack(parts)
+    per_trial = [list(chunks(s.val)) for s in setups]
+    return [(len(per_trial[0][j]), tuple(stack([fields(trial[j])[f] for trial in per_trial]) for f in range(5)))
+            for j in range(len(per_trial[0]))]
 
 
 # compiled pack functions, one per (shape key, pack size, device) in this process: compiling is
@@ -397,9 +425,10 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     template = losses_of[0]
     forward = _masked_total(vmap(lambda params, *data: functional_call(template, params, data),
                                  in_dims=(0, *[0] * len(pool))))
-    # the vmapped validation runs every trial on the first one's set: only where they all share it
+    # vmapped validation: every trial on the one set the pack shares, or each on its own set
+    # (one per evaluation seed) stacked on the trial axis
     shared_eval = len(firsts) == 1
-    metrics = _vmapped_metrics(_Metrics(first.model, first.task)) if (vmap_eval or compiled) and shared_eval else None
+    metrics = _vmapped_metrics(_Metrics(first.model, first.task), not shared_eval) if vmap_eval or compiled else None
     if compiled:
         key = (_shape_key(cfgs[0]), P, str(dev), shared_eval)
         if key not in _COMPILED:
@@ -408,7 +437,8 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
                  stacked, best, trainable,
                  StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfgs[0].train.optimizer),
-                 forward, metrics, [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)],
+                 forward, metrics, _val_chunks(setups, shared_eval) if metrics is not None else None,
+                 [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)],
                  [True] * P, [False] * P, [[] for _ in range(P)],
                  torch.ones(P, dtype=torch.bool, device=dev), [])
 
@@ -442,20 +472,24 @@ def _sync(pack: _Pack) -> bool:
 
 def _vmapped_val(pack: _Pack) -> list[dict[str, float]]:
     """:func:`harness.trial.evaluate`'s validation metrics of every trial, measured vmapped
-    over the stacked parameters (one batched pass per chunk instead of one per trial)."""
-    P, val = len(pack.setups), pack.setups[0].val
-    references = pack.kept[0].references(val, pack.setups[0].task)
-    for kept in pack.kept[1:]:  # computed once per pack: every trial's first point lists them
-        kept.references(val, pack.setups[0].task, known=references)
+    over the stacked parameters (one batched pass per chunk instead of one per trial), each
+    trial on its own validation set (:func:`_val_chunks`)."""
+    P = len(pack.setups)
+    by_set: dict[int, list] = {}  # reference sums once per validation set (trials of one seed share it)
+    references = []
+    for kept, s in zip(pack.kept, pack.setups):
+        known = by_set.get(id(s.val[0].y))
+        references.append(kept.references(s.val, s.task, known=known))
+        by_set.setdefault(id(s.val[0].y), references[-1])
     losses, sums, count = [0.0] * P, [[] for _ in range(P)], 0
-    for j, sub in enumerate(chunks(val)):
-        loss, parts = pack.metrics(pack.stacked, sub.x, sub.y, sub.tokens, sub.mask, sub.groups)
+    for j, (size, fields) in enumerate(pack.val_chunks):
+        loss, parts = pack.metrics(pack.stacked, *fields)
         loss = loss.tolist()
         parts = {k: (a.tolist(), b.tolist()) for k, (a, b) in parts.items()}
-        count += len(sub)
+        count += size
         for i in range(P):
-            losses[i] += loss[i] * len(sub)
-            sums[i] += [{k: (a[i], b[i]) for k, (a, b) in parts.items()}, references[j]]
+            losses[i] += loss[i] * size
+            sums[i] += [{k: (a[i], b[i]) for k, (a, b) in parts.items()}, references[i][j]]
     return [{"loss": losses[i] / count, **combine(sums[i])} for i in range(P)]
 
 

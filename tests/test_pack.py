@@ -27,8 +27,7 @@ def _configs(extra, points=POINTS):
 
 def _count_vmapped_validations(monkeypatch):
     """Count the pack's vmapped validation passes (``harness.pack._vmapped_val`` calls, a
-    refused one included): a pack whose trials each hold their own validation set (one per
-    seed) is validated trial by trial whatever ``vmap_eval`` says."""
+    refused one included)."""
     import harness.pack
 
     real, counter = harness.pack._vmapped_val, type("Calls", (), {"calls": 0})()
@@ -73,11 +72,11 @@ ARITH_POINTS = [(0, 0.003, 30), (1, 0.03, 50)]
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: "-".join(x.split("=")[1] for x in f[:2]))
 def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hydra_conf, family, vmap_eval,
                                                                             monkeypatch):
-    """Validated trial by trial or vmapped over the pack (token tasks included), the curve,
-    the metrics and the kept (best, by index in the stacked tensors) state are the lone ones."""
+    """Validated trial by trial or vmapped over the pack (token tasks included; each trial on
+    its own seed's validation set, stacked), the curve, the metrics and the kept (best, by
+    index in the stacked tensors) state are the lone ones."""
     points = ARITH_POINTS if "arithmetic" in " ".join(family) else POINTS
-    shared = ["task.eval_seed=0"] if vmap_eval else []  # the vmapped pass needs one validation set
-    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family, *shared], points)
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family], points)
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
     assert (vmapped.calls > 0) == vmap_eval  # tried at each evaluation, or never
@@ -93,12 +92,14 @@ def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hyd
         assert (b.info["pack_size"], a.info["pack_size"]) == (len(cfgs), 1)
 
 
-@pytest.mark.parametrize("vmap_eval", [False, True], ids=["eval-per-trial", "eval-vmapped"])
-def test_a_pack_of_16_matches_its_lone_trials_within_the_readme_tolerance(hydra_conf, vmap_eval, monkeypatch):
+@pytest.mark.parametrize("vmap_eval, shared", [(False, []), (True, []), (True, ["task.eval_seed=0"])],
+                         ids=["eval-per-trial", "eval-vmapped-own-sets", "eval-vmapped-one-set"])
+def test_a_pack_of_16_matches_its_lone_trials_within_the_readme_tolerance(hydra_conf, vmap_eval, shared,
+                                                                        monkeypatch):
     """At today's CPU pack size (16) the per-step losses are the lone trials' within the
-    README's float32 tolerance (≤ 1e-5 relative over 20 steps), and the validation losses too."""
+    README's float32 tolerance (≤ 1e-5 relative over 20 steps), and the validation losses too,
+    validated vmapped on each seed's own set (stacked) or on the one set all share."""
     points = [(s, (0.003, 0.01, 0.03)[s % 3], (64, 256)[s % 2]) for s in range(16)]
-    shared = ["task.eval_seed=0"] if vmap_eval else []
     cfgs = _configs(["train.max_steps=20", "train.eval_every=1", "task.n_val=32", "task.n_test=32", *shared], points)
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
@@ -275,8 +276,8 @@ def test_over_a_full_budget_packed_and_lone_agree_within_a_tenth_of_the_seed_spr
 
 @pytest.mark.gpu
 def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
-    """On CUDA the pack validates vmapped (one shared validation set: ``task.eval_seed=0``)."""
-    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", "task.eval_seed=0", *PER_STEP])
+    """On CUDA the pack validates vmapped (each seed on its own validation set, stacked)."""
+    cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP])
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, "cuda")
     assert all(r.info["device"].startswith("cuda") for r in packed) and vmapped.calls == 50
@@ -334,8 +335,8 @@ def test_a_packs_trials_build_one_validation_and_test_set(hydra_conf):
 
 def test_a_pack_of_several_seeds_evaluates_each_on_its_own_seeds_sets(hydra_conf):
     """``task.eval_seed`` unset is the trial's seed: a pack of seeds 0 and 1 (one pack key) builds
-    one validation set per seed, each the set its trial builds alone, and validates trial by
-    trial (the vmapped validation reads one set)."""
+    one validation set per seed, each the set its trial builds alone; the vmapped validation
+    reads each trial's set stacked on the trial axis (seed 1's twice)."""
     from harness.pack import _build, pack_key
     from harness.trial import prepare
 
@@ -348,7 +349,10 @@ def test_a_pack_of_several_seeds_evaluates_each_on_its_own_seeds_sets(hydra_conf
         assert all(torch.equal(a.y, b.y) for a, b in zip(setup.val, own.val))
     assert not torch.equal(pack.setups[0].val[0].y, pack.setups[1].val[0].y)  # seed 0's set is not seed 1's
     assert pack.setups[2].val[0].y is pack.setups[1].val[0].y  # one set per seed, built once
-    assert pack.metrics is None  # per-trial validation
+    (size, fields), = pack.val_chunks  # one chunk: (x, y, tokens, mask, groups) of each trial's set, stacked
+    y = fields[1]
+    assert size == len(alone[0].val[0]) and y.shape == (3, *alone[0].val[0].y.shape)
+    assert all(torch.equal(y[i], own.val[0].y) for i, own in enumerate(alone))
 
 
 def test_auto_pack_size_comes_from_the_committed_table_within_a_memory_bound(hydra_conf, capsys):
@@ -408,10 +412,10 @@ def test_a_compiled_pack_matches_the_eager_pack_within_1e_5_for_20_steps(hydra_c
 def test_a_compiled_pack_on_cuda_with_cuda_graphs_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
     """On CUDA (validation vmapped, step under CUDA graphs) a float64 pack gives the lone CPU
     trials' per-step losses within 1e-10 relative over 50 steps, TF32 irrelevant in float64."""
-    shared = ["train.max_steps=50", "train.dtype=float64", "task.eval_seed=0", *PER_STEP]
-    lone = [run_trial(c) for c in _configs(shared)]
+    common = ["train.max_steps=50", "train.dtype=float64", *PER_STEP]
+    lone = [run_trial(c) for c in _configs(common)]
     vmapped = _count_vmapped_validations(monkeypatch)
-    packed = run_pack(_configs([*shared, "train.compile=on"]), "cuda")
+    packed = run_pack(_configs([*common, "train.compile=on"]), "cuda")
     assert vmapped.calls == 50
     assert all(r.info["compiled"] and r.info["device"].startswith("cuda") for r in packed)
     assert _worst_relative(lone, packed) <= 1e-10
