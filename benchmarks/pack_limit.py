@@ -15,7 +15,9 @@ Arms (``P`` = pack size):
   ``torch.optim.Adam`` on the stacked parameters, the same steps, no evaluation;
 * ``bare P eval``: the bare pack plus the harness's evaluation schedule, trial by trial:
   validation every 20 steps (loss, rel_mse), the best parameters kept by copy, the test set
-  evaluated with them at the end (no symmetry measurement: the harness's adds ~1-3%);
+  evaluated with them at the end (no symmetry measurement: the harness's adds ~1-3%), each
+  trial on its own seed's validation and test sets, built by the harness's ``prepare`` as the
+  harness builds them (outside the timed call: the bare arms time training and evaluation);
 * ``bare P compiled`` / ``bare P compiled eval``: the bare pack's loss under ``torch.compile``
   (inductor), after a warm-up call that pays the compile time (reported apart).
 
@@ -82,17 +84,23 @@ class Bare:
 
     def __init__(self, cfgs: list, compiled: bool) -> None:
         from harness.trial import prepare
+        from tasks.base import resolve_eval_seed
 
         dev = torch.device("cpu")
-        first = prepare(cfgs[0], dev)
-        setups = [first, *[prepare(c, dev, shared=first) for c in cfgs[1:]]]
+        firsts: dict = {}  # one validation/test set per evaluation seed, as the harness builds them
+        setups = []
+        for c in cfgs:
+            eval_seed = getattr(resolve_eval_seed(c.task, c.seed), "eval_seed", 0)
+            setups.append(prepare(c, dev, shared=firsts.get(eval_seed)))
+            firsts.setdefault(eval_seed, setups[-1])
         self.P, self.steps = len(cfgs), cfgs[0].train.max_steps
         self.base = setups[0].model
         self.params, _ = stack_module_state([s.model for s in setups])
         self.x = torch.cat([s.train[0].x for s in setups])
         self.y = torch.cat([s.train[0].y for s in setups])
         self.n_train = len(setups[0].train[0])
-        self.val, self.test = first.val[0], first.tests[""][0]
+        # each trial's own sets (trials of different seeds validate on their own data)
+        self.val, self.test = [s.val[0] for s in setups], [s.tests[""][0] for s in setups]
         self.opt = torch.optim.Adam(list(self.params.values()), lr=cfgs[0].train.lr)
         self.g = torch.Generator().manual_seed(0)
 
@@ -125,7 +133,7 @@ class Bare:
             if evaluate and (step % 20 == 0 or step == self.steps):
                 with torch.no_grad():
                     for i in range(P):
-                        key = self._metrics(i, self.params, self.val)
+                        key = self._metrics(i, self.params, self.val[i])
                         if key < keys[i]:
                             keys[i] = key
                             for k, v in best.items():
@@ -133,7 +141,7 @@ class Bare:
         if evaluate:
             with torch.no_grad():
                 for i in range(P):
-                    self._metrics(i, best, self.test)
+                    self._metrics(i, best, self.test[i])
 
 
 def base_arm(baseline: Path, P: int, steps: int) -> float:
