@@ -18,6 +18,8 @@ Arms (``P`` = pack size):
   evaluated with them at the end (no symmetry measurement: the harness's adds ~1-3%), each
   trial on its own seed's validation and test sets, built by the harness's ``prepare`` as the
   harness builds them (outside the timed call: the bare arms time training and evaluation);
+* ``bare P eval+setup``: ``bare P eval`` with that building inside the timed call (a harness
+  trial's time includes building its data and model);
 * ``bare P compiled`` / ``bare P compiled eval``: the bare pack's loss under ``torch.compile``
   (inductor), after a warm-up call that pays the compile time (reported apart).
 
@@ -184,6 +186,15 @@ def bare_arm(P: int, steps: int, evaluate: bool, compiled: bool, cache: dict) ->
     return 1000 * (cpu() - start) / P
 
 
+def bare_setup_arm(P: int, steps: int) -> float:
+    """``bare P eval+setup``: ``bare P eval`` that also builds its trials (data, models, sets:
+    the harness's ``prepare``) inside the timed region, as a harness trial does."""
+    cfgs = configs(P, steps)
+    start = cpu()
+    Bare(cfgs, False).run(True)
+    return 1000 * (cpu() - start) / P
+
+
 def arms(names: list[str], steps: int, baseline: Path | None) -> dict:
     """``{name: () -> CPU ms/trial}`` of the arms named (all when empty)."""
     cache: dict = {}
@@ -195,6 +206,7 @@ def arms(names: list[str], steps: int, baseline: Path | None) -> dict:
             table[f"base {P}"] = lambda P=P: base_arm(baseline, P, steps)
         table[f"bare {P}"] = lambda P=P: bare_arm(P, steps, False, False, cache)
         table[f"bare {P} eval"] = lambda P=P: bare_arm(P, steps, True, False, cache)
+        table[f"bare {P} eval+setup"] = lambda P=P: bare_setup_arm(P, steps)
     table["bare 64 compiled"] = lambda: bare_arm(64, steps, False, True, cache)
     table["bare 64 compiled eval"] = lambda: bare_arm(64, steps, True, True, cache)
     table["harness 64 compiled"] = lambda: compiled_harness_arm(64, steps, cache)

@@ -9,10 +9,10 @@ tasks are stacked (``P`` trials: ``(P, *shape)``) and one step is ``torch.func.v
 ``torch.func.functional_call`` of a template model, each trial on its own minibatch, followed by
 Adam (or SGD) on the stacked tensors with a learning rate per trial. A step never waits for the
 device: its losses (and the mask of trials still finite) are read at the next evaluation.
-Validation runs vmapped over the pack (on CUDA and when compiled; one batched pass per chunk,
-each trial on its own seed's set stacked on the trial axis, or on the one set the pack shares)
-or per trial after the trial's parameters are copied into its own modules (a CPU: measured
-faster there); checkpoint selection and the curve are the lone code's
+Validation runs vmapped over the pack (on CUDA; one batched pass per chunk, each trial on its
+own seed's set stacked on the trial axis, or on the one set the pack shares) or per trial
+after the trial's parameters are copied into its own modules (a CPU, compiled step or not:
+measured faster there); checkpoint selection and the curve are the lone code's
 (:class:`harness.trial.Checkpoints`), the best state kept by index in stacked tensors; the test
 evaluation and the symmetry measurements run per trial (:func:`harness.trial.conclude`), so a
 packed trial returns the same :class:`~harness.trial.TrialResult` fields as ``run_trial``, plus
@@ -428,7 +428,9 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     # vmapped validation: every trial on the one set the pack shares, or each on its own set
     # (one per evaluation seed) stacked on the trial axis
     shared_eval = len(firsts) == 1
-    metrics = _vmapped_metrics(_Metrics(first.model, first.task), not shared_eval) if vmap_eval or compiled else None
+    # compiled or not, a CPU validates per trial (vmap_eval False): measured faster there even
+    # beside a compiled step (benchmarks/RESULTS.md, issue 46 second pass)
+    metrics = _vmapped_metrics(_Metrics(first.model, first.task), not shared_eval) if vmap_eval else None
     if compiled:
         key = (_shape_key(cfgs[0]), P, str(dev), shared_eval)
         if key not in _COMPILED:
@@ -571,7 +573,8 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
         progress: if given, one callback (or ``None``) per config, called with each of that
             trial's learning-curve points as it is measured (as ``run_trial``'s ``progress``).
         vmap_eval: validate the pack vmapped (one batched pass) rather than trial by trial;
-            ``None``: vmapped on CUDA and under ``train.compile``, else :data:`CPU_VMAP_EVAL`.
+            ``None``: vmapped on CUDA, else :data:`CPU_VMAP_EVAL`; under ``train.compile`` the
+            vmapped validation is compiled too.
             A task whose metrics do not vmap (data-dependent shapes) is validated per trial.
 
     Returns:

@@ -26,7 +26,9 @@ NEAR_BEST = 0.05  # a pack size within 5% of the best measured one is as good (n
 DEFAULT_PACK = {"cpu": 16, "cuda": 256}  # families without a row: wide enough to amortise per-op overhead
 MEMORY_SHARE = 0.25  # a pack may hold at most this share of the device's memory (estimate below)
 # Validate a pack vmapped on a CPU (one batched pass) or trial by trial: measured slower vmapped
-# on this CPU (benchmarks/RESULTS.md, "Issue 46"); on CUDA a pack is always validated vmapped.
+# on this CPU, on one shared set and on each seed's own sets stacked, beside an eager or a
+# compiled step (benchmarks/RESULTS.md, "Issue 46" and its second pass); on CUDA a pack is
+# always validated vmapped.
 CPU_VMAP_EVAL = False
 
 
