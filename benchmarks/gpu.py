@@ -1,4 +1,4 @@
-"""``python -m benchmarks.gpu [--steps N] [--budget-s S] [--out benchmarks/RESULTS.md]``: packed
+"""``python -m benchmarks.gpu [--steps N] [--budget-s S] [--packs 16,64,256] [--out benchmarks/RESULTS.md]``: packed
 training on a CUDA GPU (issue 46, item 4), one command of at most ~5 minutes that a GPU
 machine runs as is. For a typical report trial (``softmax`` on ``teacher``, n_train 1024, batch
 64, validation every 20 steps) it measures the wall seconds per trial of a lone trial and of
@@ -7,7 +7,9 @@ compile time reported apart), and the GPU's busy share of a pack's steps (the pr
 summed kernel time ÷ the wall time of the same steps). TF32 is off throughout (so the symmetry
 measurements and the float32 results are IEEE float32). Writes its table into the ``gpu``
 section of ``benchmarks/RESULTS.md``; arms that would run past ``--budget-s`` are skipped and
-listed. On a machine without CUDA it says so and writes nothing.
+listed. On a machine without CUDA it says so and writes nothing. ``--device cpu`` runs the same
+command on a CPU, eager arms only and no busy share (a check that it runs, e.g. with ``--packs 2
+--steps 2``: ``tests/test_benchmarks.py``; its figures are not the GPU's).
 """
 
 from __future__ import annotations
@@ -25,23 +27,25 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
 TYPICAL = ["model=softmax", "task=teacher", "task.n_train=1024", "train.batch_size=64",
-           "train.eval_every=20", "cluster.device=cuda"]
+           "train.eval_every=20"]
+DEVICE = "cuda"  # --device: cpu only to check that the command runs
 
 
 def configs(P: int, steps: int, compiled: bool) -> list:
     from harness.expansion import compose_trial
 
-    extra = [f"train.max_steps={steps}", f"train.compile={'on' if compiled else 'off'}"]
+    extra = [f"cluster.device={DEVICE}", f"train.max_steps={steps}", f"train.compile={'on' if compiled else 'off'}"]
     return [compose_trial([*TYPICAL, *extra], [f"seed={i}", f"train.lr={(0.003, 0.01, 0.03)[i % 3]}"]).config
             for i in range(P)]
 
 
 def timed(fn, *args, **kwargs) -> float:
     """Wall seconds of ``fn(*args, **kwargs)``, the GPU's queue drained before and after."""
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+    sync()
     start = time.perf_counter()
     fn(*args, **kwargs)
-    torch.cuda.synchronize()
+    sync()
     return time.perf_counter() - start
 
 
@@ -54,13 +58,13 @@ def busy_share(P: int, steps: int, compiled: bool) -> float:
 
     cfgs = configs(P, steps, compiled)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        wall = timed(run_pack, cfgs, "cuda")
+        wall = timed(run_pack, cfgs, DEVICE)
     kernel_us = sum(e.self_device_time_total for e in prof.key_averages()
                     if e.device_type == torch.autograd.DeviceType.CUDA)
     return kernel_us / 1e6 / wall
 
 
-def measure(steps: int, budget_s: float) -> tuple[list[dict], list[str]]:
+def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256)) -> tuple[list[dict], list[str]]:
     """One row per arm (``arm``, ``P``, ``compiled``, ``s`` per trial, ``first`` s of the first
     pack (compiling), where a pack's time went per trial, ``busy`` share) and the arms skipped.
     Configs are composed outside the timed regions (Hydra's composition costs about 140 ms per
@@ -71,24 +75,27 @@ def measure(steps: int, budget_s: float) -> tuple[list[dict], list[str]]:
     from harness.trial import run_trial
 
     started, rows, skipped = time.perf_counter(), [], []
-    run_trial(configs(1, 2, False)[0], "cuda")  # CUDA context, kernels loaded
+    run_trial(configs(1, 2, False)[0], DEVICE)  # CUDA context, kernels loaded
     one = configs(1, steps, False)[0]  # composed outside the timed region (Hydra: ms per trial)
-    lone = timed(run_trial, one, "cuda")
+    lone = timed(run_trial, one, DEVICE)
     rows.append({"arm": "lone", "P": 1, "compiled": False, "s": lone, "first": float("nan"), "split": {}})
     for compiled in (False, True):
-        for P in (16, 64, 256):
+        for P in packs:
+            if compiled and DEVICE != "cuda":
+                skipped.append(f"pack {P} compiled (CUDA graphs need CUDA)")
+                continue
             if time.perf_counter() - started > budget_s:
                 skipped.append(f"pack {P} {'compiled' if compiled else 'eager'}")
                 continue
             warm, cfgs, split = configs(P, 2, compiled), configs(P, steps, compiled), {}
-            first = timed(run_pack, warm, "cuda")  # warm-up (compiles)
-            wall = timed(run_pack, cfgs, "cuda", timings=split)
+            first = timed(run_pack, warm, DEVICE)  # warm-up (compiles)
+            wall = timed(run_pack, cfgs, DEVICE, timings=split)
             rows.append({"arm": "pack", "P": P, "compiled": compiled, "s": wall / P, "first": first,
                          "split": {k: v / P for k, v in split.items()}})
             print(f"  pack {P} compiled={compiled}: {1000 * wall / P:.2f} ms/trial "
                   f"({', '.join(f'{k} {1000 * v / P:.2f}' for k, v in split.items())})", flush=True)
     for row in rows:  # after every timing (see above); the profiled run is 100 steps at most
-        if time.perf_counter() - started > 1.5 * budget_s:
+        if DEVICE != "cuda" or time.perf_counter() - started > 1.5 * budget_s:
             row["busy"] = float("nan")
             continue
         row["busy"] = busy_share(row["P"], min(steps, 100), row["compiled"])
@@ -100,13 +107,19 @@ def write(text: str, out: Path) -> None:
     write_section(out, START, END, "### GPU packing (`python -m benchmarks.gpu`)", text)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Measure and write the table (module docstring); returns the exit status."""
+    global DEVICE
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps of each trial")
     parser.add_argument("--budget-s", type=float, default=240.0, help="start no arm after this many seconds")
+    parser.add_argument("--packs", default="16,64,256", help="pack sizes, comma-separated")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: only to check that the command runs (eager arms, no busy share)")
     parser.add_argument("--out", default=str(RESULTS))
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
+    args = parser.parse_args(argv)
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: the GPU benchmark did not run (nothing written)")
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False  # IEEE float32 matmuls: symmetry checks included
@@ -117,9 +130,10 @@ def main() -> int:
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        rows, skipped = measure(args.steps, args.budget_s)
+        rows, skipped = measure(args.steps, args.budget_s, tuple(int(p) for p in args.packs.split(",")))
     lone = rows[0]["s"]
-    lines = [(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, {torch.get_num_threads()} torch "
+    name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "CPU (a check that the command runs, not GPU figures)"
+    lines = [(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} torch "
              f"threads, {args.steps} steps, TF32 off; ms per trial, and where a pack's time went per "
              "trial (setup: data and models; steps; eval: validation and checkpoints; conclude: test "
              "and symmetry measurements); GPU busy: profiled kernel time ÷ wall time of a run of "

@@ -1,0 +1,35 @@
+"""The benchmark commands that no other test runs still run: the GPU command (on a CPU, its
+eager arms, as a check that a GPU machine can run it as is) and the packed-training arms of
+``benchmarks/pack_limit.py``. Their figures are measured apart (``benchmarks/RESULTS.md``);
+these tests assert only that each arm runs and what it writes."""
+
+from __future__ import annotations
+
+import math
+
+from hydra.core.global_hydra import GlobalHydra
+
+from benchmarks import gpu, pack_limit
+
+
+def test_the_gpu_command_runs_on_a_cpu_and_writes_only_its_section(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu, "DEVICE", gpu.DEVICE)  # main() sets it from --device
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Benchmark results\n\nhand-written text\n")
+    GlobalHydra.instance().clear()  # the command initialises Hydra itself
+    assert gpu.main(["--device", "cpu", "--packs", "2", "--steps", "2", "--budget-s", "120", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Benchmark results\n\nhand-written text\n")
+    section = text[text.index(gpu.START):text.index(gpu.END)]
+    assert "| lone | 1 | no |" in section and "| pack | 2 | no |" in section
+    assert "pack 2 compiled (CUDA graphs need CUDA)" in section  # named as skipped, not run
+    assert "not GPU figures" in section
+
+
+def test_the_pack_limit_arms_run_on_a_pack_of_two_seeds(hydra_conf):
+    """Each arm on a pack of seeds 0 and 1 (their own validation and test sets): the harness,
+    the bare pack with and without the evaluation schedule, and with its setup timed."""
+    cache: dict = {}
+    figures = [pack_limit.harness_arm(2, 3), pack_limit.bare_arm(2, 3, False, False, cache),
+               pack_limit.bare_arm(2, 3, True, False, cache), pack_limit.bare_setup_arm(2, 3)]
+    assert all(math.isfinite(ms) and ms > 0 for ms in figures), figures
