@@ -64,17 +64,19 @@ def busy_share(P: int, steps: int, compiled: bool) -> float:
     return kernel_us / 1e6 / wall
 
 
-def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256)) -> tuple[list[dict], list[str]]:
+def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256)) -> tuple[list[dict], list[str], list[str]]:
     """One row per arm (``arm``, ``P``, ``compiled``, ``s`` per trial, ``first`` s of the first
-    pack (compiling), where a pack's time went per trial, ``busy`` share) and the arms skipped.
+    pack (compiling), where a pack's time went per trial, ``busy`` share) and the arms skipped
+    past the budget.
     Configs are composed outside the timed regions (Hydra's composition costs about 140 ms per
     trial: the first GPU run timed it inside and read 150 ms per trial at pack 256 where the
     pack itself took about 11), and every arm is timed before any is profiled, so that no
-    profiler session can be left to slow a timed one."""
+    profiler session can be left to slow a timed one. Also returns the arms not run on this
+    device (compiled arms off CUDA: CUDA graphs)."""
     from harness.pack import run_pack
     from harness.trial import run_trial
 
-    started, rows, skipped = time.perf_counter(), [], []
+    started, rows, skipped, not_run = time.perf_counter(), [], [], []
     run_trial(configs(1, 2, False)[0], DEVICE)  # CUDA context, kernels loaded
     one = configs(1, steps, False)[0]  # composed outside the timed region (Hydra: ms per trial)
     lone = timed(run_trial, one, DEVICE)
@@ -82,7 +84,7 @@ def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256))
     for compiled in (False, True):
         for P in packs:
             if compiled and DEVICE != "cuda":
-                skipped.append(f"pack {P} compiled (CUDA graphs need CUDA)")
+                not_run.append(f"pack {P} compiled")
                 continue
             if time.perf_counter() - started > budget_s:
                 skipped.append(f"pack {P} {'compiled' if compiled else 'eager'}")
@@ -100,7 +102,18 @@ def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256))
             continue
         row["busy"] = busy_share(row["P"], min(steps, 100), row["compiled"])
         print(f"  busy {row['arm']} {row['P']} compiled={row['compiled']}: {row['busy']:.0%}", flush=True)
-    return rows, skipped
+    return rows, skipped, not_run
+
+
+def _packs(text: str) -> tuple[int, ...]:
+    """``--packs``: positive integers, comma-separated (argparse reports the error)."""
+    try:
+        sizes = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give pack sizes as positive integers, e.g. 16,64,256")
+    return sizes
 
 
 def write(text: str, out: Path) -> None:
@@ -113,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps of each trial")
     parser.add_argument("--budget-s", type=float, default=240.0, help="start no arm after this many seconds")
-    parser.add_argument("--packs", default="16,64,256", help="pack sizes, comma-separated")
+    parser.add_argument("--packs", type=_packs, default=(16, 64, 256), help="pack sizes, comma-separated (default 16,64,256)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: only to check that the command runs (eager arms, no busy share)")
     parser.add_argument("--out", default=str(RESULTS))
@@ -130,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        rows, skipped = measure(args.steps, args.budget_s, tuple(int(p) for p in args.packs.split(",")))
+        rows, skipped, not_run = measure(args.steps, args.budget_s, args.packs)
     lone = rows[0]["s"]
     name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "CPU (a check that the command runs, not GPU figures)"
     lines = [(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} torch "
@@ -149,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{lone / r['s']:.1f} | {' | '.join(split)} | {first} | {busy} |")
     if skipped:
         lines += ["", f"Skipped (past the {args.budget_s:.0f} s budget): {', '.join(skipped)}."]
+    if not_run:
+        lines += ["", f"Not run on a CPU (CUDA graphs need CUDA): {', '.join(not_run)}."]
     text = "\n".join(lines)
     print(text)
     write(text, Path(args.out))

@@ -59,7 +59,8 @@ UNPACKABLE = {"gru": "nn.GRU has no vmap batching rule"}
 FIELDS = ("x", "y", "tokens", "mask")  # Batch tensors a training step reads
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as run_trial uses them
 CPU_PACK, CUDA_PACK = DEFAULT_PACK["cpu"], DEFAULT_PACK["cuda"]  # auto for a family the table lacks
-_NO_METRICS_VMAP: set[type] = set()  # task classes whose metrics vmap refused: validated per trial
+# (task class, sets stacked) whose metrics vmap refused in this process: validated per trial
+_NO_METRICS_VMAP: set[tuple[type, bool]] = set()
 INDEX_CHUNK = 64  # minibatch indices drawn this many steps at a time (same stream as step by step)
 
 
@@ -97,14 +98,15 @@ def _on_cuda(device: str) -> bool:
 
 def per_trial_bytes(cfg: Config) -> float:
     """A coarse estimate of one packed trial's memory in bytes (for the ``auto`` bound): its
-    training pool (inputs and targets, ``n_train × n × d``), a minibatch's pairwise
-    activations (``batch × n² × d``, pairwise models hold ``(B, n, n, ·)``) with their
-    gradients, in the trial's dtype."""
+    training pool (inputs and targets, ``n_train × n × d``), its copy of the validation set in
+    the stacked chunks of a vmapped validation (``n_val × n × d``, inputs and targets), a
+    minibatch's pairwise activations (``batch × n² × d``, pairwise models hold
+    ``(B, n, n, ·)``) with their gradients, in the trial's dtype."""
     item = 8 if cfg.train.dtype.value == "float64" else 4
     n = max([getattr(cfg.task, "n", 0) or 0, *(cfg.task.train_lengths or [])]) or 16
     d = getattr(cfg.task, "d", 0) or 64
     batch = min(cfg.train.batch_size, cfg.task.n_train)
-    return float(item * (2 * cfg.task.n_train * n * d + 4 * batch * n * n * d))
+    return float(item * (2 * (cfg.task.n_train + cfg.task.n_val) * n * d + 4 * batch * n * n * d))
 
 
 def _device_bytes(device: str) -> float:
@@ -189,8 +191,9 @@ class _Loss(nn.Module):
 
 class _Metrics(nn.Module):
     """``forward(batch) -> (loss, sums)``: what :func:`harness.trial.evaluate` measures of one
-    trial on one chunk (the task's loss and metric sums), as tensors so that it vmaps over the
-    stacked parameters of a pack; the chunk itself is shared by the pack's trials."""
+    trial on one chunk (the task's loss and metric sums, in their dense forms: equal up to
+    summation order, with no boolean indexing), as tensors so that it vmaps over the stacked
+    parameters of a pack and, where each trial has its own set, over the stacked chunks."""
 
     def __init__(self, model: nn.Module, task: TaskBase) -> None:
         super().__init__()
@@ -198,9 +201,9 @@ class _Metrics(nn.Module):
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, tuple[Tensor, Tensor]]]:
         out = self.model(self.task.inputs(batch))
-        sums = self.task.metric_sums(out, batch)
-        return self.task.loss(out, batch), {k: (torch.as_tensor(a), torch.as_tensor(b))
-                                             for k, (a, b) in sums.items()}
+        sums = self.task.metric_sums_dense(out, batch)
+        return self.task.loss_dense(out, batch), {k: (torch.as_tensor(a), torch.as_tensor(b))
+                                                   for k, (a, b) in sums.items()}
 
 
 class StackedOptimizer:
@@ -319,6 +322,7 @@ class _Pack:
     forward: Callable  # (stacked, mask, *fields) -> (total, losses (P,), mask (P,))
     metrics: Callable | None  # (stacked, *chunk fields) -> vmapped (loss, sums); None: per trial
     val_chunks: list[tuple[int, tuple]] | None  # the vmapped pass's (size, chunk fields): _val_chunks
+    vmap_key: tuple[type, bool]  # (task class, sets stacked): remembered if vmap refuses the metrics
     kept: list[_KeptByIndex]
     active: list[bool]
     diverged: list[bool]
@@ -430,16 +434,18 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
     shared_eval = len(firsts) == 1
     # compiled or not, a CPU validates per trial (vmap_eval False): measured faster there even
     # beside a compiled step (benchmarks/RESULTS.md, issue 46 second pass)
+    vmap_key = (type(first.task), not shared_eval)
+    vmap_eval = vmap_eval and vmap_key not in _NO_METRICS_VMAP
     metrics = _vmapped_metrics(_Metrics(first.model, first.task), not shared_eval) if vmap_eval else None
     if compiled:
-        key = (_shape_key(cfgs[0]), P, str(dev), shared_eval)
+        key = (_shape_key(cfgs[0]), P, str(dev), shared_eval, vmap_eval)
         if key not in _COMPILED:
             _COMPILED[key] = compile_fn(forward, dev), (compile_fn(metrics, dev) if metrics is not None else None)
         forward, metrics = _COMPILED[key]
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
                  stacked, best, trainable,
                  StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfgs[0].train.optimizer),
-                 forward, metrics, _val_chunks(setups, shared_eval) if metrics is not None else None,
+                 forward, metrics, _val_chunks(setups, shared_eval) if metrics is not None else None, vmap_key,
                  [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)],
                  [True] * P, [False] * P, [[] for _ in range(P)],
                  torch.ones(P, dtype=torch.bool, device=dev), [])
@@ -499,14 +505,15 @@ def _evaluate(pack: _Pack, step: int, progress) -> None:
     """Validation and checkpoint selection of each training trial: vmapped over the pack
     (:func:`_vmapped_val`) or with the lone code after its slice of the stacked parameters is
     copied into its own modules; the curve point and selection are the lone code's. A task
-    whose metrics do not vmap (boolean indexing: data-dependent shapes) is validated trial by
-    trial from then on (remembered per task class in this process)."""
+    whose dense metrics still do not vmap (e.g. a user's task with boolean indexing: data-
+    dependent shapes) is validated trial by trial from then on: this pack, and the later packs
+    of its task class with sets shared or stacked alike in this process (``_NO_METRICS_VMAP``)."""
     vals = None
     if pack.metrics is not None:
         try:
             vals = _vmapped_val(pack)
         except RuntimeError:  # vmap refused an operation of the task's metrics
-            _NO_METRICS_VMAP.add(type(pack.setups[0].task))
+            _NO_METRICS_VMAP.add(pack.vmap_key)
             pack.metrics = None
     for i, s in enumerate(pack.setups):
         if pack.active[i]:

@@ -291,6 +291,13 @@ class TaskBase(nn.Module):
         """``{name: (numerator, denominator)}``; :func:`combine` turns them into metrics."""
         raise NotImplementedError
 
+    def metric_sums_dense(self, out: Tensor, batch: Batch) -> Sums:
+        """:meth:`metric_sums` without data-dependent shapes (no boolean indexing), so that it
+        runs under ``torch.func.vmap`` with the batch itself mapped (a pack validating each
+        trial on its own set, :mod:`harness.pack`); the same sums up to summation order.
+        Default: :meth:`metric_sums` itself."""
+        return self.metric_sums(out, batch)
+
     def reference_sums(self, batch: Batch) -> Sums:
         """Sums of trivial reference predictors (e.g. ``uniform_rel_mse``); default none."""
         return {}

@@ -148,6 +148,22 @@ class TokenTask(TaskBase):
                 sums[f"acc_{key}"] = (ok[sel].sum(), count[sel].sum())
         return sums
 
+    def metric_sums_dense(self, out: Tensor, batch: Batch) -> Sums:
+        """:meth:`metric_sums` as mask-weighted sums over every position (vmap-safe: the packed
+        validation over each trial's own set): the counts exactly, the cross-entropy up to
+        summation order. ``out: (B, n, d)``; targets at unmasked positions must be valid ids
+        (as :meth:`loss_dense` requires)."""
+        logits = self.logits(out)  # (B, n, V)
+        ok = strictly_correct(logits, batch.y) & batch.mask  # (B, n)
+        count = batch.mask.sum(-1)  # (B,)
+        ce = F.cross_entropy(logits.flatten(0, 1), batch.y.flatten(), reduction="none")  # (B n,)
+        sums: Sums = {"acc": (ok.sum(), count.sum()),
+                      "loss": ((ce * batch.mask.flatten().to(ce.dtype)).sum(), count.sum())}
+        for name, tag in batch.groups.items():
+            for key, sel in ((name, tag), (f"not_{name}", ~tag)):
+                sums[f"acc_{key}"] = ((ok & sel.unsqueeze(-1)).sum(), (count * sel).sum())
+        return sums
+
     def majority_class(self) -> int:
         """The most frequent target token over the masked positions of the validation set
         (ties: the smallest id); computed once and cached. It is fitted on validation, never on

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hydra.core.global_hydra import GlobalHydra
 
 from benchmarks import gpu, pack_limit
@@ -22,8 +23,16 @@ def test_the_gpu_command_runs_on_a_cpu_and_writes_only_its_section(tmp_path, mon
     assert text.startswith("# Benchmark results\n\nhand-written text\n")
     section = text[text.index(gpu.START):text.index(gpu.END)]
     assert "| lone | 1 | no |" in section and "| pack | 2 | no |" in section
-    assert "pack 2 compiled (CUDA graphs need CUDA)" in section  # named as skipped, not run
-    assert "not GPU figures" in section
+    assert "Not run on a CPU (CUDA graphs need CUDA): pack 2 compiled." in section
+    assert "not GPU figures" in section and "budget" not in section.split("|")[-1]
+
+
+@pytest.mark.parametrize("packs", ["0", "2,", "abc"])
+def test_the_gpu_command_refuses_bad_pack_sizes_before_it_runs(packs, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        gpu.main(["--device", "cpu", "--packs", packs, "--out", str(tmp_path / "r.md")])
+    assert stop.value.code == 2 and f"{packs!r}: give pack sizes as positive integers" in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
 
 
 def test_the_pack_limit_arms_run_on_a_pack_of_two_seeds(hydra_conf):

@@ -26,15 +26,17 @@ def _configs(extra, points=POINTS):
 
 
 def _count_vmapped_validations(monkeypatch):
-    """Count the pack's vmapped validation passes (``harness.pack._vmapped_val`` calls, a
-    refused one included)."""
+    """Count the pack's vmapped validation passes: ``calls`` (``harness.pack._vmapped_val``
+    calls, a refused one included) and ``done`` (those that returned metrics)."""
     import harness.pack
 
-    real, counter = harness.pack._vmapped_val, type("Calls", (), {"calls": 0})()
+    real, counter = harness.pack._vmapped_val, type("Calls", (), {"calls": 0, "done": 0})()
 
     def counted(pack):
         counter.calls += 1
-        return real(pack)
+        out = real(pack)
+        counter.done += 1
+        return out
 
     monkeypatch.setattr(harness.pack, "_vmapped_val", counted)
     return counter
@@ -79,7 +81,7 @@ def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hyd
     cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP, *family], points)
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
-    assert (vmapped.calls > 0) == vmap_eval  # tried at each evaluation, or never
+    assert vmapped.calls == vmapped.done == (50 if vmap_eval else 0)  # every evaluation, none refused
     assert _worst_relative(lone, packed) <= 1e-10
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10
     for a, b in zip(lone, packed):
@@ -103,7 +105,7 @@ def test_a_pack_of_16_matches_its_lone_trials_within_the_readme_tolerance(hydra_
     cfgs = _configs(["train.max_steps=20", "train.eval_every=1", "task.n_val=32", "task.n_test=32", *shared], points)
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, vmap_eval=vmap_eval)
-    assert vmapped.calls == (20 if vmap_eval else 0)  # one batched pass per evaluation
+    assert vmapped.done == (20 if vmap_eval else 0)  # one batched pass per evaluation
     assert _worst_relative(lone, packed) <= 1e-5
     assert _worst_relative(lone, packed, "val/loss") <= 1e-5
 
@@ -280,7 +282,7 @@ def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
     cfgs = _configs(["train.max_steps=50", "train.dtype=float64", *PER_STEP])
     vmapped = _count_vmapped_validations(monkeypatch)
     lone, packed = [run_trial(c) for c in cfgs], run_pack(cfgs, "cuda")
-    assert all(r.info["device"].startswith("cuda") for r in packed) and vmapped.calls == 50
+    assert all(r.info["device"].startswith("cuda") for r in packed) and vmapped.done == 50
     assert _worst_relative(lone, packed) <= 1e-10
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10
     assert resolve_pack_size("auto", "cuda") > resolve_pack_size("auto", "cpu")
@@ -355,6 +357,27 @@ def test_a_pack_of_several_seeds_evaluates_each_on_its_own_seeds_sets(hydra_conf
     assert all(torch.equal(y[i], own.val[0].y) for i, own in enumerate(alone))
 
 
+def test_metrics_vmap_refuses_validate_per_trial_in_this_pack_and_the_next(hydra_conf, monkeypatch):
+    """A task whose dense metrics vmap refuses (boolean indexing: a data-dependent shape) is
+    validated trial by trial, with the lone results (to rounding), from its first refusal on: the next pack
+    of its task class (sets stacked alike) does not try again."""
+    import harness.pack
+    from tasks.base import RegressionTask
+
+    def indexed(self, out, batch):  # what a user's task might write
+        err = (out - batch.y) ** 2
+        return {"rel_mse": (err[err > 0].sum(), (batch.y ** 2).sum()), "mse": (err.sum(), err.numel())}
+
+    monkeypatch.setattr(RegressionTask, "metric_sums_dense", indexed)
+    monkeypatch.setattr(harness.pack, "_NO_METRICS_VMAP", set())
+    vmapped = _count_vmapped_validations(monkeypatch)
+    cfgs = _configs(["train.max_steps=5", "train.dtype=float64", *PER_STEP])
+    first, second = run_pack(cfgs, vmap_eval=True), run_pack(cfgs, vmap_eval=True)
+    assert (vmapped.calls, vmapped.done) == (1, 0)  # refused once, never retried
+    lone = [run_trial(c) for c in cfgs]
+    assert max(_worst_relative(lone, first, "val/loss"), _worst_relative(lone, second, "val/loss")) <= 1e-10
+
+
 def test_auto_pack_size_comes_from_the_committed_table_within_a_memory_bound(hydra_conf, capsys):
     """``pack_size=auto``: the smallest measured size within 5% of the family's fastest (per
     device), the device default for a family without a row, never more than the memory bound;
@@ -396,6 +419,23 @@ def test_train_compile_is_how_a_pack_runs_not_what_a_trial_is(hydra_conf, monkey
         compose_trial(["train.compile=maybe"], [])
 
 
+def test_compiled_packs_validated_vmapped_and_per_trial_are_cached_apart(hydra_conf, monkeypatch):
+    """The per-process cache of compiled pack functions keys on whether the pack validates
+    vmapped: a compiled pack validated per trial leaves no cached entry without the vmapped
+    validation for a later pack that asks for it, nor the other way round."""
+    import harness.pack
+
+    monkeypatch.setattr(harness.pack, "compile_fn", lambda fn, dev: fn)  # the cache, not inductor
+    monkeypatch.setattr(harness.pack, "_COMPILED", {})
+    vmapped = _count_vmapped_validations(monkeypatch)
+    cfgs = _configs(["train.max_steps=3", "train.compile=on", *PER_STEP])
+    done = []
+    for vmap_eval in (None, True, None):  # None: a CPU's default, per trial
+        run_pack(cfgs, vmap_eval=vmap_eval)
+        done.append(vmapped.done)
+    assert done == [0, 3, 3]
+
+
 @pytest.mark.slow
 def test_a_compiled_pack_matches_the_eager_pack_within_1e_5_for_20_steps(hydra_conf, monkeypatch):
     """``train.compile=on`` (inductor, on a CPU) gives the eager pack's per-step and validation
@@ -405,7 +445,7 @@ def test_a_compiled_pack_matches_the_eager_pack_within_1e_5_for_20_steps(hydra_c
     eager = run_pack(_configs(["train.max_steps=20", *PER_STEP]))
     vmapped = _count_vmapped_validations(monkeypatch)
     compiled = run_pack(_configs(["train.max_steps=20", "train.compile=on", *PER_STEP]), vmap_eval=True)
-    assert vmapped.calls == 20
+    assert vmapped.done == 20
     assert all(r.info["compiled"] for r in compiled) and not eager[0].info["compiled"]
     assert _worst_relative(eager, compiled) <= 1e-5
     assert _worst_relative(eager, compiled, "val/loss") <= 1e-5
@@ -419,7 +459,7 @@ def test_a_compiled_pack_on_cuda_with_cuda_graphs_matches_the_lone_cpu_trials(hy
     lone = [run_trial(c) for c in _configs(common)]
     vmapped = _count_vmapped_validations(monkeypatch)
     packed = run_pack(_configs([*common, "train.compile=on"]), "cuda")
-    assert vmapped.calls == 50
+    assert vmapped.done == 50
     assert all(r.info["compiled"] and r.info["device"].startswith("cuda") for r in packed)
     assert _worst_relative(lone, packed) <= 1e-10
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10

@@ -367,3 +367,35 @@ def test_scaled_readout_is_the_tied_readout_times_a_learned_temperature():
     assert list(tied.parameters()) == []
     with pytest.raises(ValueError, match="readout_beta=0"):
         SelectionTask(SelectionConfig(kind=SelectionKind.repeated, readout=Readout.scaled, readout_beta=0.0))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_dense_loss_and_metric_sums_are_the_indexed_ones_and_vmap_over_stacked_sets(tasks_by_preset, preset):
+    """``loss_dense`` and ``metric_sums_dense`` (what a pack's vmapped validation reads, each
+    trial on its own set) give :meth:`loss` and :meth:`metric_sums`: counts exactly, sums to
+    rounding; and they run under ``vmap`` with the batch itself mapped (two sets stacked)."""
+    from torch.func import vmap
+
+    from tasks import Batch
+
+    _, task = tasks_by_preset[preset]
+    batch = task.val_set()[0]
+    g = torch.Generator().manual_seed(0)
+    out = torch.randn(len(batch), batch.n, task.d, generator=g, dtype=task.dtype)
+    with torch.no_grad():  # as validation measures them
+        dense, indexed = task.metric_sums_dense(out, batch), task.metric_sums(out, batch)
+    assert list(dense) == list(indexed)
+    for key, (num, den) in indexed.items():
+        assert float(dense[key][1]) == float(den), key
+        assert float(dense[key][0]) == pytest.approx(float(num), rel=1e-6, abs=1e-9), key
+    with torch.no_grad():
+        assert float(task.loss_dense(out, batch)) == pytest.approx(float(task.loss(out, batch)), rel=1e-6)
+    fields = [None if getattr(batch, f) is None else torch.stack([getattr(batch, f)] * 2)
+              for f in ("x", "y", "tokens", "mask")]
+    groups = {k: torch.stack([v] * 2) for k, v in batch.groups.items()}
+    dims = [None if f is None else 0 for f in fields]
+    def sums(o, *chunk):  # as tensors, as harness.pack._Metrics returns them
+        return {k: (torch.as_tensor(a), torch.as_tensor(b)) for k, (a, b) in task.metric_sums_dense(o, Batch(*chunk)).items()}
+    stacked = vmap(sums, in_dims=(0, *dims, 0))(torch.stack([out] * 2), *fields, groups)
+    for key, (num, den) in indexed.items():
+        assert float(stacked[key][1][1]) == float(den), key
