@@ -138,27 +138,27 @@ class TokenTask(TaskBase):
     def metric_sums(self, out: Tensor, batch: Batch) -> Sums:
         """``acc`` (strict argmax over masked positions), ``loss`` (cross-entropy), and
         ``acc_<group>`` / ``acc_not_<group>`` for each example group."""
-        logits = self.logits(out)
-        ok = strictly_correct(logits, batch.y) & batch.mask  # (B, n)
-        count = batch.mask.sum(-1)  # (B,)
-        ce = F.cross_entropy(logits[batch.mask], batch.y[batch.mask], reduction="sum")
-        sums: Sums = {"acc": (ok.sum(), count.sum()), "loss": (ce, count.sum())}
-        for name, tag in batch.groups.items():
-            for key, sel in ((name, tag), (f"not_{name}", ~tag)):
-                sums[f"acc_{key}"] = (ok[sel].sum(), count[sel].sum())
-        return sums
+        return self._sums(out, batch, dense=False)
 
     def metric_sums_dense(self, out: Tensor, batch: Batch) -> Sums:
-        """:meth:`metric_sums` as mask-weighted sums over every position (vmap-safe: the packed
-        validation over each trial's own set): the counts exactly, the cross-entropy up to
-        summation order. ``out: (B, n, d)``; targets at unmasked positions must be valid ids
+        """:meth:`metric_sums` without boolean indexing (vmap-safe: the packed validation over
+        each trial's own set): the counts exactly, the cross-entropy as a mask-weighted sum over
+        every position (up to summation order). Targets at unmasked positions must be valid ids
         (as :meth:`loss_dense` requires)."""
+        return self._sums(out, batch, dense=True)
+
+    def _sums(self, out: Tensor, batch: Batch, dense: bool) -> Sums:
+        """The sums of :meth:`metric_sums`; ``dense``: its cross-entropy without indexing. The
+        counts are the same integers either way (masks multiplied rather than indexed)."""
         logits = self.logits(out)  # (B, n, V)
         ok = strictly_correct(logits, batch.y) & batch.mask  # (B, n)
         count = batch.mask.sum(-1)  # (B,)
-        ce = F.cross_entropy(logits.flatten(0, 1), batch.y.flatten(), reduction="none")  # (B n,)
-        sums: Sums = {"acc": (ok.sum(), count.sum()),
-                      "loss": ((ce * batch.mask.flatten().to(ce.dtype)).sum(), count.sum())}
+        if dense:
+            ce = F.cross_entropy(logits.flatten(0, 1), batch.y.flatten(), reduction="none")  # (B n,)
+            ce = (ce * batch.mask.flatten().to(ce.dtype)).sum()
+        else:
+            ce = F.cross_entropy(logits[batch.mask], batch.y[batch.mask], reduction="sum")
+        sums: Sums = {"acc": (ok.sum(), count.sum()), "loss": (ce, count.sum())}
         for name, tag in batch.groups.items():
             for key, sel in ((name, tag), (f"not_{name}", ~tag)):
                 sums[f"acc_{key}"] = ((ok & sel.unsqueeze(-1)).sum(), (count * sel).sum())
