@@ -85,16 +85,9 @@ class Bare:
     run from the harness's own setups (same models, data and sets)."""
 
     def __init__(self, cfgs: list, compiled: bool) -> None:
-        from harness.trial import prepare
-        from tasks.base import resolve_eval_seed
+        from harness.pack import prepare_setups
 
-        dev = torch.device("cpu")
-        firsts: dict = {}  # one validation/test set per evaluation seed, as the harness builds them
-        setups = []
-        for c in cfgs:
-            eval_seed = getattr(resolve_eval_seed(c.task, c.seed), "eval_seed", 0)
-            setups.append(prepare(c, dev, shared=firsts.get(eval_seed)))
-            firsts.setdefault(eval_seed, setups[-1])
+        setups, _ = prepare_setups(cfgs, torch.device("cpu"))  # each seed's own sets, as the harness builds them
         self.P, self.steps = len(cfgs), cfgs[0].train.max_steps
         self.base = setups[0].model
         self.params, _ = stack_module_state([s.model for s in setups])

@@ -400,19 +400,32 @@ def _check_buffers(setups: list[Setup]) -> None:
                 raise ValueError("cannot pack: the trials' buffers differ")
 
 
+def prepare_setups(cfgs: Sequence[Config], dev: torch.device) -> tuple[list[Setup], list[int]]:
+    """Each trial of a pack built as :func:`harness.trial.prepare` builds it alone, the trials
+    of one evaluation seed sharing the first one's validation and test sets (built once).
+    Returns the setups and, per trial, the index of the trial whose sets it reads.
+
+    Raises:
+        ValueError: as :func:`harness.trial.prepare`.
+    """
+    firsts: dict[int, int] = {}  # evaluation seed -> the first trial that built its sets
+    setups, owners = [], []
+    for i, c in enumerate(cfgs):
+        eval_seed = getattr(resolve_eval_seed(c.task, c.seed), "eval_seed", 0)
+        owner = firsts.setdefault(eval_seed, i)
+        setups.append(prepare(c, dev, shared=setups[owner] if owner != i else None))
+        owners.append(owner)
+    return setups, owners
+
+
 def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval: bool) -> _Pack:
-    """Each trial built as :func:`harness.trial.prepare` builds it alone, then stacked;
-    ``compiled``: the step's forward (and the vmapped evaluation) under ``torch.compile``.
+    """Each trial built as alone (:func:`prepare_setups`), then stacked; ``compiled``: the
+    step's forward (and the vmapped evaluation) under ``torch.compile``.
 
     Raises:
         ValueError: several training lengths, or trials whose buffers differ.
     """
-    firsts: dict[int, Setup] = {}  # one validation/test set per evaluation seed, built once
-    setups = []
-    for c in cfgs:
-        eval_seed = getattr(resolve_eval_seed(c.task, c.seed), "eval_seed", 0)
-        setups.append(prepare(c, dev, shared=firsts.get(eval_seed)))
-        firsts.setdefault(eval_seed, setups[-1])
+    setups, owners = prepare_setups(cfgs, dev)
     first = setups[0]
     if any(len(s.train) != 1 for s in setups):
         raise ValueError("cannot pack: several training lengths")
@@ -431,7 +444,7 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
                                  in_dims=(0, *[0] * len(pool))))
     # vmapped validation: every trial on the one set the pack shares, or each on its own set
     # (one per evaluation seed) stacked on the trial axis
-    shared_eval = len(firsts) == 1
+    shared_eval = len(set(owners)) == 1
     # compiled or not, a CPU validates per trial (vmap_eval False): measured faster there even
     # beside a compiled step (benchmarks/RESULTS.md, issue 46 second pass)
     vmap_key = (type(first.task), not shared_eval)
@@ -442,12 +455,15 @@ def _build(cfgs: Sequence[Config], dev: torch.device, compiled: bool, vmap_eval:
         if key not in _COMPILED:
             _COMPILED[key] = compile_fn(forward, dev), (compile_fn(metrics, dev) if metrics is not None else None)
         forward, metrics = _COMPILED[key]
+    kept = [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)]
+    if metrics is not None:  # the reference sums once per set (the per-trial path: at its first record)
+        for i, (k, s) in enumerate(zip(kept, setups)):
+            k.references(s.val, s.task, known=None if owners[i] == i else kept[owners[i]].references(s.val, s.task))
     return _Pack(cfgs, setups, pool, torch.tensor(offsets, device=dev).view(P, 1, 1), losses_of,
                  stacked, best, trainable,
                  StackedOptimizer(trainable, [c.train.lr for c in cfgs], cfgs[0].train.optimizer),
                  forward, metrics, _val_chunks(setups, shared_eval) if metrics is not None else None, vmap_key,
-                 [_KeptByIndex(s, best, stacked, i) for i, s in enumerate(setups)],
-                 [True] * P, [False] * P, [[] for _ in range(P)],
+                 kept, [True] * P, [False] * P, [[] for _ in range(P)],
                  torch.ones(P, dtype=torch.bool, device=dev), [])
 
 
@@ -483,12 +499,7 @@ def _vmapped_val(pack: _Pack) -> list[dict[str, float]]:
     over the stacked parameters (one batched pass per chunk instead of one per trial), each
     trial on its own validation set (:func:`_val_chunks`)."""
     P = len(pack.setups)
-    by_set: dict[int, list] = {}  # reference sums once per validation set (trials of one seed share it)
-    references = []
-    for kept, s in zip(pack.kept, pack.setups):
-        known = by_set.get(id(s.val[0].y))
-        references.append(kept.references(s.val, s.task, known=known))
-        by_set.setdefault(id(s.val[0].y), references[-1])
+    references = [k.references(s.val, s.task) for k, s in zip(pack.kept, pack.setups)]  # built in _build
     losses, sums, count = [0.0] * P, [[] for _ in range(P)], 0
     for j, (size, fields) in enumerate(pack.val_chunks):
         loss, parts = pack.metrics(pack.stacked, *fields)

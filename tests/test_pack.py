@@ -86,6 +86,9 @@ def test_float64_packed_per_step_loss_matches_lone_within_1e_10_for_50_steps(hyd
     assert _worst_relative(lone, packed, "val/loss") <= 1e-10
     for a, b in zip(lone, packed):
         _same_fields(a, b)
+        for pa, pb in zip(a.curve, b.curve):  # every validation metric, the references of each trial's own set included
+            for key in (k for k in pa if k.startswith("val/")):
+                assert pb[key] == pytest.approx(pa[key], rel=1e-10, abs=1e-12, nan_ok=True), key
         for key, value in a.metrics.items():
             assert b.metrics[key] == pytest.approx(value, rel=1e-8, abs=1e-12), key
         assert b.metrics["train/best_step"] == a.metrics["train/best_step"]
