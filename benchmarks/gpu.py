@@ -28,20 +28,18 @@ RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 START, END = "<!-- gpu:start -->", "<!-- gpu:end -->"
 TYPICAL = ["model=softmax", "task=teacher", "task.n_train=1024", "train.batch_size=64",
            "train.eval_every=20"]
-DEVICE = "cuda"  # --device: cpu only to check that the command runs
-
-
-def configs(P: int, steps: int, compiled: bool) -> list:
+def configs(P: int, steps: int, compiled: bool, device: str = "cuda") -> list:
     from harness.expansion import compose_trial
 
-    extra = [f"cluster.device={DEVICE}", f"train.max_steps={steps}", f"train.compile={'on' if compiled else 'off'}"]
+    extra = [f"cluster.device={device}", f"train.max_steps={steps}", f"train.compile={'on' if compiled else 'off'}"]
     return [compose_trial([*TYPICAL, *extra], [f"seed={i}", f"train.lr={(0.003, 0.01, 0.03)[i % 3]}"]).config
             for i in range(P)]
 
 
-def timed(fn, *args, **kwargs) -> float:
-    """Wall seconds of ``fn(*args, **kwargs)``, the GPU's queue drained before and after."""
-    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+def timed(device: str, fn, *args, **kwargs) -> float:
+    """Wall seconds of ``fn(*args, **kwargs)``, the GPU's queue drained before and after (on
+    ``device`` ``cuda``)."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
     fn(*args, **kwargs)
@@ -58,13 +56,14 @@ def busy_share(P: int, steps: int, compiled: bool) -> float:
 
     cfgs = configs(P, steps, compiled)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        wall = timed(run_pack, cfgs, DEVICE)
+        wall = timed("cuda", run_pack, cfgs, "cuda")
     kernel_us = sum(e.self_device_time_total for e in prof.key_averages()
                     if e.device_type == torch.autograd.DeviceType.CUDA)
     return kernel_us / 1e6 / wall
 
 
-def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256)) -> tuple[list[dict], list[str], list[str]]:
+def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256),
+            device: str = "cuda") -> tuple[list[dict], list[str], list[str]]:
     """One row per arm (``arm``, ``P``, ``compiled``, ``s`` per trial, ``first`` s of the first
     pack (compiling), where a pack's time went per trial, ``busy`` share) and the arms skipped
     past the budget.
@@ -77,27 +76,27 @@ def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256))
     from harness.trial import run_trial
 
     started, rows, skipped, not_run = time.perf_counter(), [], [], []
-    run_trial(configs(1, 2, False)[0], DEVICE)  # CUDA context, kernels loaded
-    one = configs(1, steps, False)[0]  # composed outside the timed region (Hydra: ms per trial)
-    lone = timed(run_trial, one, DEVICE)
+    run_trial(configs(1, 2, False, device)[0], device)  # CUDA context, kernels loaded
+    one = configs(1, steps, False, device)[0]  # composed outside the timed region (Hydra: ms per trial)
+    lone = timed(device, run_trial, one, device)
     rows.append({"arm": "lone", "P": 1, "compiled": False, "s": lone, "first": float("nan"), "split": {}})
     for compiled in (False, True):
         for P in packs:
-            if compiled and DEVICE != "cuda":
+            if compiled and device != "cuda":
                 not_run.append(f"pack {P} compiled")
                 continue
             if time.perf_counter() - started > budget_s:
                 skipped.append(f"pack {P} {'compiled' if compiled else 'eager'}")
                 continue
-            warm, cfgs, split = configs(P, 2, compiled), configs(P, steps, compiled), {}
-            first = timed(run_pack, warm, DEVICE)  # warm-up (compiles)
-            wall = timed(run_pack, cfgs, DEVICE, timings=split)
+            warm, cfgs, split = configs(P, 2, compiled, device), configs(P, steps, compiled, device), {}
+            first = timed(device, run_pack, warm, device)  # warm-up (compiles)
+            wall = timed(device, run_pack, cfgs, device, timings=split)
             rows.append({"arm": "pack", "P": P, "compiled": compiled, "s": wall / P, "first": first,
                          "split": {k: v / P for k, v in split.items()}})
             print(f"  pack {P} compiled={compiled}: {1000 * wall / P:.2f} ms/trial "
                   f"({', '.join(f'{k} {1000 * v / P:.2f}' for k, v in split.items())})", flush=True)
     for row in rows:  # after every timing (see above); the profiled run is 100 steps at most
-        if DEVICE != "cuda" or time.perf_counter() - started > 1.5 * budget_s:
+        if device != "cuda" or time.perf_counter() - started > 1.5 * budget_s:
             row["busy"] = float("nan")
             continue
         row["busy"] = busy_share(row["P"], min(steps, 100), row["compiled"])
@@ -122,7 +121,6 @@ def write(text: str, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure and write the table (module docstring); returns the exit status."""
-    global DEVICE
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="training steps of each trial")
     parser.add_argument("--budget-s", type=float, default=240.0, help="start no arm after this many seconds")
@@ -131,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: only to check that the command runs (eager arms, no busy share)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
-    DEVICE = args.device
-    if DEVICE == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device here: the GPU benchmark did not run (nothing written)")
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False  # IEEE float32 matmuls: symmetry checks included
@@ -143,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        rows, skipped, not_run = measure(args.steps, args.budget_s, args.packs)
+        rows, skipped, not_run = measure(args.steps, args.budget_s, args.packs, args.device)
     lone = rows[0]["s"]
-    name = torch.cuda.get_device_name(0) if DEVICE == "cuda" else "CPU (a check that the command runs, not GPU figures)"
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (a check that the command runs, not GPU figures)"
     lines = [(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} torch "
              f"threads, {args.steps} steps, TF32 off; ms per trial, and where a pack's time went per "
              "trial (setup: data and models; steps; eval: validation and checkpoints; conclude: test "
