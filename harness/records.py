@@ -64,6 +64,11 @@ class Trial:
         task: the task preset (``conf/task/<name>.yaml``), e.g. ``teacher`` or ``arithmetic``.
         extends: for a trial added past a learning-rate grid edge (paper.md §13), the id of the
             grid trial it extends (same arm, task, n_train and seed; another lr); else ``""``.
+        phase: which round of the report's run path started this trial (``exploratory``,
+            ``lr_extension``, ``budget``, ``confirmation``, ``readout``, ``scale``: paper.md §13),
+            written as the run's ``phase`` tag; ``""`` for a plain sweep. Not part of the
+            trial's identity (nor of equality): the same trial started by another round is the
+            same trial, and its finished run is reused.
         identity: :func:`harness.expansion.identity_dict` of the config, computed once when composed
             (the id's payload and the run's params); empty for a trial built by hand.
     """
@@ -74,6 +79,7 @@ class Trial:
     config: Config
     task: str = ""
     extends: str = ""
+    phase: str = field(default="", compare=False)
     identity: dict = field(default_factory=dict, compare=False, repr=False)  # identity_dict, once
 
 

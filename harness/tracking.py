@@ -303,6 +303,8 @@ class Tracker:
                 "task": trial.task, "git_commit": self.commit, "overrides": " ".join(trial.overrides)}
         if trial.extends:  # an lr past a grid edge (paper.md §13): the analysis reads it with its arm
             tags["extends"] = trial.extends
+        if trial.phase:  # the round that started it: the report reads it instead of guessing
+            tags["phase"] = trial.phase
         return tags
 
     def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: Sequence[Trial],

@@ -366,3 +366,21 @@ def test_batches_keep_every_value_within_mlflows_log_batch_limits():
     assert [x for b in out for x in b[0]] == metrics and [x for b in out for x in b[1]] == params
     assert [x for b in out for x in b[2]] == tags
     assert batches() == [([], [], [])] and batches(params=params[:3]) == [([], params[:3], [])]
+
+
+def test_a_trials_phase_is_a_tag_of_its_run_and_never_part_of_its_identity(hydra_conf, tmp_path):
+    """The round that started a trial (``Trial.phase``) is written as the run's ``phase`` tag, and a
+    trial without one has no such tag; the phase changes neither the trial id nor equality, so a
+    round that starts a trial another round ran reuses its finished run."""
+    import dataclasses
+    plain = compose_trial(FAST, ["seed=0"])
+    confirming = dataclasses.replace(plain, phase="confirmation")
+    assert confirming.trial_id == plain.trial_id and confirming == plain
+    tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", 2, 0, FAST)
+    tagged, untagged = (claim(tracker, experiment, parent, "unit", t)
+                        for t in (confirming, compose_trial(FAST, ["seed=1"])))
+    reader = MlflowClient(tracker.store.uri)
+    assert reader.get_run(tagged).data.tags["phase"] == "confirmation"
+    assert "phase" not in reader.get_run(untagged).data.tags
