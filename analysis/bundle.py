@@ -152,5 +152,5 @@ def split(bundle: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     role = bundle["role"] if "role" in bundle else pd.Series("trial", index=bundle.index)
     trials = bundle[role == "trial"]
     runs = {name: grp.dropna(axis=1, how="all").reset_index(drop=True)
-            for name, grp in trials.groupby("ablation", sort=False)}
+            for name, grp in trials.groupby("ablation", sort=False, dropna=False)}
     return runs, bundle[role == "sweep"].reset_index(drop=True)

@@ -165,7 +165,7 @@ def report_lines(table: pd.DataFrame) -> list[str]:
     per task and block."""
     if table.empty:
         return ["No deciding part has an arm with 4 or more seeds on one block: nothing to calibrate.", ""]
-    per = (table.groupby(["task", "block", "rule"])["decisive"].agg(["size", "sum"])
+    per = (table.groupby(["task", "block", "rule"], dropna=False)["decisive"].agg(["size", "sum"])
            .rename(columns={"size": "n", "sum": "k"}).reset_index())
     return ["Each deciding part's arms against themselves: on one block, the arm's seeds split into two disjoint "
             "halves paired in order, decided by the part's own rules on its own value (the interval's label; "

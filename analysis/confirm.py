@@ -103,7 +103,7 @@ def freeze(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame]) -> pd.D
                 continue
             for result in _arms(df, part):
                 s = result.spec
-                lrs = _chosen(df, result).groupby(["arm", "task.n_train"])["lr_chosen"].first()
+                lrs = _chosen(df, result).groupby(["arm", "task.n_train"], dropna=False)["lr_chosen"].first()
                 for (arm, n), lr in lrs.items():
                     rows.append({"ablation": name, "claim": s["claim"], "part": s["name"], "role": s["role"],
                                  "task": s["task"], "arm": arm, "n_train": int(n), "lr": float(f"{lr:.3g}"),
@@ -192,7 +192,7 @@ def rerun_trials(frozen: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ablatio
     per ``changes(row, base)`` entry (overrides), for each exploratory seed's trial
     (``every_seed``) or for the first only; tagged ``extends``; one per distinct trial."""
     out: dict[str, list] = {}
-    for name, group in frozen.groupby("ablation", sort=False):
+    for name, group in frozen.groupby("ablation", sort=False, dropna=False):
         df = runs.get(name)
         if df is None or df.empty:
             continue

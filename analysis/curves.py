@@ -129,10 +129,10 @@ def per_seed(df: pd.DataFrame, x: str = SIZE, by: Sequence[str] = ("task", "arm"
     """
     ok = usable(df)
     rows = []
-    for task, here in ok.groupby("task"):
+    for task, here in ok.groupby("task", dropna=False):
         sizes = np.array(sorted(here[x].unique()), dtype=float)
-        for key, grp in here.groupby(list(by) + ["seed"]):
-            curve = grp.groupby(x)["error"].mean().reindex(sizes)
+        for key, grp in here.groupby(list(by) + ["seed"], dropna=False):
+            curve = grp.groupby(x, dropna=False)["error"].mean().reindex(sizes)
             row = {**dict(zip([*by, "seed"], key)), "n_sizes": len(sizes), "auc": np.nan, "slope": np.nan}
             if len(sizes) >= 2 and curve.notna().all():
                 logx, logy = np.log(sizes), np.log(np.maximum(curve.to_numpy(float), floor))
@@ -148,7 +148,7 @@ def t_summary(df: pd.DataFrame, value: str, by: Sequence[str], log: bool = False
     :data:`analysis.stats.LOG_T_INTERVAL`; NaN bounds with fewer than
     :data:`analysis.stats.MIN_SEEDS` seeds) and ``<value>_n`` (how many finite values entered)."""
     rows = []
-    for key, grp in df.groupby(list(by), sort=False):
+    for key, grp in df.groupby(list(by), sort=False, dropna=False):
         mean, lo, hi, n = stats.seed_interval(pd.to_numeric(grp[value], errors="coerce"), log=log)
         key = key if isinstance(key, tuple) else (key,)
         rows.append({**dict(zip(by, key)), value: mean, f"{value}_lo": lo, f"{value}_hi": hi,

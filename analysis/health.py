@@ -88,9 +88,9 @@ def arm_errors(runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
             df = df[df["lr_chosen"].notna()]
         ok = stats.finished(df, "error")
         ok = ok[~stats.diverged(ok)]
-        for task, grp in ok.groupby("task"):
+        for task, grp in ok.groupby("task", dropna=False):
             top = grp[grp[SIZE] == grp[SIZE].max()]
-            for arm, mine in top.groupby("arm"):
+            for arm, mine in top.groupby("arm", dropna=False):
                 rows.append({"ablation": ablation, "task": task, "arm": arm, "n_train": top[SIZE].iloc[0],
                              "error": float(mine["error"].mean()), "seeds": len(mine)})
     return pd.DataFrame(rows, columns=["ablation", "task", "arm", "n_train", "error", "seeds"])

@@ -62,7 +62,7 @@ def training_lengths(df: pd.DataFrame) -> dict[str, list[int]]:
     when that is empty, T1's ``task.terms`` (``n = 2L − 1``, +1 with ``task.equals``) or the
     family's single length ``task.n``. Empty list where none can be read."""
     out: dict[str, list[int]] = {}
-    for task, grp in df.groupby("task"):
+    for task, grp in df.groupby("task", dropna=False):
         row = grp.iloc[0]
         lengths = _int_list(row.get("task.train_lengths"))
         if not lengths and _int_list(row.get("task.terms")):

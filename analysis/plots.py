@@ -84,7 +84,7 @@ def _labels(df: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
     short = df["arm"].map(lambda a: curves.strip_arm(a, axes))
     if "n_params" not in df:
         return short
-    n = df.groupby(short)["n_params"].median()
+    n = df.groupby(short, dropna=False)["n_params"].median()
     return short.map(lambda s: f"{s} ({n[s]:,.0f} params)" if np.isfinite(n.get(s, np.nan)) else s)
 
 
@@ -191,7 +191,7 @@ def _band(ok: pd.DataFrame, x: str) -> tuple[object, str]:
     """``(errorbar, description)`` for the runs ``ok``: the bootstrap band (:data:`BAND`) where
     every point has at least :data:`analysis.stats.MIN_SEEDS` seeds, else the range of the
     seeds (a bootstrap of 2 values is their range, and would read as an interval)."""
-    sizes = ok.groupby(["facet", "label", x]).size()
+    sizes = ok.groupby(["facet", "label", x], dropna=False).size()
     low, high = (int(sizes.min()), int(sizes.max())) if len(sizes) else (0, 0)
     n = f"n={low}" if low == high else f"n={low}–{high}"
     if low >= stats.MIN_SEEDS:
@@ -369,7 +369,7 @@ def _same_runs(data: pd.DataFrame) -> dict[str, str]:
     # the arm without its faceted parts: rotation=none and rotation=eval train the same models
     cols = [c for c in ("short" if "short" in data else "arm", "seed", "error") if c in data]
     keys = {f: set(map(tuple, grp[cols].round({"error": 12}).astype(str).to_numpy()))
-            for f, grp in data.groupby("facet", sort=False)}
+            for f, grp in data.groupby("facet", sort=False, dropna=False)}
     order = curves.ordered(data["facet"])
     return {b: a for i, b in enumerate(order) for a in order[:i]
             if keys.get(b) and keys[b] <= keys.get(a, set())}
@@ -477,7 +477,7 @@ def length_generalisation(df: pd.DataFrame, out: Path, ablation: str | None = No
     for facet, ax in g.axes_dict.items():
         here = long[long["facet"] == facet]
         task = here["task"].iloc[0]
-        ref = here.groupby("n")["reference_error"].mean().dropna()
+        ref = here.groupby("n", dropna=False)["reference_error"].mean().dropna()
         if len(ref):
             ax.plot(ref.index, ref.values, "--", color="0.45", lw=1.2)
             lines["trivial reference predictor"] = Line2D([], [], ls="--", color="0.45", lw=1.2)
@@ -507,7 +507,7 @@ def _refused(ax: plt.Axes, refused: pd.DataFrame, palette: Mapping[str, tuple]) 
     """Mark the lengths each arm refused (rows of ``refused``) with an ``x`` in the arm's colour,
     one row per arm in a band that the y axis gains above the data (on the data they hid the
     lines, and at one height they hid each other). Returns ``"<arm> at n = …"`` per arm."""
-    groups = list(refused.groupby("label"))
+    groups = list(refused.groupby("label", dropna=False))
     if not groups:
         return []
     lo, hi = ax.get_ylim()
@@ -560,7 +560,7 @@ def permutation_error(df: pd.DataFrame, out: Path, ablation: str | None = None,
     if value not in data:
         raise ValueError(f"no {value} column in the runs table")
     if SIZE in data:
-        data = data[data[SIZE] == data.groupby("task")[SIZE].transform("max")]
+        data = data[data[SIZE] == data.groupby("task", dropna=False)[SIZE].transform("max")]
     ok = curves.usable(data, value)
     if ok.empty:
         raise ValueError(f"no FINISHED, non-diverged run has a finite {value}")

@@ -132,6 +132,7 @@ class PartResult:
     n_runs: int = 0  # runs of both arms at their chosen lr and the decided size(s)
     conditions: str = ""  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
     blowups: int = 0  # blown-up runs (stats.blowup) among the part's pairs
+    blown_runs: tuple[tuple[str, int, str], ...] = ()  # those runs as (arm, seed, trial id), sorted
     resolution: float | None = None  # the largest effect the measurement could show, in the value's units
     shared_with: tuple[str, ...] = ()  # other claims' parts built from the same trial ids
     trial_ids: tuple[str, ...] = ()  # the paired runs' trial ids, both arms (sorted)
@@ -315,7 +316,7 @@ def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, str]:
         return arms[0], f"b: no size where every candidate {arms} has an eligible lr; took `{arms[0]}`"
     at = chosen[chosen["task.n_train"] == common[-1]]
     crit = "val/best_error" if "val/best_error" in at else "val/error"
-    means = at.groupby("arm")[crit].mean().reindex(arms)
+    means = at.groupby("arm", dropna=False)[crit].mean().reindex(arms)
     best = str(means.idxmin())
     listed = ", ".join(f"`{arm}` {means[arm]:.3g}" for arm in arms)
     return best, f"b chosen on validation at n_train={int(common[-1])}: `{best}` ({listed})"
@@ -436,7 +437,7 @@ def _arm_checks(result: PartResult, pre: dict[str, list[str]], mine: pd.DataFram
                 check_edge: bool) -> None:
     """Per size of one arm: the chosen lr line, *lr at grid edge* and *budget-limited*."""
     spec = result.spec
-    for n, g in mine.dropna(subset=["lr_chosen"]).groupby("task.n_train"):
+    for n, g in mine.dropna(subset=["lr_chosen"]).groupby("task.n_train", dropna=False):
         result.lr[f"{arm} @ {int(n)}"] = _lr_line(g)
         if check_edge:
             _edge_check(result, pre, g, arm, n, spec["lr_bound"])
@@ -594,7 +595,7 @@ def _lr_moved(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
         return False
     group = ("task", "arm", "task.n_train")
     now, before = (stats.select_lr(rows, group=group, exclude_blowup=x) for x in (True, False))
-    pick = lambda t: t.groupby(list(group))["lr_chosen"].first()  # noqa: E731
+    pick = lambda t: t.groupby(list(group), dropna=False)["lr_chosen"].first()  # noqa: E731
     return not pick(now).fillna(-1).equals(pick(before).fillna(-1))
 
 
@@ -665,9 +666,18 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
     _verdict(result, pairs, pre)
     blown = sorted(set(paired.loc[paired[stats.BLOWUP], "seed"]))
     result.blowups = int(paired[stats.BLOWUP].sum())
+    result.blown_runs = _blown_runs(paired)
     if blown and len(pairs) >= 2:
         _robust(result, pairs, blown)
     return result
+
+
+def _blown_runs(paired: pd.DataFrame) -> tuple[tuple[str, int, str], ...]:
+    """The blown-up runs among a part's pairs as sorted ``(arm, seed, trial id)`` (trial id ``""``
+    where the frame has none), so a reader can find each run in the store."""
+    hit = paired[paired[stats.BLOWUP]]
+    ids = hit["trial_id"].astype(str) if "trial_id" in hit else pd.Series("", index=hit.index)
+    return tuple(sorted((str(a), int(s), i) for a, s, i in zip(hit["arm"], hit["seed"], ids)))
 
 
 def _robust(result: PartResult, pairs: pd.DataFrame, blown: list) -> None:

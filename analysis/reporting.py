@@ -633,7 +633,7 @@ def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], runs: dict[st
     """The report's opening (:func:`analysis.answer.section`) and its calibration section
     (:mod:`analysis.calibration`)."""
     units = {str(t): str(n) for df in shown.values() if "error_name" in df
-             for t, n in df.groupby("task")["error_name"].first().items()}
+             for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
     scale = (f"n_train up to {cfg.scale.n_train_max} and {cfg.scale.steps} steps per trial "
              f"(×{int(cfg.report.budget_factor)} in the budget reruns")
     at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0

@@ -68,7 +68,7 @@ def _grid_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     if spec["readout"] and READOUT in rows:
         rows = rows[rows[READOUT].astype(str) == spec["readout"]]
     size = pd.to_numeric(rows[N_TRAIN], errors="coerce")
-    return rows[size == size.groupby(rows["arm"]).transform("max")]
+    return rows[size == size.groupby(rows["arm"], dropna=False).transform("max")]
 
 
 def scale_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],

@@ -157,7 +157,7 @@ def trained_lines(df: pd.DataFrame, mixer: str) -> list[str]:
     """Each arm's median ``symmetry/*`` error over its trials, on its trained weights (Markdown
     lines), the mixer's row bold."""
     present = [k for k in SYMMETRY_KEYS.values() if k in df]
-    med = df.groupby("arm")[present].median() if present else pd.DataFrame()
+    med = df.groupby("arm", dropna=False)[present].median() if present else pd.DataFrame()
     lines = ["Median relative error over each arm's trials, on its trained weights (float32; `symmetry/*` "
              "of each run):", "", "| arm | " + " | ".join(SYMMETRY_KEYS) + " |", "|---|" + "---|" * len(SYMMETRY_KEYS)]
     for arm, row in med.iterrows():
@@ -210,7 +210,7 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
     """One sentence per task, in words, from the page's rows (``table``: :func:`decide`;
     ``control``: :func:`control_rows`)."""
     out = []
-    for task, rows in table.groupby("task", sort=False):
+    for task, rows in table.groupby("task", sort=False, dropna=False):
         words, n = _words(rows["name"].iloc[0])[0], rows["n_train"].iloc[0]
         said = []
         unlearned = rows["reason"].str.startswith(f"not learned: `{mixer}`")

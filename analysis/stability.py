@@ -265,7 +265,7 @@ def mark_once(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     key = frame["trial_ids"].fillna("").astype(str)
     key = key.where(key != "", pd.Series([f"_row{i}" for i in range(len(frame))], index=frame.index))
-    claims = frame.groupby(key, sort=False)["claim"].agg(lambda c: ", ".join(dict.fromkeys(c)))
+    claims = frame.groupby(key, sort=False, dropna=False)["claim"].agg(lambda c: ", ".join(dict.fromkeys(c)))
     return frame.assign(claims=key.map(claims), repeat=key.duplicated())
 
 

@@ -261,7 +261,7 @@ def mean_ci(df: pd.DataFrame, by: Sequence[str], value: str = "error", seed: int
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for key, grp in finished(df, value).groupby(list(by), sort=True):
+    for key, grp in finished(df, value).groupby(list(by), sort=True, dropna=False):
         x = grp[value].to_numpy(float)
         lo, hi = _interval(bootstrap_means(x, rng, n_resamples), level)
         rows.append({**dict(zip(by, key)), "n_runs": len(x), "mean": x.mean(), "lo": lo, "hi": hi})
@@ -294,7 +294,7 @@ def paired_difference(df: pd.DataFrame, value: str, a: str, b: str,
     pairs = sides[0].merge(sides[1], on=keys, suffixes=("_a", "_b"))
     pairs["diff"] = pairs[f"{value}_a"] - pairs[f"{value}_b"]
     rng = np.random.default_rng(seed)
-    groups = pairs.groupby(list(by), sort=True) if by else [((), pairs)]
+    groups = pairs.groupby(list(by), sort=True, dropna=False) if by else [((), pairs)]
     rows = []
     for key, grp in groups:
         d = grp["diff"].to_numpy(float)
@@ -345,7 +345,7 @@ def loglog_slope(df: pd.DataFrame, x: str = "task.n_train", y: str = "error",
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for key, grp in finished(df, y).groupby(list(by), sort=True):
+    for key, grp in finished(df, y).groupby(list(by), sort=True, dropna=False):
         sizes, mean, boot = _curves(grp, x, y, rng, n_resamples)
         row = {**dict(zip(by, key)), "n_sizes": len(sizes), "slope": np.nan,
                "slope_lo": np.nan, "slope_hi": np.nan}
@@ -401,7 +401,7 @@ def samples_to_target(df: pd.DataFrame, target: float | Mapping[str, float], x: 
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for key, grp in finished(df, y).groupby(list(by), sort=True):
+    for key, grp in finished(df, y).groupby(list(by), sort=True, dropna=False):
         labels = dict(zip(by, key))
         goal = float(target[labels["task"]] if isinstance(target, Mapping) else target)
         if not goal > 0:
@@ -419,9 +419,9 @@ def default_targets(df: pd.DataFrame, fraction: float = 0.5) -> dict[str, float]
     get ``fraction`` × the largest mean error measured on that task."""
     ok = finished(df, "error")
     targets = {}
-    for task, grp in ok.groupby("task"):
+    for task, grp in ok.groupby("task", dropna=False):
         ref = grp["reference_error"].mean() if "reference_error" in grp else np.nan
-        base = ref if np.isfinite(ref) and ref > 0 else grp.groupby("variant")["error"].mean().max()
+        base = ref if np.isfinite(ref) and ref > 0 else grp.groupby("variant", dropna=False)["error"].mean().max()
         targets[task] = fraction * float(base)
     return targets
 
@@ -481,7 +481,7 @@ def blowup(df: pd.DataFrame, group: Sequence[str] = BLOWUP_GROUP,
     material = (value >= FAR_REFERENCE * reference).fillna(False)
     logs = np.log10(value.clip(lower=FLOOR)).where(ok)
     keys = [c for c in group if c in df]
-    grouped = logs.groupby([df[c].astype(str) for c in keys], sort=False) if keys else [((), logs)]
+    grouped = logs.groupby([df[c].astype(str) for c in keys], sort=False, dropna=False) if keys else [((), logs)]
     for _, g in grouped:
         x = g.dropna()
         for i, v in x.items():

@@ -72,7 +72,7 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     if curves.usable(data).empty:
         return pd.DataFrame()
     full = tables.sample_efficiency_table(data)
-    metric = data.groupby("task")["error_name"].first()
+    metric = data.groupby("task", dropna=False)["error_name"].first()
     full.insert(2, "metric", full["task"].map(metric))
     keep = ["task", "arm", "metric", *(c for c in full.columns if c == "lr" or c.startswith("error_n")),
             *COUNTS]

@@ -47,7 +47,7 @@ def symmetry_table(df: pd.DataFrame, by: Sequence[str] = ("variant",)) -> pd.Dat
         raise ValueError("no symmetry/* columns in the runs table")
     ok = stats.finished(df)
     ok = ok[~stats.diverged(ok)]
-    grouped = ok.groupby(list(by))
+    grouped = ok.groupby(list(by), dropna=False)
     table = grouped[cols].mean()
     if "n_params" in ok:
         table.insert(0, "n_params", grouped["n_params"].median())
@@ -79,7 +79,7 @@ def _reach(ok: pd.DataFrame, goals: float | Mapping[str, float], x: str, seed: i
     key = ["task", "arm"]
     reach = stats.samples_to_target(ok, goals, x=x, by=key, seed=seed).set_index(key)
     reach.columns = [c.replace("n_to_target", "n_to_target_boot") for c in reach.columns]
-    single = ok.groupby([*key, x]).size().groupby(key).min() < stats.MIN_SEEDS
+    single = ok.groupby([*key, x], dropna=False).size().groupby(key, dropna=False).min() < stats.MIN_SEEDS
     reach.loc[single[single].index.intersection(reach.index),
               ["n_to_target_boot_lo", "n_to_target_boot_hi"]] = np.nan
     return reach
@@ -113,12 +113,12 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     if ok.empty:
         raise ValueError("no FINISHED, non-diverged run has test/rel_mse or test/acc")
     key = ["task", "arm"]
-    g = ok.groupby(key)
+    g = ok.groupby(key, dropna=False)
     base = pd.DataFrame({"variant": g["variant"].first() if "variant" in ok else g["arm"].first(),
                          "n_params": g["n_params"].median() if "n_params" in ok else np.nan,
                          "reference_error": g["reference_error"].mean()})
     if "lr_chosen" in ok:
-        base.insert(2, "lr", ok.sort_values(x).groupby(key)["lr_chosen"].last())
+        base.insert(2, "lr", ok.sort_values(x).groupby(key, dropna=False)["lr_chosen"].last())
     seeds = curves.per_seed(ok, x=x, by=key)
     summary = [curves.t_summary(seeds, v, key).set_index(key) for v in ("auc", "slope")]
     summary[0].columns = [c.replace("auc", "auc_log_error") for c in summary[0].columns]

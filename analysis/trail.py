@@ -42,7 +42,7 @@ def processors(runs: Mapping[str, pd.DataFrame], longer: Mapping[str, pd.DataFra
     every = every.assign(processor=tag.fillna("").astype(str).str.strip())
     out = {}
     order = [*WORDS.values()]  # the order the protocol runs them in, whatever order the runs come in
-    for phase, grp in sorted(every.groupby("phase", sort=False), key=lambda kv: order.index(kv[0])):
+    for phase, grp in sorted(every.groupby("phase", sort=False, dropna=False), key=lambda kv: order.index(kv[0])):
         counts = grp.loc[grp["processor"] != "", "processor"].value_counts()
         out[phase] = ", ".join(f"{name} ({n} runs)" for name, n in counts.items()) or NOT_RECORDED
     return out

@@ -171,7 +171,7 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    why = {claim: stability.claim_unstable(g.to_dict("records")) for claim, g in frame.groupby("claim", sort=False)}
+    why = {claim: stability.claim_unstable(g.to_dict("records")) for claim, g in frame.groupby("claim", sort=False, dropna=False)}
     return stability.mark_once(frame.assign(unstable=frame["claim"].map(why)))
 
 
