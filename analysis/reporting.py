@@ -565,9 +565,11 @@ def _header(cfg: DictConfig, bundle: pd.DataFrame, source: str, counts: tuple[in
 
 
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
-                 source: str) -> dict[str, str]:
+                 source: str, bundle_folder: Path | None = None) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`), its figures and tables
-    in the folder of the same name without ``.md``; returns ``{claim id: verdict}``."""
+    in the folder of the same name without ``.md``; returns ``{claim id: verdict}``.
+    ``bundle_folder``: where the bundle and its ``frozen.csv`` lie (default: the report's folder),
+    so a report written elsewhere still names the confirmation block's frozen choices."""
     from harness.fip import enumerate_terms
 
     tiny = cfg.scale.name not in EVIDENCE_SCALES
@@ -594,7 +596,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
     header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
-                                           len(configs)), folder, processor_line(runs, longer))
+                                           len(configs)), bundle_folder or folder, processor_line(runs, longer))
     lines = [
         *header[:2], *opening, *header[2:],  # the answer first, then the provenance (issue 45 item 1)
         *_completeness(runs, planned(bundle)),
@@ -741,7 +743,8 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         bundle = read_bundle(bundle_path)
         _tag_blowups(store.uri, bundle)
         source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
-    verdicts = write_report(cfg, configs, bundle, out, source)
+    verdicts = write_report(cfg, configs, bundle, out, source,
+                            source_path.parent if given is not None else bundle_path.parent)
     for claim, verdict in verdicts.items():
         print(f"{claim}: {verdict}")
     print(f"report: {out}")

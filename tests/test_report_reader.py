@@ -32,6 +32,7 @@ def regenerated(tmp_path_factory, run_cli_module):
     general = measured[f"{bundle_mod.MEASURE}preset"] == "general"
     measured.loc[general, f"{bundle_mod.MEASURE}symmetry/permutation_err"] = MARK
     path = bundle_mod.write_bundle(pd.concat([small, measured], ignore_index=True), work / "in" / "runs.csv.gz")
+    (work / "in" / "frozen.csv").write_bytes((ROOT / "docs" / "report" / "frozen.csv").read_bytes())
     cwd = work / "cwd"
     cwd.mkdir()
     out = work / "out"
@@ -69,6 +70,8 @@ def test_the_text_speaks_a_readers_language(regenerated):
     assert re.search(r"\(results as of \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\)", stamp)
     assert "M0 = `general`" in report and "B1 = `mlp`" in report  # the legend of variant codes
     assert "learning rates 0.003, 0.01, 0.03" in report and "seeds 0–4" in report
+    trail = next(line for line in report.splitlines() if line.startswith("**Registration trail**"))
+    assert "no confirmation block" not in trail and "(`frozen.csv`)" in trail  # read beside the bundle, not report.out
 
 
 def test_the_report_opens_with_what_matters_and_links_each_sentence_to_its_row(regenerated):
