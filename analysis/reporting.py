@@ -398,8 +398,21 @@ def open_seconds(sweeps: pd.DataFrame) -> float:
     return float((when["end_time"] - when["start_time"]).dt.total_seconds().sum())
 
 
+def _rerun_counts(shown: pd.DataFrame, every: pd.DataFrame | None) -> str:
+    """The ablation's runs outside its exploratory block (confirmation, readout and scale reruns),
+    and how many of them blew up: a part decided on those runs (C9′ on the confirmation block)
+    must not sit under a section that says "0 blown up". Empty where there are none."""
+    if every is None or len(every) <= len(shown):
+        return ""
+    blown = lambda d: int(stats.counts(d, by=()).iloc[0]["blowup"]) if not d.empty else 0  # noqa: E731
+    n, b = len(every) - len(shown), blown(every) - blown(shown)
+    return f" Its reruns (confirmation block, readouts, scale): {n} runs, {b} blown up."
+
+
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
-                      rel: str, plan: int | None = None) -> list[str]:
+                      rel: str, plan: int | None = None, every: pd.DataFrame | None = None) -> list[str]:
+    """``df``: the exploratory runs the figures show; ``every``: all of the ablation's runs but the
+    budget reruns (for the reruns' count)."""
     # every field of the ablation file's header but its parts, which the verdict tables show
     question = " ".join(f.text for f in ablation_header(name, ROOT / "conf") if f.key != "Parts")
     mine = sweeps[sweeps["ablation"] == name] if not sweeps.empty else sweeps
@@ -412,7 +425,7 @@ def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder:
              f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged, {n.get('blowup', 0)} blown up; "
              f"{ext} past an lr grid edge); "
              f"its sweeps were open {wall / 60:.1f} min over {len(mine)} invocation(s) (a suite's "
-             "ablations run as one queue, so their times overlap).", ""]
+             "ablations run as one queue, so their times overlap)." + _rerun_counts(df, every), ""]
     for fig in sorted(folder.glob("*.png")):
         lines += [f"![{name} {fig.stem}]({rel}/{fig.name})", ""]
     for table in sorted(folder.glob("*.md")):
@@ -590,7 +603,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     verdicts_of.annotate(parts, stab)  # each part's conditions (readouts, ×4) travel with its verdict
     claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
     opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, runs, longer, shown, parts, stab)
-    sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name)
+    sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name, runs)
     n_longer = sum(len(d) for d in longer.values())
     health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
@@ -657,7 +670,8 @@ def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
 
 
 def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], sweeps: pd.DataFrame,
-              bundle: pd.DataFrame, folder: Path, scale: str) -> list[str]:
+              bundle: pd.DataFrame, folder: Path, scale: str,
+              every: dict[str, pd.DataFrame] | None = None) -> list[str]:
     """Every ablation's figures and tables (PNG only: the report shows PNGs, and a PDF for a
     paper is ``python -m analysis``'s job; redrawn only when their inputs changed,
     :mod:`analysis.reuse`) and its section of the report."""
@@ -668,7 +682,7 @@ def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], swe
                       axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
                       formats=("png",))
         sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
-                                      planned(bundle).get(name))
+                                      planned(bundle).get(name), (every or {}).get(name))
     return sections
 
 

@@ -87,3 +87,35 @@ def test_every_groupby_in_analysis_keeps_missing_keys():
                 if not (isinstance(kw.get("dropna"), ast.Constant) and kw["dropna"].value is False):
                     missing.append(f"{path.name}:{node.lineno}")
     assert not missing, f"groupby without dropna=False: {missing}"
+
+
+def test_an_ablation_section_counts_the_blown_up_runs_of_its_reruns(tmp_path):
+    """A section's trial line counts its exploratory runs; blown-up runs of its confirmation block
+    (C9′ rests on 3 of `control`'s) are counted beside them, never hidden under "0 blown up"."""
+    from analysis import reporting
+
+    explore = _mixed(blown=None)
+    block = _mixed().assign(seed=lambda d: d["seed"] + 2000)  # one blown-up run, seed 2003
+    every = stats.add_error(pd.concat([explore, block], ignore_index=True).drop(columns=[stats.BLOWUP]))
+    shown = every[every["seed"] < 2000]
+    sweeps = pd.DataFrame(columns=["ablation", "start_time", "end_time"])
+    line = next(x for x in reporting._ablation_section("control", shown, sweeps, tmp_path, "r/control", None, every)
+                if x.startswith("Trials:"))
+    assert "0 blown up;" in line and "24 runs, 1 blown up." in line
+
+
+def test_theory_states_each_registered_steps_to_target():
+    """docs/theory.md's claims table gives every registered steps-to-target part's target as the
+    ablation files register it (C12(b): 1e-6, not the 0.003 of its first registration)."""
+    from omegaconf import OmegaConf
+
+    table = (ROOT / "docs" / "theory.md").read_text()
+    targets = {str(part["value"]).removeprefix("steps_to_")
+               for path in sorted((ROOT / "conf" / "ablation").glob("*.yaml"))
+               for part in (OmegaConf.load(path).get("ablation") or {}).get("parts") or []
+               if str(part.get("value", "")).startswith("steps_to_")}
+    assert targets, "no steps-to-target part registered"
+    for target in targets:
+        mantissa, _, exponent = f"{float(target):g}".partition("e")  # 1e-06 is written 1e-6
+        written = f"{mantissa}e{int(exponent)}" if exponent else mantissa
+        assert f"error is ≤ {written}" in table, (target, written)
