@@ -133,6 +133,7 @@ class PartResult:
     conditions: str = ""  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
     blowups: int = 0  # blown-up runs (stats.blowup) among the part's pairs
     blown_runs: tuple[tuple[str, int, str], ...] = ()  # those runs as (arm, seed, trial id), sorted
+    d: tuple[float, ...] = ()  # the per-seed paired differences value(b) − value(a), in seed order
     resolution: float | None = None  # the largest effect the measurement could show, in the value's units
     shared_with: tuple[str, ...] = ()  # other claims' parts built from the same trial ids
     trial_ids: tuple[str, ...] = ()  # the paired runs' trial ids, both arms (sorted)
@@ -531,7 +532,9 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     if len(pairs) < 2:
         result.reasons = [f"{len(pairs)} paired seed(s): no interval"]
         return result
+    pairs = pairs.sort_index()
     d = (pairs[spec["b"]] - pairs[spec["a"]]).to_numpy(float)
+    result.d = tuple(float(x) for x in d)
     verdict, result.lo, result.hi, result.method, why = _test(d, spec)
     result.effect = float(d.mean())
     _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
