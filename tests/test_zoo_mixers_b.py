@@ -26,9 +26,9 @@ D, N_MAX = 8, 8
 EXPECTED = {
     ("zoo.mamba:Mamba", ()): {"orthogonal_knowledge"},
     ("zoo.mamba:Mamba", (("causal", False),)): {"orthogonal_knowledge"},
-    ("zoo.hyena:Hyena", ()): {"orthogonal_knowledge"},
-    ("zoo.hyena:Hyena", (("causal", False),)): {"orthogonal_knowledge"},
-    ("zoo.hyena:Hyena", (("order", 3),)): {"orthogonal_knowledge"},
+    ("zoo.hyena:HyenaOperator", ()): {"orthogonal_knowledge"},
+    ("zoo.hyena:HyenaOperator", (("causal", False),)): {"orthogonal_knowledge"},
+    ("zoo.hyena:HyenaOperator", (("order", 3),)): {"orthogonal_knowledge"},
     ("zoo.mlp_mixer:TokenMixingMLP", ()): set(),
     ("zoo.rwkv:RWKV", ()): set(),
     ("zoo.rwkv:RWKV", (("causal", False),)): set(),
@@ -147,35 +147,52 @@ def test_mamba_bidirectional_sees_the_future():
 
 
 def test_hyena_order_two_by_hand():
-    """n = 2, one channel, fixed causal filters at lags (−1, 0, 1): h¹ = (0, 1, ½), h² = (0, 2, 1);
-    v = (1, 2), x¹ = (3, 2), x² = (1, −1). h¹ * v = (1, 2 + ½) → z² = x¹ ⊙ (1, 2.5) = (3, 5);
-    h² * z² = (6, 10 + 3) → z³ = x² ⊙ (6, 13) = (6, −13): two gated convolutions composed."""
+    """safari's order 2, n = 2, one channel: one causal filter at lags (−1, 0, 1), h = (0, 1, ½),
+    bias b = 2; v = (1, 2), x¹ = (3, 2), x⁰ = (1, −1). Pre-gating: x¹ ⊙ v = (3, 4); the long
+    convolution h * (3, 4) = (3, 4 + ½·3) = (3, 5.5), plus the bias 2·(3, 4): (9, 13.5); the last
+    gate x⁰: (9, −13.5). Order 3 adds a second pre-gated step (gate (1, −1), filter (0, 2, 1),
+    bias 0): (9, −13.5) → (2·9, 2·(−13.5) + 9) = (18, −18). The paper's literal order 2 (two
+    filters, post-gating, no bias) gives other numbers: x¹ ⊙ (h * v) = (3, 5), not this."""
     from zoo.hyena import hyena_recurrence, long_conv
 
     def seq(*values: float) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.float64).view(1, -1, 1)
 
-    filters = torch.tensor([[[0.0, 1.0, 0.5]], [[0.0, 2.0, 1.0]]], dtype=torch.float64)  # (N, h, 2n−1)
-    v, x1, x2 = seq(1, 2), seq(3, 2), seq(1, -1)
-    torch.testing.assert_close(hyena_recurrence(v, [x1], filters[:1]), seq(3, 5))  # order 1 stops here
-    torch.testing.assert_close(hyena_recurrence(v, [x1, x2], filters), seq(6, -13))
+    filters = torch.tensor([[[0.0, 1.0, 0.5]], [[0.0, 2.0, 1.0]]], dtype=torch.float64)  # (N−1, h, 2n−1)
+    bias = torch.tensor([[2.0], [0.0]], dtype=torch.float64)  # (N−1, h)
+    v, x1, x0 = seq(1, 2), seq(3, 2), seq(1, -1)
+    torch.testing.assert_close(hyena_recurrence(v, [x1], filters[:1], bias[:1]), seq(9, 13.5))
+    torch.testing.assert_close(hyena_recurrence(v, [x1, x0], filters, bias), seq(18, -18))
+    # the whole operator: W_in = identity rows (x⁰, x¹, v), short convolution the identity tap
+    model = build(("zoo.hyena:HyenaOperator", ()), d=1, n_max=2).double()
+    with torch.no_grad():
+        model.h = 1
+        model.W_in = torch.nn.Parameter(torch.ones(3, 1, dtype=torch.float64))
+        model.w_short = torch.nn.Parameter(torch.tensor([[1.0, 0, 0]] * 3, dtype=torch.float64))
+        model.W_out = torch.nn.Parameter(torch.ones(1, 1, dtype=torch.float64))
+        model.bias = torch.nn.Parameter(torch.tensor([[2.0]], dtype=torch.float64))
+    model.filters = lambda n: filters[:1]
+    # x⁰ = x¹ = v = x = (1, 2): x ⊙ v = (1, 4); h * (1, 4) = (1, 4.5); + 2·(1, 4) = (3, 12.5); ⊙ x = (3, 25)
+    torch.testing.assert_close(model(seq(1, 2)), seq(3, 25))
     # a non-causal filter reads the next token: (h * v)₀ = h₀v₀ + h₋₁v₁ = 1 + ¼·2
     both = torch.tensor([[0.25, 1.0, 0.5]], dtype=torch.float64)
     torch.testing.assert_close(long_conv(v, both), seq(1.5, 2.5))
 
 
 def test_hyena_causal_form_ignores_the_future():
-    causal, both = build(("zoo.hyena:Hyena", ())), build(("zoo.hyena:Hyena", (("causal", False),)))
-    filt = causal.filters(5)  # (N, h, 2n−1) at lags −4 … 4
-    assert filt.shape == (2, 8, 9) and torch.all(filt[:, :, :4] == 0) and torch.all(filt[:, :, 4:] != 0)
+    causal = build(("zoo.hyena:HyenaOperator", ()))
+    both = build(("zoo.hyena:HyenaOperator", (("causal", False),)))
+    filt = causal.filters(5)  # (N − 1, h, 2n−1) at lags −4 … 4: order 2 has one long filter
+    assert filt.shape == (1, 8, 9) and torch.all(filt[:, :, :4] == 0) and torch.all(filt[:, :, 4:] != 0)
     assert torch.all(both.filters(5) != 0)
+    assert build(("zoo.hyena:HyenaOperator", (("order", 3),))).filters(5).shape == (2, 8, 9)
     x = torch.randn(1, 5, D, generator=gen(0))
     y = x.clone()
     y[:, -1] += 1.0
     assert torch.equal(causal(x)[:, :-1], causal(y)[:, :-1])
     assert not torch.allclose(both(x)[:, 0], both(y)[:, 0])
     with pytest.raises(ValueError, match="order >= 2"):
-        build(("zoo.hyena:Hyena", (("order", 1),)))
+        build(("zoo.hyena:HyenaOperator", (("order", 1),)))
 
 
 def test_token_mixing_mlp_by_hand_and_its_lengths():
