@@ -27,7 +27,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "zoo"
 TOLERANCE = 1e-6  # relative, max-norm; the references computing in float32 sit near 1e-7
 WRONG = 1e-3  # a wrong convention is off by far more than this
 
-# family → the zoo target its fixture is for (a renamed class must be renamed here on purpose)
+# fixture → the zoo target it is for (a renamed class must be renamed here on purpose): the causal
+# form of each of the eight families, and the bidirectional forms that have a reference
 FAMILIES = {
     "linear_attention": "zoo.linear_attention:LinearAttention",
     "retnet": "zoo.retnet:Retention",
@@ -37,6 +38,9 @@ FAMILIES = {
     "hyena": "zoo.hyena:HyenaOperator",
     "rwkv": "zoo.rwkv:RWKV",
     "mlp_mixer": "zoo.mlp_mixer:TokenMixingMLP",
+    "mamba_bidir": "zoo.mamba:Mamba",  # Vim's block (mambapy.vim)
+    "s4d_bidir": "zoo.s4d:S4D",  # S4's bidirectional kernel, independent float64
+    "hyena_bidir": "zoo.hyena:HyenaOperator",  # the two-sided filter, independent float64
 }
 
 
@@ -82,7 +86,7 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 def test_zoo_mixer_matches_its_reference(family):
     fixture = load(family)
     assert fixture["target"] == FAMILIES[family]
-    assert fixture["kwargs"].get("causal", True) is True  # the causal form: the references' own
+    assert fixture["kwargs"].get("causal", True) is not family.endswith("_bidir")
     y = zoo_output(fixture)
     assert y.dtype == torch.float64 and y.shape == fixture["y"].shape
     err = relative_error(y, fixture["y"])
@@ -113,6 +117,14 @@ WRONG_CONVENTIONS = {
     "linear_attention": ("keys and values swapped", lambda s: _with(s, W_K=lambda _: s["W_V"], W_V=lambda _: s["W_K"]), {}),
     "s4d": ("C conjugated (the other mode of each pair)", lambda s: _with(s, C_im=lambda c: -c), {}),
     "mlp_mixer": ("token order of W₁ reversed", lambda s: _with(s, W_1=lambda w: w.flip(-1)), {}),
+    "mamba_bidir": ("the two directions' weights swapped", lambda s: _with(
+        s, **{k: (lambda w: w.flip(0)) for k in ("w_conv", "b_conv", "W_B", "W_C", "W_delta_down", "W_delta_up",
+                                                  "b_delta", "A_log", "D")}), {}),
+    "s4d_bidir": ("forward and backward kernels swapped", lambda s: _with(
+        s, C_re=lambda _: s["C_back_re"], C_im=lambda _: s["C_back_im"], C_back_re=lambda _: s["C_re"],
+        C_back_im=lambda _: s["C_im"]), {}),
+    "hyena_bidir": ("the filter's lags mirrored (ℓ read as −ℓ)", lambda s: _with(
+        s, W_f1=lambda w: w * torch.tensor([-1.0, 1, 1, -1, -1], dtype=w.dtype)), {}),
 }
 
 
@@ -120,7 +132,7 @@ WRONG_CONVENTIONS = {
 def test_a_wrong_convention_fails_the_comparison(case):
     """The negative controls: each fixture separates the right convention from a plausible
     wrong one by orders of magnitude more than the tolerance."""
-    family = case.split("_decay")[0]
+    family = case.removesuffix("_decay")
     _, wrong, kwargs = WRONG_CONVENTIONS[case]
     fixture = load(family)
     err = relative_error(zoo_output(fixture, wrong(fixture["state"]), **kwargs), fixture["y"])
