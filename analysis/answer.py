@@ -1,11 +1,16 @@
-"""The report's answer first (issue 45 item 1): *Which parts of attention matter*, one row per
+"""The report's answer first (issues 45 and 60): *Which parts of attention matter*, one row per
 component of attention the paper names, and the paragraph *How far to trust this*.
 
-Every sentence is generated from the decided parts (:class:`analysis.protocol.PartResult`) and
-the stability table (:func:`analysis.verdicts.stability_frame`); nothing here decides a part or
-holds an outcome. A component's row lists its deciding parts (paper.md §13); a component with
-none (the residual, LayerNorm, positions) shows the effect of its sanity or observation parts
-and no verdict.
+The rows are typed values (:class:`Row`, :class:`Line`) built from the decided parts
+(:class:`analysis.protocol.PartResult`) and the stability table
+(:func:`analysis.verdicts.stability_frame`); :func:`analysis.render.first_screen` words them.
+Nothing here decides a part. A component's row lists its deciding parts (paper.md §13), each
+read for the arm *with* the component against the arm *without* it (``Component.has``):
+*matters* (the component lowers error, decisively), *does not matter* (an equivalence
+supported: within δ), *hurts* (it raises error, decisively), *undecided* (inconclusive, with
+why and what would decide it); a component with none (the residual, LayerNorm, positions) shows
+its sanity or observation parts with no verdict. The registered hypothesis's verdict
+(*supported* / *contradicted*) is beside it, with the direction of a contradiction.
 
 *What would decide it*, for an inconclusive part, is computed (:func:`what_would_decide`):
 
@@ -31,18 +36,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 from scipy import stats as sps
 
-from analysis import protocol
+from analysis import prose, protocol, render, stability
+from analysis.decision import BlownUp, Interval, Label, Rule, Step
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
 ALPHA = protocol.ALPHA
 MAX_SEEDS = 1000  # above this the count is printed as "more than 1,000"
-HEADING = "## Which parts of attention matter"
+HEADING = render.HEADING
 
 
 def _base(arm: str) -> str:
@@ -58,44 +64,45 @@ def _bases(*arms: str) -> Callable[[Mapping[str, Any]], bool]:
     return lambda s: {_base(s["a"]), _base(s["b"])} == set(arms) and s["a"] != s["b"]
 
 
+def _one_of(*arms: str) -> Callable[[Mapping[str, Any]], str]:
+    """The part's arm that is one of ``arms`` (its a if both are)."""
+    return lambda s: str(s["a"]) if str(s["a"]) in arms or _base(s["a"]) in arms else str(s["b"])
+
+
+def _k(arm: str) -> int:
+    m = re.search(r"k=(\d+)", str(arm))
+    return int(m.group(1)) if m else 0
+
+
 @dataclass(frozen=True)
 class Component:
     """A component of attention the paper names and how its parts are recognised: ``match``
     takes a part's spec (:func:`analysis.protocol.spec_dict`) and says whether the part's arms
-    differ by this component."""
+    differ by this component; ``has`` names the arm that has it (the other arm lacks it)."""
 
     name: str
     match: Callable[[Mapping[str, Any]], bool]
+    has: Callable[[Mapping[str, Any]], str] = lambda s: str(s["a"])
 
 
 COMPONENTS = (
     Component("the equivariant X g(·) structure against a flattened MLP",
-              lambda s: _pair("xg", "mlp")(s) or _pair("coordwise", "softmax")(s)),
-    Component("the Z g2 term", _pair("general", "general_nozg2")),
-    Component("W_V", _pair("value", "softmax")),
+              lambda s: _pair("xg", "mlp")(s) or _pair("coordwise", "softmax")(s), _one_of("xg", "softmax")),
+    Component("the Z g2 term", _pair("general", "general_nozg2"), _one_of("general")),
+    Component("W_V", _pair("value", "softmax"), _one_of("value")),
     Component("softmax's row normalisation against an elementwise σ with 1/n",
               lambda s: str(s["a"]) == "quad_sigma[sigma=softmax]" and _base(s["b"]) != str(s["b"])
-              and bool(s.get("choose_b") or s["role"] == "deciding")),
-    Component("XᵀX with repeated tokens", _bases("higher_order_gram", "higher_order_identity")),
-    Component("knowledge size k", lambda s: _base(s["a"]) == _base(s["b"]) == "softmax_free" and s["a"] != s["b"]),
-    Component("1/√d1", _pair("softmax", "softmax_unscaled")),
-    Component("the residual", _pair("residual", "value")),
-    Component("LayerNorm", _pair("transformer", "transformer_ln")),
-    Component("positions", _pair("transformer", "transformer_pe")),
+              and bool(s.get("choose_b") or s["role"] == "deciding"), _one_of("quad_sigma[sigma=softmax]")),
+    Component("XᵀX with repeated tokens", _bases("higher_order_gram", "higher_order_identity"),
+              _one_of("higher_order_gram")),
+    Component("knowledge size k", lambda s: _base(s["a"]) == _base(s["b"]) == "softmax_free" and s["a"] != s["b"],
+              lambda s: max(str(s["a"]), str(s["b"]), key=_k)),
+    Component("1/√d1", _pair("softmax", "softmax_unscaled"), _one_of("softmax")),
+    Component("the residual", _pair("residual", "value"), _one_of("residual")),
+    Component("LayerNorm", _pair("transformer", "transformer_ln"), _one_of("transformer_ln")),
+    Component("positions", _pair("transformer", "transformer_pe"), _one_of("transformer_pe")),
 )
-
-TERMS = ("**Terms.** d = value(b) − value(a) per seed, at each arm's lr chosen on validation; its mean and "
-         "95% Student-t interval are in the part's units (test error, mean log test error over n_train, or a "
-         "fraction of the step budget); δ is the part's pre-registered margin in the same units. *supported* / "
-         "*contradicted*: the interval decides the part's hypothesis (the row's sentence) one way; "
-         "*inconclusive*: it does not, or a precondition voids it; *no power*: an equivalence cannot be "
-         "supported because its positive control (a pair known to differ) is not contradicted by the same "
-         "test, or both arms sit within δ of their floor; *floor*: the lowest error the arms can reach "
-         "there (0, or a named arm's error); *half-width*: half the length of the 95% interval. "
-         "*Holds under*: the verdict of the same part rerun at ×4 steps (four times the step budget) and under "
-         "the other readouts of a token task (*scaled*: β Eᵀ f(X) with one learned temperature β; *tied*: Eᵀ f(X); "
-         "*learned*: U f(X)).")
-
+AUGMENTED = "augment=permutation"  # C9's augmentation control: B1 trained on position-permuted inputs
 
 def _letter(spec: Mapping[str, Any]) -> str:
     m = re.match(r"\s*\(([a-z])\)", str(spec.get("name", "")))
@@ -107,11 +114,6 @@ def _task_code(spec: Mapping[str, Any]) -> str:
     ``T3a″`` in "(T3a″: T3a with noisy training targets)"), else the task preset."""
     codes = re.findall(r"\bT\d[a-z]?[′″]?", str(spec.get("name", "")))
     return codes[0] if codes else f"`{spec['task']}`"
-
-
-def _n_pairs(result: protocol.PartResult) -> int:
-    m = re.search(r"\((\d+) of \d+\)", result.seeds or "")
-    return int(m.group(1)) if m else 0
 
 
 def _num(x: float) -> str:
@@ -147,12 +149,10 @@ def seeds_needed(effect: float, sd: float, one_sided_alpha: float, power: float 
 def _at_floor(result: protocol.PartResult) -> str:
     """Why both arms sit at their floor, or ''."""
     spec, delta = result.spec, float(result.spec["delta"])
-    shown = next((x for x in result.reasons if "cannot show δ" in x), "")  # the analysis's resolution rule, whole
-    if shown:
-        return shown
-    floor = next((x for x in result.reasons if "within δ of the floor" in x), "")
-    if floor:
-        return floor.split(": ", 1)[-1]  # the no-power clause without its name
+    for rule in (Rule.RESOLUTION, Rule.AT_FLOOR):  # the analysis's resolution rule; the no-power floor clause
+        fired = next((x for x in result.reasons if x.rule is rule), None)
+        if fired:
+            return render.reason(fired)
     resolution = getattr(result, "resolution", None)
     if resolution is not None and not math.isnan(resolution) and resolution < delta:
         return f"the largest effect this measurement can show is {resolution:.3g}, below δ = {delta:g}"
@@ -161,9 +161,9 @@ def _at_floor(result: protocol.PartResult) -> str:
     return ""
 
 
-REMEDIES = {"budget-limited": "a longer budget (×4 steps)", "lr at grid edge": "an lr past the grid edge",
-            "diverged": "an lr at which no seed diverges", "not learned": "a budget or size at which the arms learn",
-            "no power": "a positive control that the same test contradicts"}
+REMEDIES = {Step.BUDGET: "a longer budget (×4 steps)", Step.LR_EDGE: "an lr past the grid edge",
+            Step.DIVERGED: "an lr at which no seed diverges", Step.NOT_LEARNED: "a budget or size at which the arms learn",
+            Step.NO_POWER: "a positive control that the same test contradicts"}
 
 
 def _threshold(result: protocol.PartResult) -> float:
@@ -179,20 +179,20 @@ def what_would_decide(result: protocol.PartResult) -> tuple[str, str]:
     if result.verdict != protocol.INCONCLUSIVE:
         return "", ""
     if math.isnan(result.effect):
-        return "; ".join(result.reasons) or "no interval", "the missing runs"
+        return render.reasons(result.reasons) or "no interval", "the missing runs"
     floor = _at_floor(result)
     if floor:
         return floor, "a harder task (not more seeds)"
-    blown = next((r for r in result.reasons if "blown-up" in r), "")
+    blown = next((r for r in result.reasons if r.rule.step is Step.BLOWUP), None)
     if blown:
-        return blown, "an lr at which no seed blows up (the part decided without them agrees)"
-    names = [r.split(":")[0] for r in result.reasons]
+        return render.reason(blown), "an lr at which no seed blows up (the part decided without them agrees)"
+    steps = list(dict.fromkeys(r.rule.step for r in result.reasons))
     if result.test_alone in (protocol.SUPPORTED, protocol.CONTRADICTED):
-        failed = [n for n in names if n in REMEDIES]
-        return (f"{', '.join(failed) or 'a precondition'} voids a {result.test_alone} interval",
-                "; ".join(REMEDIES[n] for n in failed) or "the failed precondition lifted")
+        failed = [s for s in steps if s in REMEDIES]
+        return (f"{', '.join(render.STEP_NAMES[s] for s in failed) or 'a precondition'} voids a "
+                f"{result.test_alone} interval", "; ".join(REMEDIES[s] for s in failed) or "the failed precondition lifted")
     half = (result.hi95 - result.lo95) / 2
-    n_now, sd = _n_pairs(result), result.se * math.sqrt(max(_n_pairs(result), 1))
+    n_now, sd = result.n_pairs, result.se * math.sqrt(max(result.n_pairs, 1))
     if result.spec["test"] == "difference":
         why = "the 95% interval includes 0"
         n = seeds_needed(abs(result.effect), sd, ALPHA / 2)
@@ -208,40 +208,6 @@ def what_would_decide(result: protocol.PartResult) -> tuple[str, str]:
     if n is None:
         return why, f"more than {MAX_SEEDS:,} seeds at the observed spread (sd {_num(sd)})"
     return why, f"about {max(n, n_now + 1)} paired seeds (now {n_now}; 80% power at the observed sd {_num(sd)})"
-
-
-BLOCK_WORDS = {"x4": "at ×4 steps", "exploratory": "on the exploratory seeds",
-               "confirmation": "on the confirmation seeds"}
-
-
-def _block_name(block: str) -> str:
-    """A stability block as a phrase with its preposition: ``readout=tied`` → "under the tied readout"."""
-    if block.startswith("readout="):
-        return f"under the {block.split('=', 1)[1]} readout"
-    return BLOCK_WORDS.get(block, block)
-
-
-def holds_under(result: protocol.PartResult, row: Mapping[str, Any] | None) -> str:
-    """Where the part's verdict holds: ``result.conditions`` where the analysis set it, else the
-    stability table's row (the same part at ×4 steps and under the other readouts) grouped by
-    verdict; blown-up runs (``result.blowups``) named."""
-    said = str(getattr(result, "conditions", "") or "")
-    readout = result.spec.get("readout")
-    main = f"{readout} readout" if readout and not said else ""  # the analysis's conditions name the readouts
-    if not said and row is not None:
-        others = [b for b in ("x4", *sorted(k for k in row if re.fullmatch(r"readout=[^_]+", str(k))))
-                  if row.get(f"{b}_runs") and isinstance(row.get(b), str)]
-        if row.get("decided_on") == "confirmation" and row.get("exploratory") != result.verdict:
-            others.insert(0, "exploratory")
-        by: dict[str, list[str]] = {}
-        for b in others:
-            by.setdefault(str(row[b]), []).append(_block_name(b))
-        pieces = [f"{'also ' if v == result.verdict else ''}{v} {' and '.join(names)}"
-                  for v, names in sorted(by.items(), key=lambda kv: kv[0] != result.verdict)]
-        said = "; ".join(pieces) if pieces else "not rerun at ×4 steps or under another readout"
-    blowups = int(getattr(result, "blowups", 0) or 0)
-    extra = [f"{blowups} blown-up run{'s' if blowups != 1 else ''} among its pairs"] if blowups else []
-    return "; ".join(x for x in [main, said, *extra] if x)
 
 
 def _key(result: protocol.PartResult) -> tuple:
@@ -292,45 +258,163 @@ def _units(result: protocol.PartResult, units: Mapping[str, str]) -> str:
     return units.get(str(result.spec["task"]), "test error")
 
 
-def _verdict_text(result: protocol.PartResult) -> str:
-    if result.verdict == protocol.OBSERVED or result.spec["role"] != "deciding":
-        return f"no verdict ({result.spec['role']})"
-    return f"**{result.verdict}**"
+FRAGILE = 0.5  # a margin (in δ) under this is printed on the row: a label that small a shift changes
+BLOCKS = ("exploratory", "x4")  # the stability table's blocks a row names where their label differs
 
 
-def part_cells(result: protocol.PartResult, labels: Sequence[str], row: Mapping[str, Any] | None,
-               units: Mapping[str, str]) -> dict[str, str]:
-    """One part's cells of the component table (every cell whole: nothing is cut)."""
-    label = f"{', '.join(labels)} {_task_code(result.spec)}"
-    effect = (f"{_num(result.effect)} [{_num(result.lo95)}, {_num(result.hi95)}]; δ {result.spec['delta']:g}; "
-              f"{_units(result, units)}" if not math.isnan(result.effect) else "no interval")
-    why, decide = what_would_decide(result) if result.spec["role"] == "deciding" else ("", "")
-    return {"part": f"{label}: {hypothesis(result.spec)}", "effect": effect, "verdict": _verdict_text(result),
-            "holds": holds_under(result, row) if result.spec["role"] == "deciding" else "–",
-            "decide": f"{why} → {decide}" if why else "–"}
+@dataclass(frozen=True)
+class Augmentation:
+    """C9's augmentation control: how much of the gap between the flattened MLP and the
+    equivariant arm training the MLP on position-permuted inputs closes (observation parts)."""
+
+    plain: str  # the MLP without augmentation
+    augmented: str  # the MLP with it
+    target: str  # the equivariant arm
+    closes: Interval  # value(plain) − value(augmented), 95% interval
+    gap: float  # value(plain) − value(target)
+    units: str
 
 
-COLUMNS = {"part": "part: hypothesis", "effect": "effect d [95% interval]; δ; units", "verdict": "verdict",
-           "holds": "holds under", "decide": "if undecided: why → what would decide it"}
+@dataclass(frozen=True)
+class Line:
+    """One part on a component's row (issue 60 item 3) as typed values; :mod:`analysis.render`
+    words it. ``gain`` = value(lacks) − value(has): positive where the arm with the component
+    has the lower value."""
+
+    labels: tuple[str, ...]
+    task_code: str
+    role: str
+    verdict: str
+    has: str
+    lacks: str
+    value: str
+    units: str
+    delta: float
+    gain: Interval
+    label: Label
+    expected: Label | None  # what the registered hypothesis expects (deciding parts)
+    margin: float  # the interval's distance to a label change, in δ (NaN: undecided or no interval)
+    preconditions: tuple[tuple[Step, float], ...]  # preconditions under FRAGILE δ from firing
+    blocks: tuple[tuple[str, str], ...]  # (block, its label) where it differs from the verdict
+    scale: str  # the scale column's label where it was run, else ""
+    scale_effect: str  # the scale column's estimate (the stability table's words)
+    loo: str  # a leave-one-seed-out flip (the stability table's words)
+    blown_up: tuple[BlownUp, ...]
+    result: protocol.PartResult = field(compare=False, repr=False)  # for what would decide it
 
 
-def component_rows(parts: Sequence[protocol.PartResult], stab: Mapping[tuple[str, str], Mapping[str, Any]],
-                   units: Mapping[str, str]) -> list[str]:
-    """The component table's Markdown lines: one row per :data:`COMPONENTS` entry; its deciding
-    parts (each comparison once, :func:`merge_shared`), else its other parts with no verdict,
-    else "not measured". A component's parts are lines of its cells (``<br>``)."""
-    lines = ["| component | " + " | ".join(COLUMNS.values()) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    for comp in COMPONENTS:
+@dataclass(frozen=True)
+class Row:
+    """A component's row: its parts' lines, or none (not measured), and C9's augmentation control."""
+
+    component: str
+    lines: tuple[Line, ...]
+    augmentation: Augmentation | None = None
+
+
+def label_of(result: protocol.PartResult, has: str) -> Label:
+    """The component's answer from a part's verdict (module docstring of :mod:`analysis.render`)."""
+    spec = result.spec
+    if spec["role"] != "deciding" or result.verdict == protocol.OBSERVED:
+        return Label.NO_VERDICT
+    if result.verdict == protocol.INCONCLUSIVE:
+        return Label.UNDECIDED
+    if spec["test"] == "equivalence" and result.verdict == protocol.SUPPORTED:
+        return Label.NO_MATTER
+    lower = (result.effect > 0) == (str(spec["a"]) == has)  # d = b − a > 0: a is lower
+    return Label.MATTERS if lower else Label.HURTS
+
+
+def expected_of(spec: Mapping[str, Any], has: str) -> Label | None:
+    """What the registered hypothesis says of the component: an equivalence that it does not
+    matter; a difference (``a`` lower) that it matters where ``a`` has it, else that it hurts."""
+    if spec["role"] != "deciding":
+        return None
+    if spec["test"] == "equivalence":
+        return Label.NO_MATTER
+    return Label.MATTERS if str(spec["a"]) == has else Label.HURTS
+
+
+def _gain(result: protocol.PartResult, has: str) -> Interval:
+    if str(result.spec["a"]) == has:
+        return Interval(result.effect, result.lo95, result.hi95, result.n_pairs)
+    return Interval(-result.effect, -result.hi95, -result.lo95, result.n_pairs)
+
+
+def _margin(result: protocol.PartResult) -> float:
+    """The interval's distance to a label change in δ (:func:`analysis.stability.slack`)."""
+    slack = stability.slack(result) if not math.isnan(result.effect) else {}
+    if result.verdict == protocol.SUPPORTED:
+        return float(slack.get("support_delta", math.nan))
+    if result.verdict == protocol.CONTRADICTED:
+        return float(slack.get("contradict_delta", math.nan))
+    return math.nan
+
+
+def _precondition_margins(result: protocol.PartResult) -> tuple[tuple[Step, float], ...]:
+    """The preconditions that did not fire but sit under :data:`FRAGILE` δ from firing: the
+    resolution rule (4c) and the positive control of *no power*."""
+    out = []
+    res = result.preconditions.get(Step.RESOLUTION)
+    if res is not None and res.ok and 0 <= res.margin < FRAGILE:
+        out.append((Step.RESOLUTION, float(res.margin)))
+    control = result.control
+    if control is not None and control.verdict == protocol.CONTRADICTED and 0 <= control.margin < FRAGILE:
+        out.append((Step.NO_POWER, float(control.margin)))
+    return tuple(out)
+
+
+def _blocks(result: protocol.PartResult, row: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The blocks of the part's stability row whose label differs from its verdict."""
+    if row is None:
+        return ()
+    names = [b for b in BLOCKS if b != "exploratory" or row.get("decided_on") == "confirmation"]
+    names += sorted(k for k in row if re.fullmatch(r"readout=[^_]+", str(k)))
+    return tuple((b, str(row[b])) for b in names
+                 if row.get(f"{b}_runs") and isinstance(row.get(b), str) and row[b] != result.verdict)
+
+
+def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, row: Mapping[str, Any] | None,
+         units: Mapping[str, str]) -> Line:
+    """One part's :class:`Line` on its component's row."""
+    spec = result.spec
+    has = comp.has(spec)
+    lacks = str(spec["b"]) if has == str(spec["a"]) else str(spec["a"])
+    scale = str(row.get("scale", "")) if row is not None else ""
+    ran = scale and scale != stability.NOT_RUN
+    return Line(tuple(labels), _task_code(spec), str(spec["role"]), result.verdict, has, lacks, str(spec["value"]),
+                _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
+                expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
+                scale if ran else "", str(row.get("scale_effect", "")) if ran else "",
+                str(row.get("loo_flip", "") or "") if row is not None else "", tuple(result.blown_up), result)
+
+
+def augmentation(parts: Sequence[protocol.PartResult], units: Mapping[str, str]) -> Augmentation | None:
+    """C9's augmentation control from its observation parts: the augmented MLP against the plain
+    one (what augmentation closes) and the equivariant arm against the augmented MLP (the rest)."""
+    closing = next((r for r in parts if AUGMENTED in str(r.spec["a"]) and AUGMENTED not in str(r.spec["b"])
+                    and _base(str(r.spec["b"]).split(" ")[0]) == _base(str(r.spec["a"]).split(" ")[0])), None)
+    rest = next((r for r in parts if AUGMENTED in str(r.spec["b"]) and AUGMENTED not in str(r.spec["a"])), None)
+    if closing is None or rest is None or math.isnan(closing.effect):
+        return None
+    return Augmentation(str(closing.spec["b"]), str(closing.spec["a"]), str(rest.spec["a"]),
+                        Interval(closing.effect, closing.lo95, closing.hi95, closing.n_pairs),
+                        float(closing.mean_b - rest.mean_a), _units(closing, units))
+
+
+def rows(parts: Sequence[protocol.PartResult], stab: Mapping[tuple[str, str], Mapping[str, Any]],
+         units: Mapping[str, str]) -> list[Row]:
+    """One :class:`Row` per :data:`COMPONENTS` entry: its deciding parts (each comparison once,
+    :func:`merge_shared`), else its other parts with no verdict, else none (not measured); the
+    first (the equivariant structure) with C9's augmentation control."""
+    out = []
+    for i, comp in enumerate(COMPONENTS):
         mine = [r for r in parts if r.spec.get("claim") != "scorecard" and comp.match(r.spec)]
         deciding = [r for r in mine if r.spec["role"] == "deciding"]
-        shown = merge_shared(deciding or mine)
-        if not shown:
-            lines.append(f"| {comp.name} | not measured: no registered part compares arms that differ by it |"
-                         + " – |" * (len(COLUMNS) - 1))
-            continue
-        cells = [part_cells(r, labels, stab.get((r.spec["claim"], r.spec["name"])), units) for r, labels in shown]
-        lines.append(f"| {comp.name} | " + " | ".join("<br>".join(c[k] for c in cells) for k in COLUMNS) + " |")
-    return lines
+        lines = tuple(line(r, labels, comp, stab.get((r.spec["claim"], r.spec["name"])), units)
+                      for r, labels in merge_shared(deciding or mine))
+        out.append(Row(comp.name, lines, augmentation(parts, units) if i == 0 else None))
+    return out
 
 
 def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
@@ -364,6 +448,14 @@ def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, re
                    "threshold may change its label on another.")
     if scale:
         out.append(f"Measured at {scale}; no verdict here speaks for another scale.")
+    if not stab.empty and "scale" in stab:
+        ran = stab[stab["scale"] != stability.NOT_RUN]
+        moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
+        if len(ran):
+            names = "; ".join(f"{r['claim']} {prose.headline(r['part'])} ({r[r['decided_on']]} → {r['scale']})"
+                              for _, r in moved.iterrows())
+            out.append(f"At the larger scale {len(moved)} of the {len(ran)} parts rerun there lose their verdict"
+                       + (f": {names}." if len(moved) else "."))
     if n != len(deciding):
         out.append(f"{len(deciding)} deciding parts are {n} distinct comparisons: a comparison that bears on two "
                    "claims is listed once.")
@@ -372,8 +464,8 @@ def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, re
 
 def section(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
             processors: Mapping[str, str], units: Mapping[str, str], scale: str = "") -> list[str]:
-    """The report's opening section: the heading, the terms, the component table and the trust
-    paragraph (module docstring)."""
-    rows = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
-    return [HEADING, "", TERMS, "", *component_rows(parts, rows, units), "",
-            trust_paragraph(parts, stab, rereg, processors, scale), ""]
+    """The report's opening section: the heading, how to read a row, the component table and the
+    trust paragraph (:func:`analysis.render.first_screen`)."""
+    by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
+    table = rows(parts, by_part, units)
+    return render.first_screen(table, what_would_decide, trust_paragraph(parts, stab, rereg, processors, scale))

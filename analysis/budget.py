@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis import phases, protocol
+from analysis import phases, protocol, render
+from analysis.decision import Reason, Rule
 
 STEPS = "train.max_steps"
 
@@ -71,11 +72,11 @@ def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
             long_runs = longer.get(name, pd.DataFrame())
             # the reruns have one lr per arm: the edge precondition is the grid's, not theirs
             many = protocol.decide_part(long_runs, {**one.spec, "choose_b": []}, check_edge=False) \
-                if not long_runs.empty else protocol.PartResult(spec, protocol.INCONCLUSIVE, ["no reruns"])
+                if not long_runs.empty else protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.NO_RERUNS)])
 
             def cell(r: protocol.PartResult) -> tuple[str, str]:
                 eff = "–" if pd.isna(r.effect) else f"{r.effect:.3g} [{r.lo:.3g}, {r.hi:.3g}]"
-                why = f" ({'; '.join(x.split(':')[0] for x in r.reasons)})" if r.reasons else ""
+                why = f" ({'; '.join(render.heads(r.reasons))})" if r.reasons else ""
                 return eff, f"{r.verdict}{why}"
             e1, v1 = cell(one)
             e4, v4 = cell(many)

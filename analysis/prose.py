@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from analysis import protocol, stability, verdicts
+from analysis import protocol, render, stability, verdicts
+from analysis.decision import Reason
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
 # a section not listed (or missing from theory.md) links to the page itself.
@@ -107,10 +108,11 @@ def legend(presets: Sequence[Mapping[str, object]]) -> list[str]:
             + "; ".join(codes) + ".", ""] if codes else []
 
 
-def reason_name(reason: str) -> str:
+def reason_name(reason: Reason) -> str:
     """An inconclusive part's reason in a few words: its precondition's name (``lr at grid
-    edge``), or ``runs missing`` for the many ``no runs of `arm` on task …`` lines."""
-    return "runs missing" if reason.startswith("no runs") else reason.split(":")[0]
+    edge``), or ``runs missing`` for the many ``no runs of `arm` on task …`` lines
+    (:func:`analysis.render.reason_name`)."""
+    return render.reason_name(reason)
 
 
 def _reason(results: Sequence[protocol.PartResult]) -> str:

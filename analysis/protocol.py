@@ -91,10 +91,11 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import stats
+from analysis.decision import BlownUp, Check, Control, Interval, Reason, Robust, Rule, Step
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
-PRECONDITIONS = ("not learned", "budget-limited", "diverged", "lr at grid edge")
-NO_POWER = "no power"  # equivalences only (step 4): voids a supported equivalence
+PRECONDITIONS = (Step.NOT_LEARNED, Step.BUDGET, Step.DIVERGED, Step.LR_EDGE)
+NO_POWER = Step.NO_POWER  # equivalences only (step 4): voids a supported equivalence
 ALPHA = 0.05  # level of every test, and of Holm's family-wise error within a claim
 MIN_EVALS = 5  # evaluations in the last 20% of the budget needed to judge it
 DERIVED = {"absent_error": lambda df: 1.0 - df["test/acc_not_answer_in_input"]}
@@ -108,7 +109,7 @@ class PartResult:
 
     spec: dict[str, Any]
     verdict: str
-    reasons: list[str] = field(default_factory=list)  # why inconclusive (preconditions, data)
+    reasons: list[Reason] = field(default_factory=list)  # why inconclusive (preconditions, data)
     n_train: str = ""  # the decided size(s)
     seeds: str = ""  # the paired seeds, e.g. "0–4 (5 of 5)"
     mean_a: float = np.nan
@@ -117,7 +118,7 @@ class PartResult:
     lo: float = np.nan
     hi: float = np.nan
     method: str = ""
-    preconditions: dict[str, str] = field(default_factory=dict)  # name → "ok" or the failure
+    preconditions: dict[Step, Check] = field(default_factory=dict)  # precondition → its check
     lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
     test_alone: str = ""  # what the interval alone would say, where a precondition failed
@@ -127,7 +128,7 @@ class PartResult:
     p: float = np.nan  # p-value for contradiction (p_contradiction), unadjusted
     p_holm: float = np.nan  # Holm-adjusted within the claim's deciding parts (adjust)
     params: dict[str, float] = field(default_factory=dict)  # arm → n_params (logged per run)
-    control: str = ""  # an equivalence's positive control, decided by the same test (step 4)
+    control: Control | None = None  # an equivalence's positive control, decided by the same test (step 4)
     se: float = np.nan  # standard error of the mean paired difference, sd(d)/√n
     n_runs: int = 0  # runs of both arms at their chosen lr and the decided size(s)
     conditions: str = ""  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
@@ -137,7 +138,9 @@ class PartResult:
     resolution: float | None = None  # the largest effect the measurement could show, in the value's units
     shared_with: tuple[str, ...] = ()  # other claims' parts built from the same trial ids
     trial_ids: tuple[str, ...] = ()  # the paired runs' trial ids, both arms (sorted)
-    robust: str = ""  # the blown-up runs' checks: without them, and Hodges–Lehmann (step 4b)
+    robust: Robust | None = None  # the blown-up runs' checks: without them, and Hodges–Lehmann (step 4b)
+    n_pairs: int = 0  # paired seeds
+    blown_up: tuple[BlownUp, ...] = ()  # the blown-up runs among the pairs, by arm, seed and trial id
 
 
 def spec_dict(part: Any) -> dict[str, Any]:
@@ -238,22 +241,23 @@ def _reference(rows: pd.DataFrame) -> tuple[float, str]:
     return ref, name
 
 
-def _budget(rows: pd.DataFrame, delta: float, log: bool) -> str:
-    """'ok' or why the arm's budget binds (paper.md §13 *budget-limited*)."""
+def _budget(rows: pd.DataFrame, delta: float, log: bool) -> tuple[Rule, tuple[float, ...]] | None:
+    """None, or the rule that finds the arm's budget binding with its numbers (paper.md §13
+    *budget-limited*)."""
     need = ["val/best_error", "val/best_error_at_80", "val/best_error_at_90", "val/evals_last_20"]
     if any(c not in rows for c in need) or rows.empty:
-        return "fails: no best-so-far validation summary logged"
+        return Rule.BUDGET_UNLOGGED, ()
     evals = int(pd.to_numeric(rows["val/evals_last_20"], errors="coerce").min())
     if evals < MIN_EVALS:
-        return f"fails: cannot judge, {evals} evaluations in the last 20% (< {MIN_EVALS})"
+        return Rule.BUDGET_UNJUDGED, (evals, MIN_EVALS)
     end, at80, at90 = (float(pd.to_numeric(rows[c], errors="coerce").mean()) for c in need[:3])
     if end <= 0:  # direction-aware: an arm at 0 validation error cannot fall further
-        return "ok"
+        return None
     if log:
         end, at80, at90 = np.log(max(end, 1e-12)), np.log(max(at80, 1e-12)), np.log(max(at90, 1e-12))
     if at90 > end and at80 - end > delta / 2:
-        return f"fails: still falling (best-so-far {at80:.3g} at 80% → {end:.3g} at the end, > δ/2)"
-    return "ok"
+        return Rule.BUDGET_FALLING, (at80, end)
+    return None
 
 
 def _ties(rows: pd.DataFrame) -> tuple:
@@ -263,43 +267,42 @@ def _ties(rows: pd.DataFrame) -> tuple:
     return ties if isinstance(ties, tuple) else ()
 
 
-def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[str, str | None]:
-    """('ok' or the failure, 'high'/'low' when the chosen lr is an extendable edge)."""
+def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[Rule | None, str | None]:
+    """(None or the rule that fires, 'high'/'low' when the chosen lr is an extendable edge)."""
     chosen = float(rows["lr_chosen"].iloc[0])
     grid = tuple(rows["lr_grid"].iloc[0])
     if bound is not None and np.isclose(chosen, bound):
-        return "ok", None
+        return None, None
     if len(grid) >= 3 and any(min(grid) < t < max(grid) for t in _ties(rows)):
-        return "ok", None  # an inner lr reaches the same validation error: the edge won a tie-break only
+        return None, None  # an inner lr reaches the same validation error: the edge won a tie-break only
     if len(grid) < 3:
         side = "high" if np.isclose(chosen, max(grid)) else "low" if np.isclose(chosen, min(grid)) else None
-        return f"fails: lr grid has {len(grid)} value(s) {[_fmt_lr(g) for g in grid]}", side
+        return Rule.GRID_SMALL, side
     if np.isclose(chosen, max(grid)):
-        return f"fails: chosen lr {_fmt_lr(chosen)} is the largest of {[_fmt_lr(g) for g in grid]}", "high"
+        return Rule.LR_LARGEST, "high"
     if np.isclose(chosen, min(grid)):
-        return f"fails: chosen lr {_fmt_lr(chosen)} is the smallest of {[_fmt_lr(g) for g in grid]}", "low"
-    return "ok", None
+        return Rule.LR_SMALLEST, "low"
+    return None, None
 
 
-def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, str, str]:
-    """(verdict before preconditions, lo, hi, method, reason if inconclusive)."""
+def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, str, Reason | None]:
+    """(verdict before preconditions, lo, hi, method, the rule that leaves it open or None)."""
     delta = float(spec["delta"])
     if spec["test"] == "difference":
         _, lo, hi = stats.t_interval(d, 0.95)
         verdict = SUPPORTED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
-        return verdict, lo, hi, "paired Student-t 95%", "" if verdict != INCONCLUSIVE else "the 95% interval includes 0"
+        return verdict, lo, hi, "paired Student-t 95%", None if verdict != INCONCLUSIVE else Reason(Rule.INCLUDES_ZERO)
     if int(spec["sides"]) == 2:
         result = stats.tost(d, delta)
         _, lo95, hi95 = stats.t_interval(d, 0.95)
         outside = lo95 > delta or hi95 < -delta
         verdict = SUPPORTED if result["equivalent"] else CONTRADICTED if outside else INCONCLUSIVE
-        why = "" if verdict != INCONCLUSIVE else "the 90% interval is not inside ±δ, nor the 95% interval outside it"
+        why = None if verdict != INCONCLUSIVE else Reason(Rule.STRADDLES_DELTA)
         return verdict, result["lo"], result["hi"], f"TOST (paired t 90%), p = {result['p']:.2g}", why
     _, lo90, hi90 = stats.t_interval(d, 0.90)
     _, lo95, _ = stats.t_interval(d, 0.95)
     verdict = SUPPORTED if hi90 < delta else CONTRADICTED if lo95 > delta else INCONCLUSIVE
-    why = "" if verdict != INCONCLUSIVE else (f"the one-sided 95% upper bound {hi90:.3g} is not below δ, "
-                                              f"nor the 95% lower bound {lo95:.3g} above it")
+    why = None if verdict != INCONCLUSIVE else Reason(Rule.ONE_SIDED_OPEN, values=(hi90, lo95))
     return verdict, lo90, hi90, "one-sided paired t (90% interval, upper bound vs δ)", why
 
 
@@ -332,34 +335,37 @@ def _resolve(df: pd.DataFrame, part: Any) -> tuple[dict[str, Any], str]:
     return spec, chose
 
 
-def _arm_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, str]:
-    """Both arms' runs on the part's task with its value column, or why there are none."""
+def _arm_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> tuple[pd.DataFrame, Reason | None]:
+    """Both arms' runs on the part's task with its value column, and None or why there are none."""
     rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])] if not df.empty else df
     if spec.get("readout") and "task.readout" in rows:  # the registered readout only (stability rows apart)
         rows = rows[rows["task.readout"].astype(str) == spec["readout"]]
     for arm in (spec["a"], spec["b"]):
         if rows.empty or not (rows["arm"] == arm).any():
-            return rows, f"no runs of `{arm}` on {spec['task']}" + \
-                (f" under readout {spec['readout']}" if spec.get("readout") else "")
+            return rows, Reason(Rule.NO_RUNS, arm=str(arm), names=(str(spec["task"]), str(spec.get("readout") or "")))
     try:
-        return _values(rows, spec["value"]), ""
+        return _values(rows, spec["value"]), None
     except KeyError as err:
-        return rows, f"no runs with {err}"
+        return rows, Reason(Rule.NO_COLUMN, names=(str(err.args[0]),))
 
 
-def _diverged(chosen: pd.DataFrame, rows: pd.DataFrame, arm: str, pre: dict[str, list[str]]) -> set:
+def _diverged(chosen: pd.DataFrame, rows: pd.DataFrame, arm: str, pre: dict[Step, list[Reason]]) -> set:
     """Precondition *diverged* for one arm; returns the sizes where it has an eligible lr."""
     mine = chosen[chosen["arm"] == arm]
     if mine["lr_chosen"].isna().any():
         n_lr = len(rows[(rows["arm"] == arm)]["train.lr"].unique()) if "train.lr" in rows else 1
-        pre["diverged"].append(f"`{arm}`: every lr has a diverged seed ({n_lr} of {n_lr})")
+        pre[Step.DIVERGED].append(Reason(Rule.DIVERGED, arm=str(arm), values=(n_lr,)))
     return set(mine.dropna(subset=["lr_chosen"])["task.n_train"])
 
 
-def _no_size(result: PartResult, pre: dict[str, list[str]]) -> PartResult:
-    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "n/a" for k, v in pre.items()}
-    result.reasons = ["no training-set size where both arms have an eligible lr"] + \
-        [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v]
+def _checks(pre: dict[Step, list[Reason]], judged: bool = True) -> dict[Step, Check]:
+    """Each precondition's :class:`~analysis.decision.Check` from its failures."""
+    return {k: Check(tuple(v), judged=judged or bool(v)) for k, v in pre.items()}
+
+
+def _no_size(result: PartResult, pre: dict[Step, list[Reason]]) -> PartResult:
+    result.preconditions = _checks(pre, judged=False)
+    result.reasons = [Reason(Rule.NO_SIZE), *(x for v in pre.values() for x in v)]
     return result
 
 
@@ -375,7 +381,7 @@ def _per_seed(ok: pd.DataFrame, key: str, at: list) -> pd.Series:
     return pd.Series(area, index=wide.index, dtype=float)
 
 
-def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tuple[pd.Series, str, str]:
+def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tuple[pd.Series, str, Reason | None]:
     """One arm's value per seed on ``task``, each size at the lr chosen on validation (step 1,
     the blown-up lr rule included) and read as a part reads it (step 2): ``auc`` the area
     under log test error over every size the arm has an eligible lr at (:func:`_per_seed`),
@@ -383,7 +389,7 @@ def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tup
     not a verdict.
 
     Returns:
-        ``(per-seed values indexed by seed, the sizes as text "64, 256", why it is empty or "")``;
+        ``(per-seed values indexed by seed, the sizes as text "64, 256", None or why it is empty)``;
         never raises for missing data.
     """
     ok, at, missing = chosen_runs(df, task, arm, value)
@@ -391,13 +397,14 @@ def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tup
     if missing:
         return pd.Series(dtype=float), text, missing
     if value == "auc" and len(at) < 2:
-        return pd.Series(dtype=float), text, f"area under the curve needs ≥ 2 sizes; `{arm}` has {text or 'none'}"
-    return _per_seed(ok, value, at).dropna(), text, ""
+        return pd.Series(dtype=float), text, Reason(Rule.AUC_SIZES, arm=str(arm), names=(text,))
+    return _per_seed(ok, value, at).dropna(), text, None
 
 
-def chosen_runs(df: pd.DataFrame, task: str, arm: str, value: str = "error") -> tuple[pd.DataFrame, list, str]:
-    """``(the arm's usable runs at the lr chosen on validation per size, the sizes read, why
-    there are none or "")``: every size with an eligible lr for ``auc``, else the largest
+def chosen_runs(df: pd.DataFrame, task: str, arm: str, value: str = "error") -> tuple[pd.DataFrame, list,
+                                                                                     Reason | None]:
+    """``(the arm's usable runs at the lr chosen on validation per size, the sizes read, None or
+    why there are none)``: every size with an eligible lr for ``auc``, else the largest
     (:func:`arm_values`)."""
     spec = spec_dict({"task": task, "a": arm, "b": arm, "value": value, "delta": 0.0})
     rows, missing = _arm_rows(df, spec)
@@ -408,8 +415,8 @@ def chosen_runs(df: pd.DataFrame, task: str, arm: str, value: str = "error") -> 
     sizes = sorted(chosen["task.n_train"].unique())
     at = sizes if value == "auc" else sizes[-1:]
     if not at:
-        return chosen.iloc[0:0], [], f"`{arm}`: every lr has a diverged seed"
-    return _usable(chosen[chosen["task.n_train"].isin(at)], value), at, ""
+        return chosen.iloc[0:0], [], Reason(Rule.DIVERGED, arm=str(arm))
+    return _usable(chosen[chosen["task.n_train"].isin(at)], value), at, None
 
 
 def _lr_line(g: pd.DataFrame) -> str:
@@ -420,13 +427,15 @@ def _lr_line(g: pd.DataFrame) -> str:
         (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")
 
 
-def _edge_check(result: PartResult, pre: dict[str, list[str]], g: pd.DataFrame, arm: str, n: Any,
+def _edge_check(result: PartResult, pre: dict[Step, list[Reason]], g: pd.DataFrame, arm: str, n: Any,
                 bound: float | None) -> None:
     """Precondition *lr at grid edge* for one arm at one size; records an extendable edge."""
-    status, side = _edge(g, bound)
-    if status == "ok":
+    rule, side = _edge(g, bound)
+    if rule is None:
         return
-    pre["lr at grid edge"].append(f"`{arm}` at n_train={int(n)}: {status[7:]}")
+    grid = tuple(float(x) for x in g["lr_grid"].iloc[0])
+    chosen = () if rule is Rule.GRID_SMALL else (float(g["lr_chosen"].iloc[0]),)
+    pre[Step.LR_EDGE].append(Reason(rule, arm=str(arm), n_train=int(n), values=(*chosen, *grid)))
     if side:
         result.edges.append({"task": result.spec["task"], "arm": arm, "n_train": n, "side": side,
                              "lr": float(g["lr_chosen"].iloc[0]),
@@ -434,7 +443,7 @@ def _edge_check(result: PartResult, pre: dict[str, list[str]], g: pd.DataFrame, 
                              "extends": sorted(g.get("extends", pd.Series(dtype=str)).astype(str))})
 
 
-def _arm_checks(result: PartResult, pre: dict[str, list[str]], mine: pd.DataFrame, arm: str,
+def _arm_checks(result: PartResult, pre: dict[Step, list[Reason]], mine: pd.DataFrame, arm: str,
                 check_edge: bool) -> None:
     """Per size of one arm: the chosen lr line, *lr at grid edge* and *budget-limited*."""
     spec = result.spec
@@ -445,11 +454,11 @@ def _arm_checks(result: PartResult, pre: dict[str, list[str]], mine: pd.DataFram
         if _steps_target(spec["value"]) is not None:
             continue  # steps-to-target: the budget is the value's own ceiling (module docstring)
         budget = _budget(_usable(g, "error"), float(spec["delta"]), log=spec["value"] == "auc")
-        if budget != "ok":
-            pre["budget-limited"].append(f"`{arm}` at n_train={int(n)}: {budget[7:]}")
+        if budget is not None:
+            pre[Step.BUDGET].append(Reason(budget[0], arm=str(arm), n_train=int(n), values=budget[1]))
 
 
-def _not_reached(chosen: pd.DataFrame, at: list, result: PartResult, target: float) -> list[str]:
+def _not_reached(chosen: pd.DataFrame, at: list, result: PartResult, target: float) -> list[Reason]:
     """*Not learned* for steps-to-target: the judged arm(s) (as in :func:`_not_learned`) must
     reach the validation error ``target`` within the budget on every seed (a task they learn)."""
     spec = result.spec
@@ -461,11 +470,11 @@ def _not_reached(chosen: pd.DataFrame, at: list, result: PartResult, target: flo
         runs = _usable(chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)], spec["value"])
         reached = int((pd.to_numeric(runs[f"val/first_step_below/{target:g}"], errors="coerce") >= 0).sum())
         if reached < len(runs) or not len(runs):
-            fails.append(f"`{arm}` reached validation error ≤ {target:g} on {reached} of {len(runs)} seeds")
+            fails.append(Reason(Rule.NOT_REACHED, arm=str(arm), values=(target, reached, len(runs))))
     return fails
 
 
-def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[str]:
+def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[Reason]:
     """Precondition *not learned*: the failures against the best reference predictor on the
     same test sets (a difference judges the observed better arm, an equivalence both)."""
     spec, delta = result.spec, float(result.spec["delta"])
@@ -481,7 +490,7 @@ def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[str
     judged = [(spec["a"], result.mean_a), (spec["b"], result.mean_b)]
     if spec["test"] == "difference":
         judged = [min(judged, key=lambda t: t[1])]
-    return [f"`{arm}` {mean:.3g} vs {ref_name} {ref:.3g} (needs ≤ {ref - delta:.3g})"
+    return [Reason(Rule.NOT_LEARNED, arm=str(arm), values=(mean, ref, ref - delta), names=(ref_name,))
             for arm, mean in judged if not (mean <= ref - delta)]
 
 
@@ -495,42 +504,45 @@ def _arm_mean(df: pd.DataFrame, spec: Mapping[str, Any], arm: str, n_train: str)
     return float(_usable(at, spec["value"])[spec["value"]].mean()) if not at.empty else np.nan
 
 
-def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[str]:
-    """Precondition *no power* of an equivalence (step 4): its failures, and the control's line
-    in ``result.control``."""
+def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[Reason]:
+    """Precondition *no power* of an equivalence (step 4): its failures, and the control's
+    decision in ``result.control``."""
     spec, delta = result.spec, float(result.spec["delta"])
     fails = []
     steps = _steps_target(spec["value"]) is not None
-    unit = "steps (of the budget)" if steps else "error"
+    means = (result.mean_a, result.mean_b)
     if spec["value"] != "auc" and result.mean_a <= delta and result.mean_b <= delta:
-        fails.append(f"both arms within δ of 0 {unit} ({result.mean_a:.3g}, {result.mean_b:.3g})")
+        fails.append(Reason(Rule.AT_ZERO, values=means, names=("steps" if steps else "error",)))
     if steps and result.mean_a >= 1 - delta and result.mean_b >= 1 - delta:
-        fails.append(f"both arms within δ of the budget: neither reaches the target ({result.mean_a:.3g}, "
-                     f"{result.mean_b:.3g})")
+        fails.append(Reason(Rule.AT_BUDGET, values=means))
     if spec["floor"]:
         floor = _arm_mean(df, spec, spec["floor"], result.n_train)
         if np.isnan(floor):
-            fails.append(f"the floor arm `{spec['floor']}` has no runs at n_train={result.n_train}")
+            fails.append(Reason(Rule.FLOOR_MISSING, arm=str(spec["floor"]), names=(result.n_train,)))
         elif abs(result.mean_a - floor) <= delta and abs(result.mean_b - floor) <= delta:
-            fails.append(f"both arms within δ of the floor arm `{spec['floor']}` ({floor:.3g})")
+            fails.append(Reason(Rule.AT_FLOOR, arm=str(spec["floor"]), values=(floor,)))
     if len(spec["control"]) != 2:
-        return fails + ["no positive control registered"]
+        return fails + [Reason(Rule.NO_CONTROL)]
     ca, cb = spec["control"]
     ctrl = decide_part(df, {**spec, "a": ca, "b": cb, "control": [], "floor": None, "choose_b": [],
                             "role": "control"}, check_edge=check_edge)
     said = ctrl.test_alone or ctrl.verdict
-    result.control = (f"`{ca}` vs `{cb}`: {'; '.join(ctrl.reasons)}" if np.isnan(ctrl.effect) else
-                      f"`{ca}` {_fmt_lr(ctrl.mean_a)} vs `{cb}` {_fmt_lr(ctrl.mean_b)}: d = {ctrl.effect:.3g} "
-                      f"[{ctrl.lo95:.3g}, {ctrl.hi95:.3g}] (95%), {said}")
-    return fails + ([] if said == CONTRADICTED else [f"positive control not contradicted ({result.control})"])
+    if int(spec["sides"]) == 1:
+        slack = ctrl.lo95 - delta
+    else:
+        slack = max(ctrl.lo95 - delta, -delta - ctrl.hi95)
+    result.control = Control(str(ca), str(cb), ctrl.mean_a, ctrl.mean_b,
+                             Interval(ctrl.effect, ctrl.lo95, ctrl.hi95), said,
+                             tuple(ctrl.reasons) if np.isnan(ctrl.effect) else (), float(slack / delta))
+    return fails + ([] if said == CONTRADICTED else [Reason(Rule.CONTROL_OPEN, control=result.control)])
 
 
-def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]]) -> PartResult:
+def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[Step, list[Reason]]) -> PartResult:
     """The test on the paired seeds, then the preconditions (module docstring, steps 3–4)."""
     spec = result.spec
-    result.preconditions = {k: ("fails: " + "; ".join(v)) if v else "ok" for k, v in pre.items()}
+    result.preconditions = _checks(pre)
     if len(pairs) < 2:
-        result.reasons = [f"{len(pairs)} paired seed(s): no interval"]
+        result.reasons = [Reason(Rule.FEW_PAIRS, values=(len(pairs),))]
         return result
     pairs = pairs.sort_index()
     d = (pairs[spec["b"]] - pairs[spec["a"]]).to_numpy(float)
@@ -542,10 +554,9 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[str, list[str]])
     result.p = p_contradiction(d, spec)
     if spec["test"] == "difference" and verdict in (SUPPORTED, CONTRADICTED):  # direction-aware budget
         winner = spec["a"] if verdict == SUPPORTED else spec["b"]  # its late fall only widens the effect
-        pre["budget-limited"] = [x for x in pre["budget-limited"] if not x.startswith(f"`{winner}` at ")]
-        result.preconditions["budget-limited"] = ("fails: " + "; ".join(pre["budget-limited"])
-                                                  if pre["budget-limited"] else "ok")
-    failed = [f"{k}: {'; '.join(v)}" for k, v in pre.items() if v and (k != NO_POWER or verdict == SUPPORTED)]
+        pre[Step.BUDGET] = [x for x in pre[Step.BUDGET] if x.arm != str(winner)]
+        result.preconditions[Step.BUDGET] = Check(tuple(pre[Step.BUDGET]))
+    failed = [x for k, v in pre.items() if k != NO_POWER or verdict == SUPPORTED for x in v]
     if spec["role"] == "observation":
         result.verdict, result.reasons = OBSERVED, failed
     elif failed:
@@ -582,8 +593,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
         before = _decide(df, part, expected_seeds, check_edge, exclude_blowup=False)
         if before.verdict != result.verdict:
             n = int(stats.is_blowup(_arm_rows(df, result.spec)[0]).sum())
-            _void(result, f"decided by {n} blown-up runs: the lr choice without their lr says "
-                          f"{before.test_alone or before.verdict}")
+            _void(result, Reason(Rule.BLOWUP_LR, values=(n,), verdict=before.test_alone or before.verdict))
     _resolve_limit(result, explored or result)
     return result
 
@@ -609,14 +619,14 @@ def _with_blowup(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(**{stats.BLOWUP: stats.blowup(rows)})
 
 
-def _void(result: PartResult, reason: str) -> None:
+def _void(result: PartResult, reason: Reason) -> None:
     """Make a decided part inconclusive for ``reason`` (a rule of step 4b–c), keeping what its
     interval said; the generic 'interval includes …' line gives way to the rule's."""
     if result.verdict == OBSERVED:
         return
     if result.verdict in (SUPPORTED, CONTRADICTED):
         result.test_alone, result.reasons = result.verdict, []
-    keep = [x for x in result.reasons if x.split(":")[0] in (*PRECONDITIONS, NO_POWER)]
+    keep = [x for x in result.reasons if x.rule.precondition]
     result.verdict, result.reasons = INCONCLUSIVE, [reason, *keep]
 
 
@@ -631,7 +641,7 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
     rows = _with_blowup(rows)
     chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train"), exclude_blowup=exclude_blowup)
     result = PartResult(spec, INCONCLUSIVE, choice=chose)
-    pre: dict[str, list[str]] = {name: [] for name in PRECONDITIONS}
+    pre: dict[Step, list[Reason]] = {name: [] for name in PRECONDITIONS}
     if spec["test"] == "equivalence" and spec["role"] != "control":
         pre[NO_POWER] = []
     common = sorted(_diverged(chosen, rows, a, pre) & _diverged(chosen, rows, b, pre))
@@ -645,8 +655,7 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
         mine = chosen[(chosen["arm"] == arm) & chosen["task.n_train"].isin(at)]
         ok = _usable(mine, value)
         if ok.duplicated(["task.n_train", "seed"]).any():
-            return PartResult(spec, INCONCLUSIVE, [f"`{arm}` has several runs per size and seed: "
-                                                   "an axis is pooled (name it in the arm)"])
+            return PartResult(spec, INCONCLUSIVE, [Reason(Rule.POOLED, arm=str(arm))])
         per_arm[arm] = _per_seed(ok, value, at)
         used.append(ok)
         result.n_runs += len(ok)
@@ -654,22 +663,24 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
             result.params[arm] = float(pd.to_numeric(ok["n_params"], errors="coerce").max())
         _arm_checks(result, pre, mine, arm, check_edge)
     if value == "auc" and len(at) < 2:
-        result.reasons = [f"area under the curve needs ≥ 2 sizes; both arms have {result.n_train}"]
+        result.reasons = [Reason(Rule.AUC_SIZES, names=(result.n_train,))]
         return result
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
     result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
+    result.n_pairs = len(pairs)
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
     paired = pd.concat(used)
     paired = paired[paired["seed"].isin(pairs.index)]
     result.trial_ids = tuple(sorted(paired["trial_id"].astype(str))) if "trial_id" in paired else ()
     result.resolution = _resolution(result, paired)
-    pre["not learned"] += _not_learned(chosen, at, result)
+    pre[Step.NOT_LEARNED] += _not_learned(chosen, at, result)
     if NO_POWER in pre:
         pre[NO_POWER] += _power(df, result, check_edge)
     _verdict(result, pairs, pre)
     blown = sorted(set(paired.loc[paired[stats.BLOWUP], "seed"]))
     result.blowups = int(paired[stats.BLOWUP].sum())
     result.blown_runs = _blown_runs(paired)
+    result.blown_up = tuple(BlownUp(*run) for run in result.blown_runs)
     if blown and len(pairs) >= 2:
         _robust(result, pairs, blown)
     return result
@@ -696,12 +707,11 @@ def _robust(result: PartResult, pairs: pd.DataFrame, blown: list) -> None:
     _, wlo, whi = stats.t_interval(rest, 0.95)
     hl, hlo, hhi = stats.hodges_lehmann(d.to_numpy(float), 0.95)
     robust = _interval_test(d.to_numpy(float), spec, stats.hodges_lehmann)
-    result.robust = (f"{result.blowups} blown-up run(s) on seed(s) {', '.join(str(int(x)) for x in blown)}; "
-                     f"without them d = {float(np.mean(rest)) if rest.size else np.nan:.3g} "
-                     f"[{wlo:.3g}, {whi:.3g}] (95%, {rest.size} pairs): {without}; Hodges–Lehmann "
-                     f"{hl:.3g} [{hlo:.3g}, {hhi:.3g}] (exact signed-rank 95%): {robust}")
+    result.robust = Robust(result.blown_up, Interval(float(np.mean(rest)) if rest.size else np.nan, wlo, whi,
+                                                     int(rest.size)),
+                           without, Interval(hl, hlo, hhi, int(d.size)), robust)
     if result.verdict != OBSERVED and (without != own or robust != own):
-        _void(result, f"decided by {result.blowups} blown-up runs: {result.robust}")
+        _void(result, Reason(Rule.BLOWUP, values=(result.blowups,), robust=result.robust))
 
 
 def _interval_test(d: np.ndarray, spec: Mapping[str, Any], interval: Any) -> str:
@@ -757,13 +767,13 @@ def _resolve_limit(result: PartResult, explored: PartResult) -> None:
         return
     need = (float(spec["delta"]) if spec["test"] == "equivalence" else 0.0) + (explored.hi95 - explored.lo95) / 2
     result.resolution = res  # the deciding measurement's, known before the confirmation block
+    margin = (res - need) / float(spec["delta"])
     if res < need:
-        result.preconditions["resolution"] = f"fails: largest effect {res:.3g} < {need:.3g}"
-        _void(result, f"the measurement cannot show δ: the largest effect it could show is {res:.3g} "
-                      f"(the compared arm's distance from its floor, exploratory block) < δ + the 95% "
-                      f"half-width = {need:.3g}")
+        why = Reason(Rule.RESOLUTION, values=(res, need))
+        result.preconditions[Step.RESOLUTION] = Check((why,), margin=margin)
+        _void(result, why)
     else:
-        result.preconditions.setdefault("resolution", "ok")
+        result.preconditions.setdefault(Step.RESOLUTION, Check(margin=margin))
 
 
 def p_contradiction(d: np.ndarray, spec: Mapping[str, Any]) -> float:

@@ -19,7 +19,8 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, prose, protocol, stability, stats, trail
+from analysis import answer, calibration, phases, prose, protocol, render, stability, stats, trail
+from analysis.decision import Step
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
@@ -291,7 +292,7 @@ def _num(x: float) -> str:
 def _pre(result: protocol.PartResult) -> str:
     if not result.preconditions:
         return "–"
-    return "<br>".join(f"{k}: {v}" for k, v in result.preconditions.items())
+    return render.checks(result.preconditions, "<br>")
 
 
 def _also95(result: protocol.PartResult) -> str:
@@ -349,7 +350,7 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
                     f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
                     f"{s['delta']} | {verdict} |")
         lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
-        pre = "; ".join(f"{k}: {v}" for k, v in r.preconditions.items()) or "–"
+        pre = render.checks(r.preconditions) or "–"
         detail += [f"{i}. **{s['name']}** ({s['role']}): {kind} on {_value_name(s)}; task `{s['task']}`, n_train "
                    f"{r.n_train or '–'}, seeds {r.seeds or '–'}",
                    f"   * arms: `{s['a']}`{_params(r, s['a'])} vs `{s['b']}`{_params(r, s['b'])}",
@@ -357,18 +358,19 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
                    f"claim): {_p_text(r)}",
                    f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
         if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
-            detail.append(f"   * positive control (the same test must contradict it): {r.control}")
+            detail.append(f"   * positive control (the same test must contradict it): {render.control(r.control)}")
         if r.resolution is not None and not math.isnan(r.resolution):
             detail.append(f"   * resolution (the largest effect the measurement could show, exploratory block): "
-                          f"{_num(r.resolution)}; {r.preconditions.get('resolution', 'not judged')}")
+                          f"{_num(r.resolution)}; " + (render.check(Step.RESOLUTION, r.preconditions[Step.RESOLUTION])
+                                                       if Step.RESOLUTION in r.preconditions else "not judged"))
         if r.blowups:
-            detail.append(f"   * blown-up runs among the pairs: {r.robust}")
+            detail.append(f"   * blown-up runs among the pairs: {render.robust(r.robust) if r.robust else ''}")
         if r.conditions:
             detail.append(f"   * conditions: {r.conditions}")
         if r.shared_with:
             detail.append(f"   * one comparison, one part: built from the same trial ids as {'; '.join(r.shared_with)}")
         if not tiny and (r.reasons or r.test_alone):
-            detail.append(f"   * why: {'; '.join(r.reasons) or '–'}"
+            detail.append(f"   * why: {render.reasons(r.reasons) or '–'}"
                           + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
     return rows + ["", "<details><summary>each part in detail: test, arms' parameters, interval "
                    "method, p, preconditions, lr</summary>", "", *detail, "", "</details>"]

@@ -47,7 +47,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats as sps
 
-from analysis import plots, protocol, stats
+from analysis import plots, protocol, render, stats
+from analysis.decision import Reason, Step
 from analysis.load import load_runs
 from analysis.trials import restrict
 from harness.cli import Runtime
@@ -66,15 +67,10 @@ COST_TABLE = Path(__file__).with_name("scorecard_cost.csv")
 NOT_ON_PAGE = ("cluster", "tracking", "hydra", "force", "dry_run", "summary")
 
 
-def _pairs(result: protocol.PartResult) -> int:
-    match = re.search(r"\((\d+) of", result.seeds)
-    return int(match.group(1)) if match else 0
-
-
 def _p_values(diff: protocol.PartResult, delta: float) -> tuple[float, float]:
     """(difference p, TOST p) of the paired per-seed differences, from the 95% Student-t
     interval the protocol printed (mean ``effect``, bounds ``lo, hi``, ``n`` pairs)."""
-    n = _pairs(diff)
+    n = diff.n_pairs
     if n < 2 or not np.isfinite(diff.lo):
         return np.nan, np.nan
     se = (diff.hi - diff.lo) / (2 * sps.t.ppf(0.975, n - 1))
@@ -101,13 +97,27 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
                      "n_train": diff.n_train, "seeds": diff.seeds, "mixer": diff.mean_a,
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
                      "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
-                     "why": "; ".join(diff.reasons or equiv.reasons), "choice": diff.choice})
+                     "why": render.reasons(diff.reasons or equiv.reasons), "choice": diff.choice,
+                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer)})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
     adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
     table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
     table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
+    # the row's reason is the part's own why, led by the mixer not learning
+    table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
     return table
+
+
+def _not_learned(reasons: list[Reason], mixer: str) -> bool:
+    """Whether the first rule that leaves the row open is *not learned* for the mixer."""
+    return bool(reasons) and reasons[0].rule.step is Step.NOT_LEARNED and reasons[0].arm == mixer
+
+
+def _holm_only(table: pd.DataFrame) -> pd.Series:
+    """Rows whose test decided but whose Holm-adjusted p did not (:func:`_verdict`'s third case)."""
+    decisive = (protocol.SUPPORTED, protocol.CONTRADICTED)
+    return table["diff"].isin(decisive) | (table["equiv"] == protocol.SUPPORTED)
 
 
 def _verdict(r) -> tuple[str, str]:
@@ -213,7 +223,7 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
     for task, rows in table.groupby("task", sort=False, dropna=False):
         words, n = _words(rows["name"].iloc[0])[0], rows["n_train"].iloc[0]
         said = []
-        unlearned = rows["reason"].str.startswith(f"not learned: `{mixer}`")
+        unlearned = rows["not_learned"].astype(bool)
         if unlearned.all():
             said.append("not learned: no better than the task's trivial predictor, so no row is decided")
         rows = rows[~unlearned] if not unlearned.all() else rows.iloc[0:0]
@@ -239,7 +249,7 @@ def control_rows(df: pd.DataFrame, parts: list[dict]) -> pd.DataFrame:
                                         "test": "difference", "role": "control"})
         rows.append({"task": spec["task"], "a": better, "b": worse, "n_train": res.n_train, "seeds": res.seeds,
                      "mean_a": res.mean_a, "mean_b": res.mean_b, "effect": res.effect, "lo": res.lo,
-                     "hi": res.hi, "verdict": res.verdict, "why": "; ".join(res.reasons)})
+                     "hi": res.hi, "verdict": res.verdict, "why": render.reasons(res.reasons)})
     return pd.DataFrame(rows, columns=["task", "a", "b", "n_train", "seeds", "mean_a", "mean_b", "effect",
                                        "lo", "hi", "verdict", "why"])
 

@@ -35,7 +35,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis import phases, protocol
+from analysis import phases, protocol, render
+from analysis.decision import Reason, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
@@ -88,11 +89,11 @@ def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> str:
     """'' or which seed, left out, changes the part's verdict or a precondition's status (each
     seed in turn, the whole part decided again)."""
     full = protocol.decide_part(df, part, check_edge=check_edge)
-    status = {k: v.startswith("fails") for k, v in full.preconditions.items()}
+    status = {k: v.fails for k, v in full.preconditions.items()}
     for seed in sorted(pd.to_numeric(df["seed"], errors="coerce").dropna().unique()):
         less = protocol.decide_part(df[pd.to_numeric(df["seed"], errors="coerce") != seed], part,
                                     check_edge=check_edge)
-        flipped = [k for k, v in less.preconditions.items() if v.startswith("fails") != status.get(k, False)]
+        flipped = [render.STEP_NAMES[k] for k, v in less.preconditions.items() if v.fails != status.get(k, False)]
         if less.verdict != full.verdict or flipped:
             what = f"verdict {full.verdict} → {less.verdict}" if less.verdict != full.verdict else \
                 f"precondition {', '.join(flipped)}"
@@ -103,8 +104,13 @@ def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> str:
 def _block(df: pd.DataFrame, part: Any, check_edge: bool,
            explored: protocol.PartResult | None = None) -> protocol.PartResult:
     if df.empty:
-        return protocol.PartResult(protocol.spec_dict(part), INCONCLUSIVE, ["no runs"])
+        return protocol.PartResult(protocol.spec_dict(part), INCONCLUSIVE, [Reason(Rule.EMPTY_BLOCK)])
     return protocol.decide_part(df, part, check_edge=check_edge, explored=explored)
+
+
+def _empty(result: protocol.PartResult) -> bool:
+    """Whether the result is an empty block's (:func:`_block` on no runs)."""
+    return [x.rule for x in result.reasons] == [Rule.EMPTY_BLOCK]
 
 
 def _where(block: str) -> str:
@@ -134,9 +140,7 @@ def _interval(result: protocol.PartResult) -> str:
 def _why(result: protocol.PartResult) -> str:
     """An inconclusive block's reasons in a few words: the rules' names, or that the interval
     decides neither way."""
-    names = [x.split(":")[0] if ":" in x else "the interval decides neither way"
-             if x.startswith("the ") and ("interval" in x or "bound" in x) else x for x in result.reasons]
-    return ", ".join(dict.fromkeys(names)) or "the interval decides neither way"
+    return ", ".join(render.short_names(result.reasons)) or render.OPEN
 
 
 def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResult],
@@ -153,7 +157,7 @@ def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResu
     under the learned readout (the 95% interval includes 0)". Blocks without runs say nothing."""
     same, moved = [], []
     for name, r in blocks.items():
-        if r.reasons == ["no runs"] or (r.verdict == INCONCLUSIVE and not r.n_runs):
+        if _empty(r) or (r.verdict == INCONCLUSIVE and not r.n_runs):
             continue
         where = _where(name)
         excludes = bool(np.isfinite(r.lo95) and np.isfinite(main.effect) and not r.lo95 <= main.effect <= r.hi95)
@@ -207,7 +211,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
                            "a": spec["a"], "b": results["exploratory"].spec["b"]}
     for name, r in results.items():
         frame = blocks.get(name, pd.DataFrame())
-        ran = bool(r.n_runs) or r.reasons != ["no runs"]  # an empty block says "–", never a verdict
+        ran = bool(r.n_runs) or not _empty(r)  # an empty block says "–", never a verdict
         row.update({f"{name}": r.verdict if ran else "–", f"{name}_seeds": r.seeds, f"{name}_runs": r.n_runs,
                     f"{name}_steps": ",".join(sorted({str(int(s)) for s in frame.get(STEPS, pd.Series(dtype=float)).dropna()})),
                     f"{name}_readout": ",".join(sorted({str(x) for x in frame.get(READOUT, pd.Series(dtype=str)).dropna()})),

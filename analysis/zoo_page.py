@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import lengths, protocol, scorecard, stats
+from analysis import lengths, protocol, render, scorecard, stats
 from analysis.bundle import read_bundle, split
 
 BUNDLE, SYMMETRY, PLAN = "runs.csv.gz", "symmetry.csv", "plan.json"
@@ -176,7 +176,7 @@ def render(folder: Path, out: Path) -> list[Path]:
     def area(task: str, arms: list[str], value: str) -> str:
         values, _, why = protocol.arm_values(df, task, arms[0], value)
         if why:
-            reasons.setdefault(why.split("; ")[0], None)
+            reasons.setdefault(render.lead(why), None)
             return "–"
         return _ci(values)
 

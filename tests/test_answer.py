@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from analysis import answer, calibration, protocol, stats
-from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED, PartResult, spec_dict
+from analysis import answer, calibration, protocol, render, stats
+from analysis.decision import Control, Interval, Reason, Robust, Rule, BlownUp
+from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
 
 def _part(claim, name, a, b, verdict, effect, lo95, hi95, *, test="difference", sides=2, task="nearest",
@@ -18,7 +19,8 @@ def _part(claim, name, a, b, verdict, effect, lo95, hi95, *, test="difference", 
           test_alone="", role="deciding", value="error"):
     spec = spec_dict({"claim": claim, "name": name, "task": task, "a": a, "b": b, "test": test, "sides": sides,
                       "delta": delta, "role": role, "value": value, "readout": readout})
-    return PartResult(spec, verdict, list(reasons), n_train="1024", seeds=seeds, mean_a=mean[0], mean_b=mean[1],
+    n_pairs = int(seeds.split("(")[1].split(" of")[0]) if "(" in seeds else 0
+    return PartResult(spec, verdict, list(reasons), n_train="1024", seeds=seeds, n_pairs=n_pairs, mean_a=mean[0], mean_b=mean[1],
                       effect=effect, lo=lo95, hi=hi95, lo95=lo95, hi95=hi95, se=se, test_alone=test_alone)
 
 
@@ -32,89 +34,118 @@ def _row(table: list[str], component: str) -> str:
     return next(line for line in table if line.startswith(f"| {component} |"))
 
 
+def _table(parts, stab=None, units=None) -> list[str]:
+    rows = answer.rows(parts, stab or {}, units or {"nearest": "test error (1 − accuracy)"})
+    return render.first_screen(rows, answer.what_would_decide, "")
+
+
 def test_a_claim_contradicted_by_w_v_while_its_z_g2_pair_supports_it_reads_so_per_component():
     """Misreading 1: the old headline said the Z g2 claim is contradicted 'by (a) selection' when
-    only W_V contradicted it and the direct Z g2 pair supported it."""
-    table = answer.component_rows([ZG2, WV], {}, {"nearest": "test error (1 − accuracy)"})
+    only W_V contradicted it and the direct Z g2 pair supported it. Now each component says what
+    it does in plain words, which arm has it, and which way a contradiction goes."""
+    table = _table([ZG2, WV])
     assert _row(table, "the Z g2 term") == (
-        "| the Z g2 term | C8(a) T4a: `general` not lower than `general_nozg2` by δ or more | -0.0016 [-0.0038, "
-        "0.0006]; δ 0.02; test error (1 − accuracy) | **supported** | scaled readout | – |")
+        "| the Z g2 term | C8(a) T4a | **does not matter**: `general` raises error by 0.0016 [-0.0006, 0.0038] "
+        "against `general_nozg2`, less than δ = 0.02 (test error (1 − accuracy), δ 0.02) | expects it does not "
+        "matter: **supported** | firm |")
     assert _row(table, "W_V") == (
-        "| W_V | C8(a) T4a: `value` not lower than `softmax` by δ or more | 0.0305 [0.0279, 0.0331]; δ 0.02; "
-        "test error (1 − accuracy) | **contradicted** | scaled readout | – |")
+        "| W_V | C8(a) T4a | **matters**: `value` lowers error by 0.0305 [0.0279, 0.0331] against `softmax` (test "
+        "error (1 − accuracy), δ 0.02) | expects it does not matter: **contradicted** (it matters) | fragile: the "
+        "interval is 0.40 δ from a label change |")
 
 
-def test_a_sign_that_reverses_under_one_readout_travels_with_the_verdict():
-    """Misreading 2: C10's supported-looking part reverses under the tied readout."""
-    part = _part("C10", "neutral selection task (T4a): softmax does not beat the best σ by δ or more",
-                 "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", CONTRADICTED, 0.0204, 0.0138, 0.027,
-                 test="equivalence", sides=1, readout="scaled")
-    row = {"decided_on": "confirmation", "exploratory": CONTRADICTED, "x4": CONTRADICTED, "x4_runs": 10,
-           "readout=tied": SUPPORTED, "readout=tied_runs": 10, "readout=tied_seeds": "0–4 (5 of 5)"}
-    assert answer.holds_under(part, row) == ("scaled readout; also contradicted at ×4 steps; supported under the "
-                                             "tied readout")
-    part.conditions = "contradicted under the scaled readout; reversed under the tied one (−0.022 [−0.042, −0.002])"
-    assert answer.holds_under(part, row) == part.conditions  # the analysis's rule, whole, instead of the table's
-    part.blowups = 4
-    assert answer.holds_under(part, None).endswith("; 4 blown-up runs among its pairs")
+def test_a_contradiction_says_its_direction_and_a_difference_names_the_arm_with_the_component():
+    """Misreading (C12): *contradicted* because W_V is worse on T3a′; the row says it hurts. A
+    part whose arm a lacks the component (C9 T3f′: `coordwise` lower than `softmax`) reads from
+    the arm with it."""
+    worse = _part("C12", "(a) W_V (M5) matches M4a (T3a′)", "value", "softmax", CONTRADICTED, -0.0435, -0.048,
+                  -0.039, test="equivalence", task="teacher_noisy")
+    row = _row(_table([worse], units={"teacher_noisy": "test relative MSE"}), "W_V")
+    assert "**hurts**: `value` raises error by 0.0435 [0.039, 0.048] against `softmax`" in row
+    assert "expects it does not matter: **contradicted** (it hurts)" in row
+    c9 = _part("C9", "the ranking reverses (T3f′)", "coordwise", "softmax", SUPPORTED, 0.2, 0.1, 0.3,
+               task="teacher_squashed", value="auc", delta=0.1)
+    row = _row(_table([c9]), "the equivariant X g(·) structure against a flattened MLP")
+    assert "**hurts**: `softmax` raises mean log error by 0.2 [0.1, 0.3] against `coordwise`" in row
+    assert "expects it hurts: **supported**" in row
+
+
+def test_fragile_verdicts_say_so_on_the_row():
+    """Issue 60 item 3: the margin to a label change (in δ), the blocks that disagree, the scale
+    column where it moves, and C9's augmentation control, all on the row."""
+    stab = {("C8", ZG2.spec["name"]): {"decided_on": "confirmation", "exploratory": SUPPORTED, "x4": INCONCLUSIVE,
+                                       "x4_runs": 10, "readout=tied": INCONCLUSIVE, "readout=tied_runs": 10,
+                                       "scale": INCONCLUSIVE, "scale_effect": "the measurement cannot show δ; d = 0.1"}}
+    row = _row(_table([ZG2], stab), "the Z g2 term")
+    assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at scale: inconclusive (the "
+                        "measurement cannot show δ; d = 0.1) |")
+    near = _part("C12", "(b) 1/√d1 (T3a)", "softmax", "softmax_unscaled", SUPPORTED, -0.05, -0.09, -0.01,
+                 test="equivalence", value="steps_to_1e-06", delta=0.1, task="teacher")
+    near.lo, near.hi = -0.08, -0.02
+    assert "fragile: the interval is 0.20 δ from a label change" in _row(_table([near]), "1/√d1")
+    mlp = dict(task="nearest", value="auc", delta=0.1, role="observation")
+    gap = _part("C9", "augmentation control: xg lower than augmented B1", "xg · augment=none",
+                "mlp · augment=permutation", OBSERVED, 0.87, 0.81, 0.93, mean=(-2.45, -1.58), **mlp)
+    closes = _part("C9", "augmentation control: augmented B1 lower than B1", "mlp · augment=permutation",
+                   "mlp · augment=none", OBSERVED, 0.961, 0.904, 1.02, mean=(-1.58, -0.614), **mlp)
+    c9 = _part("C9", "xg beats mlp", "xg", "mlp", SUPPORTED, 1.8, 1.78, 1.82, value="auc", delta=0.1)
+    row = _row(_table([c9, gap, closes]), "the equivariant X g(·) structure against a flattened MLP")
+    assert row.startswith("| the equivariant X g(·) structure against a flattened MLP | C9 `nearest`<br>C9 augmentation |")
+    assert ("<br>augmentation control (observation): training `mlp · augment=none` on position-permuted inputs lowers "
+            "its mean log test error by 0.961 [0.904, 1.02], 0.52 of its 1.84 gap to `xg · augment=none` |") in row
 
 
 def test_no_cell_is_cut_mid_phrase():
     """Misreading 3: the verdict table cut C9's cell at the first colon of its part's name."""
     c9 = _part("C9", "on a non-equivariant control teacher not of B7's form (T3f′ squashed: ψ after the mixing) "
                "the ranking reverses: B7 beats M4", "coordwise", "softmax", INCONCLUSIVE, -0.129, -0.519, 0.262,
-               task="teacher_squashed", value="auc", delta=0.1, se=0.1726, reasons=["the 95% interval includes 0"])
-    cells = answer.part_cells(c9, ["C9"], None, {})
-    assert cells["part"] == "C9 T3f′: `coordwise` lower than `softmax`"
-    assert cells["effect"] == "-0.129 [-0.519, 0.262]; δ 0.1; mean log test error"
-    assert cells["decide"] == ("the 95% interval includes 0 → about 143 paired seeds (now 10; 80% power at the "
-                               "observed sd 0.546)")
+               task="teacher_squashed", value="auc", delta=0.1, se=0.1726, reasons=[Reason(Rule.INCLUDES_ZERO)])
+    row = _row(_table([c9]), "the equivariant X g(·) structure against a flattened MLP")
+    assert row.startswith("| the equivariant X g(·) structure against a flattened MLP | C9 T3f′ | **undecided**: "
+                          "`softmax` lowers mean log error by 0.129 [-0.262, 0.519] against `coordwise`")
+    assert row.endswith("; why: the 95% interval includes 0 → about 143 paired seeds (now 10; 80% power at the "
+                        "observed sd 0.546) | expects it hurts: **inconclusive** | firm |")
     floor = _part("C12", "(a) W_V (M5) matches M4a where the target stays in span(X) (T3a)", "value", "softmax",
                   INCONCLUSIVE, 0.0, -1e-8, 1e-8, test="equivalence", task="teacher", mean=(0.22, 0.2201),
-                  reasons=["no power: both arms within δ of the floor arm `xg` (0.22): the floor, not the arms"],
-                  test_alone=SUPPORTED)
-    assert answer.part_cells(floor, ["C12(a)"], None, {})["decide"] == (
-        "both arms within δ of the floor arm `xg` (0.22): the floor, not the arms → a harder task (not more seeds)")
+                  reasons=[Reason(Rule.AT_FLOOR, arm="xg", values=(0.22,))], test_alone=SUPPORTED)
+    assert answer.what_would_decide(floor) == ("both arms within δ of the floor arm `xg` (0.22)",
+                                               "a harder task (not more seeds)")
 
 
-def test_terms_are_defined_before_they_are_used():
-    """Misreading 4: "no power" was defined 250 lines after its first use."""
-    part = _part("C10", "neutral selection task (T4b): softmax does not beat the best σ by δ or more",
-                 "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, -0.005, -0.01, 0.0,
-                 test="equivalence", sides=1, task="argmax", mean=(0.3, 0.295),
-                 reasons=["no power: positive control not contradicted"], test_alone=SUPPORTED)
-    text = "\n".join(answer.section([part], pd.DataFrame(), {}, {}, {}))
-    assert text.index("## Which parts of attention matter") < text.index("*no power*: an equivalence cannot be "
-                                                                          "supported because")
-    start = text.index("**Terms.**")
-    for term in ("no power", "floor", "half-width"):  # first used in the paragraph that defines it
-        assert start < text.index(term) <= text.index(f"*{term}*:") + 1 < text.index("\n\n", start), term
-    assert text.index("no power") == text.index("*no power*:") + 1  # its first use is its definition
-    assert text.index("δ") > text.index("**Terms.**") and "δ is the part's pre-registered margin" in text
-    assert answer.part_cells(part, ["C10"], None, {})["decide"] == (
-        "no power voids a supported interval → a positive control that the same test contradicts")
+def test_the_labels_are_defined_before_the_table():
+    """Misreading 4: terms used before their definition. The reading guide defines each label and
+    the sign before the first row."""
+    text = "\n".join(_table([ZG2]))
+    start, table = text.index("**How to read a row.**"), text.index("| component |")
+    for term in ("*matters*", "*hurts*", "*does not matter*", "*undecided*", "*Paper*", "*How firm*"):
+        assert start < text.index(term) < table, term
+    assert "a positive amount means the component lowers error" in text[start:table]
 
 
 def test_what_would_decide_follows_its_rules_in_order():
     at_floor = _part("C12", "(c) knowledge k = 8 matches k = 4 within δ (T3a)", "softmax_free[k=8]",
                      "softmax_free[k=4]", INCONCLUSIVE, 6e-4, -8e-4, 2e-3, test="equivalence", task="teacher",
-                     mean=(3e-7, 6e-4), reasons=["the 90% interval is not inside ±δ"])
+                     mean=(3e-7, 6e-4), reasons=[Reason(Rule.STRADDLES_DELTA)])
     assert answer.what_would_decide(at_floor) == ("both arms within δ of 0 error (3e-07, 0.0006)",
                                                   "a harder task (not more seeds)")
     resolution = _part("C12", "(b) the 1/√d1 scale (T3a)", "softmax", "softmax_unscaled", INCONCLUSIVE, 0.0, 0.0,
                        0.0, test="equivalence", value="steps_to_0.003", delta=0.1, mean=(0.1, 0.1),
-                       reasons=["inconclusive: the measurement cannot show δ"])
+                       reasons=[Reason(Rule.RESOLUTION, values=(0.0333, 0.12))])
     resolution.resolution = 0.0333
-    assert answer.what_would_decide(resolution) == ("inconclusive: the measurement cannot show δ",
-                                                    "a harder task (not more seeds)")
+    assert answer.what_would_decide(resolution) == (
+        "the measurement cannot show δ: the largest effect it could show is 0.0333 (the compared arm's distance from "
+        "its floor, exploratory block) < δ + the 95% half-width = 0.12", "a harder task (not more seeds)")
     resolution.reasons = []  # no rule fired, but the measurement's resolution is below δ
     assert answer.what_would_decide(resolution) == ("the largest effect this measurement can show is 0.0333, below "
                                                     "δ = 0.1", "a harder task (not more seeds)")
     blown = _part("C9", "(T3f′)", "coordwise", "softmax", INCONCLUSIVE, -0.129, -0.519, 0.262, value="auc",
-                  reasons=["decided by 4 blown-up runs: without seeds 1002, 1005 d = 0.175 [0.17, 0.18]"])
-    assert answer.what_would_decide(blown) == ("decided by 4 blown-up runs: without seeds 1002, 1005 d = 0.175 "
-                                               "[0.17, 0.18]", "an lr at which no seed blows up (the part decided "
-                                               "without them agrees)")
+                  reasons=[Reason(Rule.BLOWUP, values=(2,), robust=Robust(
+                      (BlownUp("softmax", 1002, "t1"), BlownUp("softmax", 1005, "t2")), Interval(0.175, 0.17, 0.18, 8),
+                      SUPPORTED, Interval(0.1, -0.3, 0.2, 10), INCONCLUSIVE))])
+    assert answer.what_would_decide(blown) == (
+        "decided by 2 blown-up runs: 2 blown-up run(s) on seed(s) 1002, 1005; without them d = 0.175 [0.17, 0.18] "
+        "(95%, 8 pairs): supported; Hodges–Lehmann 0.1 [-0.3, 0.2] (exact signed-rank 95%): inconclusive",
+        "an lr at which no seed blows up (the part decided without them agrees)")
     at_margin = _part("C10", "(T4a)", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, 0.0204,
                       0.0138, 0.027, test="equivalence", sides=1)
     assert answer.what_would_decide(at_margin) == (
@@ -129,14 +160,14 @@ def test_a_comparison_shared_by_two_claims_is_listed_once_naming_both():
                SUPPORTED, 0.0396, 0.0389, 0.0404, task="teacher_general")
     c12 = _part("C12", "(a) W_V (M5) lowers error where the target leaves span(X) (T3d)", "value", "softmax",
                 SUPPORTED, 0.0396, 0.0389, 0.0404, task="teacher_general")
-    table = answer.component_rows([c8, c12], {}, {})
-    assert _row(table, "W_V").startswith("| W_V | C8(b), C12(a) T3d: `value` lower than `softmax` | 0.0396 ")
+    table = _table([c8, c12])
+    assert _row(table, "W_V").startswith("| W_V | C8(b), C12(a) T3d | **matters**: `value` lowers error by 0.0396 ")
     assert _row(table, "W_V").count("<br>") == 0
     c12.effect = 0.04  # numbers differ (e.g. a rounding elsewhere), but the analysis says the trials are shared
     c12.shared_with = (f"C8 {c8.spec['name']}",)  # as analysis.verdicts names it
     assert answer.merge_shared([c8, c12])[0][1] == ["C8(b)", "C12(a)"]
     assert _row(table, "positions") == ("| positions | not measured: no registered part compares arms that differ "
-                                        "by it | – | – | – | – |")
+                                        "by it | – | – | – |")
 
 
 # ----------------------------------------------------------------------------- calibration

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from analysis import protocol, stability, stats, verdicts
+from analysis import protocol, render, stability, stats, verdicts
+from analysis.decision import Reason, Rule, Step
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED, PartResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,8 +104,11 @@ def test_a_part_decided_by_blown_up_runs_is_inconclusive_and_keeps_them_in_the_p
     df = _frame({"a": a, "b": list(base + 0.05)})
     r = protocol.decide_part(df, _part(), check_edge=False)
     assert r.verdict == INCONCLUSIVE and r.blowups == 3
-    assert r.reasons[0].startswith("decided by 3 blown-up runs") and r.seeds.startswith("0–9 (10 of 10)")
-    assert "without them" in r.robust and "Hodges–Lehmann" in r.robust
+    assert r.reasons[0].rule is Rule.BLOWUP and r.reasons[0].values == (3,) and r.seeds.startswith("0–9 (10 of 10)")
+    assert r.robust.seeds == (2, 5, 7) and r.robust.without_verdict == SUPPORTED
+    assert [(b.arm, b.seed) for b in r.blown_up] == [("a", 2), ("a", 5), ("a", 7)]
+    assert render.reason(r.reasons[0]).startswith("decided by 3 blown-up runs: 3 blown-up run(s) on seed(s) 2, 5, 7; "
+                                                  "without them")
     far = list(base + 0.5)
     far[4] = 1.8  # above nothing learned (1) and ≥ 2× the other seeds' median (0.8): blown up
     df1 = _frame({"a": list(base), "b": far})
@@ -128,7 +132,7 @@ def test_a_measurement_that_cannot_show_delta_is_inconclusive():
                  "b2": [200, 200, 220, 200, 200]})
     eq = dict(test="equivalence", sides=2, delta=0.1, value="steps_to_0.003", control=["a", "w"])
     r = protocol.decide_part(df, _part(**eq))
-    assert r.verdict == INCONCLUSIVE and r.reasons[0].startswith("the measurement cannot show δ")
+    assert r.verdict == INCONCLUSIVE and r.reasons[0].rule is Rule.RESOLUTION
     assert r.resolution == pytest.approx(40 / 600)
     ok = protocol.decide_part(df, _part(**{**eq, "a": "a2", "b": "b2"}))
     assert ok.verdict == SUPPORTED, ok.reasons
@@ -141,7 +145,7 @@ def test_an_error_equivalence_bounded_by_its_arms_distance_from_zero():
     df = _frame({"a": list(0.020 + noise), "b": list(0.025 + 2 * noise), "w": list(0.4 + noise)})
     r = protocol.decide_part(df, _part(test="equivalence", sides=1, control=["a", "w"]))
     assert r.test_alone == SUPPORTED and r.verdict == INCONCLUSIVE
-    assert any(x.startswith("the measurement cannot show δ") for x in r.reasons)
+    assert Rule.RESOLUTION in [x.rule for x in r.reasons]
 
 
 def test_no_power_holds_at_exactly_delta():
@@ -149,7 +153,8 @@ def test_no_power_holds_at_exactly_delta():
     df = _steps({"a": [60] * 5, "b": [60] * 5, "w": [400, 420, 380, 400, 440]})
     r = protocol.decide_part(df, _part(test="equivalence", sides=2, delta=0.1, value="steps_to_0.003",
                                        control=["a", "w"]))
-    assert r.preconditions["no power"].startswith("fails: both arms within δ of 0")
+    assert [x.rule for x in r.preconditions[Step.NO_POWER].failures][:1] == [Rule.AT_ZERO]
+    assert render.check(Step.NO_POWER, r.preconditions[Step.NO_POWER]).startswith("fails: both arms within δ of 0")
 
 
 # ----------------------------------------------------------------------------- one comparison
@@ -179,7 +184,7 @@ def test_conditions_travel_with_the_verdict():
     a verdict that holds everywhere says nothing."""
     main = _r(CONTRADICTED, 0.0305, 0.025, 0.036)
     text = stability.conditions(main, {"readout=learned": _r(INCONCLUSIVE, 0.0225, 0.016, 0.029,
-                                                              ["the one-sided 95% upper bound is not below δ"]),
+                                                              [Reason(Rule.ONE_SIDED_OPEN, values=(0.027, 0.016))]),
                                        "readout=tied": _r(CONTRADICTED, 0.044, 0.035, 0.052)}, "scaled")
     assert text == ("contradicted under the scaled and tied readouts; not shown under the learned readout (the "
                     "interval decides neither way; d = 0.0225 [0.016, 0.029], excluding the main estimate 0.0305)")
@@ -258,9 +263,9 @@ def test_todays_bundle_c12b_shows_delta_and_c9_control_is_decided_by_blown_up_ru
                 first, block = verdicts.decide_both(conf, df, part)
                 got[spec["task"]] = block
     assert got["teacher_squashed"].verdict == INCONCLUSIVE
-    assert got["teacher_squashed"].reasons[0].startswith("decided by 3 blown-up runs")
+    assert got["teacher_squashed"].reasons[0].rule is Rule.BLOWUP and got["teacher_squashed"].blowups == 3
     c12b = next(r for t, r in got.items() if t != "teacher_squashed")
-    assert c12b.verdict == SUPPORTED and c12b.preconditions["resolution"] == "ok", c12b.reasons
+    assert c12b.verdict == SUPPORTED and c12b.preconditions[Step.RESOLUTION].ok, c12b.reasons
 
 
 def test_blown_up_runs_are_tagged_in_the_store():

@@ -102,3 +102,42 @@ def test_the_checks_catch_an_upward_import_and_a_circle(tmp_path):
     (tmp_path / "harness" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                                "    import harness.a\n")
     assert cycle(imports(root=tmp_path), "harness") is None
+
+
+# the modules that start trials: Ray's scheduler and the sweep that feeds it, the trial loop, and
+# the analysis shells that run rounds of trials (the report, the scorecard, the zoo)
+STARTS_TRIALS = {"harness.scheduler", "harness.sweep", "harness.trial", "harness.pack", "harness.loop",
+                 "analysis.reporting", "analysis.report", "analysis.scorecard", "analysis.zoo"}
+RENDER = ("analysis.render", "analysis.decision")  # the words of a decision, and the values they word
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every project module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), set()) - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("module", RENDER)
+def test_the_render_module_imports_no_module_that_starts_trials(module):
+    """Rendering a report is a function of its values: nothing it imports can start a trial or
+    open Ray (issue 60 item 2)."""
+    graph = imports()
+    assert module in graph
+    assert reach(graph, module) & STARTS_TRIALS == set()
+    source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+    assert "import ray" not in source and "from ray" not in source
+
+
+def test_reach_finds_an_indirect_import(tmp_path):
+    """The check sees a module that starts trials behind another import (render → a → sweep)."""
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+        (tmp_path / layer / "__init__.py").write_text("")
+    (tmp_path / "harness" / "sweep.py").write_text("")
+    (tmp_path / "analysis" / "a.py").write_text("def f():\n    from harness import sweep\n")
+    (tmp_path / "analysis" / "render.py").write_text("from analysis import a\n")
+    assert reach(imports(root=tmp_path), "analysis.render") & STARTS_TRIALS == {"harness.sweep"}

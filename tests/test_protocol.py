@@ -8,12 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import protocol, stats
+from analysis import protocol, render, stats
+from analysis.decision import Rule, Step
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from analysis.trials import arm_label, restrict, swept_axes
 from harness.expansion import Trial
 
 SEEDS = range(5)
+
+
+def _pre(result: protocol.PartResult, step: Step) -> str:
+    """A precondition's status as the report prints it."""
+    return render.check(step, result.preconditions[step])
+
+
 LRS = (0.001, 0.003, 0.01)
 NOISE = (0.0, 0.004, -0.003, 0.002, -0.004)  # per seed, shared by both arms (paired)
 
@@ -73,13 +81,15 @@ def test_difference_and_equivalence_verdicts():
     result = protocol.decide_part(df, _part())
     assert result.n_train == "256" and result.seeds == "0–4 (5 of 5)"
     assert result.effect == pytest.approx(0.2, abs=0.01)
-    assert set(result.preconditions.values()) == {"ok"}
+    assert all(c.ok for c in result.preconditions.values())
 
 
 def test_an_inconclusive_one_sided_part_names_both_bounds_against_delta():
     near = protocol.decide_part(_runs({"a": 0.10, "b": 0.12}), _part(test="equivalence", sides=1))
     assert near.verdict == INCONCLUSIVE and near.lo < 0.02 < near.hi  # the printed (90%) interval straddles δ
-    [why] = near.reasons
+    [reason] = near.reasons
+    assert reason.rule is Rule.ONE_SIDED_OPEN and reason.values[0] == near.hi
+    why = render.reason(reason)
     assert f"upper bound {near.hi:.3g} is not below δ" in why and "95% lower bound" in why and "above it" in why
 
 
@@ -87,17 +97,17 @@ def test_not_learned_makes_a_part_inconclusive():
     at_chance = _runs({"a": 0.59, "b": 0.80})  # the better arm is within δ of uniform mixing (0.6)
     result = protocol.decide_part(at_chance, _part())
     assert result.verdict == INCONCLUSIVE
-    assert result.preconditions["not learned"].startswith("fails")
-    assert any(r.startswith("not learned") for r in result.reasons)
+    assert result.preconditions[Step.NOT_LEARNED].fails
+    assert any(r.rule is Rule.NOT_LEARNED for r in result.reasons)
     # rel MSE above 1 everywhere: the zero predictor (1.0) is the best reference
     worse_than_zero = _runs({"a": 1.5, "b": 2.5}, reference=4.0)
-    assert "zero predictor" in protocol.decide_part(worse_than_zero, _part()).preconditions["not learned"]
+    assert "zero predictor" in _pre(protocol.decide_part(worse_than_zero, _part()), Step.NOT_LEARNED)
     # a teacher with a residual path: predicting the input (0.25) is the bar, not uniform mixing
     residual = _runs({"a": 0.24, "b": 0.5}, reference=0.9, **{"test/identity_rel_mse": 0.25})
     result = protocol.decide_part(residual, _part())
-    assert result.verdict == INCONCLUSIVE and "identity 0.25" in result.preconditions["not learned"]
+    assert result.verdict == INCONCLUSIVE and "identity 0.25" in _pre(result, Step.NOT_LEARNED)
     assert protocol.decide_part(_runs({"a": 0.1, "b": 0.5}, reference=0.9, **{"test/identity_rel_mse": 0.25}),
-                                _part()).preconditions["not learned"] == "ok"
+                                _part()).preconditions[Step.NOT_LEARNED].ok
 
 
 def test_budget_limited_makes_a_part_inconclusive():
@@ -105,7 +115,7 @@ def test_budget_limited_makes_a_part_inconclusive():
     df.loc[df["arm"] == "a", "val/best_error_at_80"] += 0.05  # still falling by > δ/2 …
     df.loc[df["arm"] == "a", "val/best_error_at_90"] += 0.02  # … within the last 10%
     result = protocol.decide_part(df, _part(test="equivalence", sides=1))  # a falls: d could move either way
-    assert result.verdict == INCONCLUSIVE and "still falling" in result.preconditions["budget-limited"]
+    assert result.verdict == INCONCLUSIVE and result.preconditions[Step.BUDGET].failures[0].rule is Rule.BUDGET_FALLING
     # direction-aware: in a supported difference a's late fall can only widen it; b's could close it
     assert protocol.decide_part(df, _part()).verdict == SUPPORTED
     assert protocol.decide_part(df, _part(a="b", b="a")).verdict == CONTRADICTED  # the lower arm falls: wider still
@@ -115,24 +125,24 @@ def test_budget_limited_makes_a_part_inconclusive():
     assert protocol.decide_part(closing, _part()).verdict == INCONCLUSIVE
     df0 = df.copy()
     df0.loc[df0["arm"] == "a", "val/best_error"] = 0.0  # an arm at 0 cannot fall further
-    assert protocol.decide_part(df0, _part(test="equivalence", sides=1)).preconditions["budget-limited"] == "ok"
+    assert protocol.decide_part(df0, _part(test="equivalence", sides=1)).preconditions[Step.BUDGET].ok
     few = _runs({"a": 0.10, "b": 0.30}, **{"val/evals_last_20": 2.0})
-    assert "cannot judge" in protocol.decide_part(few, _part()).preconditions["budget-limited"]
+    assert "cannot judge" in _pre(protocol.decide_part(few, _part()), Step.BUDGET)
 
 
 def test_lr_at_grid_edge_makes_a_part_inconclusive_and_names_the_extension():
     df = _runs({"a": 0.10, "b": 0.30}, best_lr=0.01)  # the largest lr of the grid
     result = protocol.decide_part(df, _part())
-    assert result.verdict == INCONCLUSIVE and "largest" in result.preconditions["lr at grid edge"]
+    assert result.verdict == INCONCLUSIVE and "largest" in _pre(result, Step.LR_EDGE)
     assert {(e["arm"], e["side"], e["lr"]) for e in result.edges} == {("a", "high", 0.01), ("b", "high", 0.01)}
     assert all(len(e["trial_ids"]) == 5 for e in result.edges)
     # a stated bound is accepted
-    assert protocol.decide_part(df, _part(lr_bound=0.01)).preconditions["lr at grid edge"] == "ok"
+    assert protocol.decide_part(df, _part(lr_bound=0.01)).preconditions[Step.LR_EDGE].ok
     # the next value past the edge diverged on a seed: the edge is accepted
     beyond = df[df["train.lr"] == 0.01].assign(**{"train.lr": 0.0316, "diverged": False})
     beyond.loc[beyond["seed"] == 0, "diverged"] = True
     extended = pd.concat([df, beyond], ignore_index=True)
-    assert protocol.decide_part(extended, _part()).preconditions["lr at grid edge"] == "ok"
+    assert protocol.decide_part(extended, _part()).preconditions[Step.LR_EDGE].ok
 
 
 def test_an_edge_lr_that_won_only_the_tie_break_does_not_bind():
@@ -144,11 +154,11 @@ def test_an_edge_lr_that_won_only_the_tie_break_does_not_bind():
     df.loc[a, "val/best_error"] = 0.0
     df.loc[a, "val/best_loss"] = 1.0 / df.loc[a, "train.lr"]  # the largest lr has the smallest loss
     result = protocol.decide_part(df, _part())
-    assert result.preconditions["lr at grid edge"] == "ok" and result.edges == []
+    assert result.preconditions[Step.LR_EDGE].ok and result.edges == []
     assert "tied on validation error with 0.001, 0.003" in result.lr["a @ 256"], result.lr
     df.loc[a & (df["train.lr"] < max(LRS)), "val/best_error"] = 0.05
     result = protocol.decide_part(df, _part())
-    assert "largest" in result.preconditions["lr at grid edge"]
+    assert "largest" in _pre(result, Step.LR_EDGE)
 
 
 def test_selection_uses_validation_error_and_skips_diverged_lrs():
@@ -159,7 +169,7 @@ def test_selection_uses_validation_error_and_skips_diverged_lrs():
     assert set(chosen[chosen["arm"] == "a"]["lr_chosen"]) == {0.003}
     df.loc[(df["arm"] == "a") & (df["seed"] == 1), "diverged"] = True  # every lr of a has a diverged seed
     result = protocol.decide_part(df, _part())
-    assert result.verdict == INCONCLUSIVE and "diverged" in " ".join(result.reasons)
+    assert result.verdict == INCONCLUSIVE and Rule.DIVERGED in [r.rule for r in result.reasons]
 
 
 def test_missing_pairs_are_counted_not_dropped_silently():
@@ -173,7 +183,7 @@ def test_pooled_axes_are_refused():
     df = _runs({"a": 0.10, "b": 0.30})
     pooled = pd.concat([df, df.assign(trial_id=df["trial_id"] + "-sgd")], ignore_index=True)
     result = protocol.decide_part(pooled, _part())
-    assert result.verdict == INCONCLUSIVE and "pooled" in result.reasons[0]
+    assert result.verdict == INCONCLUSIVE and result.reasons[0].rule is Rule.POOLED
 
 
 def test_auc_part_pairs_seeds_across_sizes():
@@ -182,7 +192,7 @@ def test_auc_part_pairs_seeds_across_sizes():
     assert result.verdict == SUPPORTED and result.n_train == "64, 256, 1024"
     assert result.effect == pytest.approx(np.log(0.3) - np.log(0.1), abs=0.05)
     one = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}, sizes=(256,)), _part(value="auc", delta=0.1))
-    assert one.verdict == INCONCLUSIVE and "≥ 2 sizes" in one.reasons[0]
+    assert one.verdict == INCONCLUSIVE and "≥ 2 sizes" in render.reason(one.reasons[0])
 
 
 def test_claim_verdict_from_deciding_parts_only():
@@ -305,11 +315,11 @@ def test_error_at_a_test_length_reads_that_length_and_its_own_reference():
     df["test/n_64/majority_acc"] = 0.5
     result = protocol.decide_part(df, _part(value="error_n64"))
     assert result.mean_a == pytest.approx(0.2, abs=0.02) and result.mean_b == pytest.approx(0.6, abs=0.02)
-    assert result.verdict == SUPPORTED and result.preconditions["not learned"] == "ok"
+    assert result.verdict == SUPPORTED and result.preconditions[Step.NOT_LEARNED].ok
     df["test/n_64/majority_acc"] = 0.81  # the reference at n = 64 is better than arm a there
-    assert "majority class at n = 64" in protocol.decide_part(df, _part(value="error_n64")).preconditions["not learned"]
+    assert "majority class at n = 64" in _pre(protocol.decide_part(df, _part(value="error_n64")), Step.NOT_LEARNED)
     missing = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(value="error_n64"))
-    assert missing.verdict == INCONCLUSIVE and "test/n_64/acc" in missing.reasons[0]
+    assert missing.verdict == INCONCLUSIVE and missing.reasons[0].names == ("test/n_64/acc",)
 
 
 def test_p_for_contradiction_matches_the_interval_rules():
@@ -373,22 +383,23 @@ def test_an_equivalence_without_power_is_inconclusive():
     df = _runs({"a": 0.100, "b": 0.101, "w": 0.3, "same": 0.102})
     eq = dict(test="equivalence", sides=1)
     ok = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
-    assert ok.verdict == SUPPORTED and ok.preconditions["no power"] == "ok" and "contradicted" in ok.control
+    assert ok.verdict == SUPPORTED and ok.preconditions[Step.NO_POWER].ok and ok.control.verdict == CONTRADICTED
     none = protocol.decide_part(df, _part(**eq))
     assert none.verdict == INCONCLUSIVE and none.test_alone == SUPPORTED
-    assert "no positive control registered" in none.preconditions["no power"]
+    assert [r.rule for r in none.preconditions[Step.NO_POWER].failures] == [Rule.NO_CONTROL]
     weak = protocol.decide_part(df, _part(**eq, control=["a", "same"]))  # a "known-different" pair that is not
-    assert weak.verdict == INCONCLUSIVE and "positive control not contradicted" in weak.preconditions["no power"]
+    assert weak.verdict == INCONCLUSIVE and "positive control not contradicted" in _pre(weak, Step.NO_POWER)
     floor = protocol.decide_part(df, _part(**eq, control=["a", "w"], floor="same"))
-    assert floor.verdict == INCONCLUSIVE and "floor arm `same`" in floor.preconditions["no power"]
+    assert floor.verdict == INCONCLUSIVE and "floor arm `same`" in _pre(floor, Step.NO_POWER)
     absent = protocol.decide_part(df, _part(**eq, control=["a", "nobody"], floor="nothing"))
-    assert "no runs of `nobody`" in absent.control and "floor arm `nothing` has no runs" in absent.preconditions["no power"]
+    assert "no runs of `nobody`" in render.control(absent.control)
+    assert "floor arm `nothing` has no runs" in _pre(absent, Step.NO_POWER)
     zero = _runs({"a": 0.001, "b": 0.002, "w": 0.3}, reference=0.6)
     at_zero = protocol.decide_part(zero, _part(**eq, control=["a", "w"]))
-    assert at_zero.verdict == INCONCLUSIVE and "within δ of 0 error" in at_zero.preconditions["no power"]
+    assert at_zero.verdict == INCONCLUSIVE and "within δ of 0 error" in _pre(at_zero, Step.NO_POWER)
     far = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}), _part(**eq))  # a beats b by far: no power needed
-    assert far.verdict == CONTRADICTED and "no power" not in " ".join(far.reasons)
-    assert "no power" not in protocol.decide_part(df, _part()).preconditions  # differences: not a precondition
+    assert far.verdict == CONTRADICTED and all(r.rule.step is not Step.NO_POWER for r in far.reasons)
+    assert Step.NO_POWER not in protocol.decide_part(df, _part()).preconditions  # differences: not a precondition
 
 
 def test_a_part_reads_only_its_registered_readout():
@@ -399,8 +410,8 @@ def test_a_part_reads_only_its_registered_readout():
                       tied.assign(**{"task.readout": "tied", "trial_id": tied["trial_id"] + "-tied"})], ignore_index=True)
     assert protocol.decide_part(both, _part(readout="scaled")).verdict == SUPPORTED
     assert protocol.decide_part(both, _part(readout="tied")).verdict == CONTRADICTED
-    assert "pooled" in protocol.decide_part(both, _part()).reasons[0]
-    assert "under readout learned" in protocol.decide_part(both, _part(readout="learned")).reasons[0]
+    assert protocol.decide_part(both, _part()).reasons[0].rule is Rule.POOLED
+    assert "under readout learned" in render.reason(protocol.decide_part(both, _part(readout="learned")).reasons[0])
 
 
 def _steps_runs(first: dict[str, list[float]], budget: float = 600.0) -> pd.DataFrame:
@@ -434,7 +445,7 @@ def test_a_steps_to_target_equivalence_decides_with_its_positive_control():
     ok = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
     assert ok.verdict == SUPPORTED, ok.reasons
     assert ok.mean_a == pytest.approx(80 / 600) and ok.mean_b == pytest.approx(68 / 600)
-    assert "contradicted" in ok.control and ok.preconditions["budget-limited"] == "ok"
+    assert ok.control.verdict == CONTRADICTED and ok.preconditions[Step.BUDGET].ok
     slow = protocol.decide_part(df, _part(**eq, b="w", control=["a", "w"]))  # 0.4 of the budget apart
     assert slow.verdict == CONTRADICTED
 
@@ -447,11 +458,11 @@ def test_a_steps_to_target_part_needs_both_arms_to_reach_the_target():
     eq = dict(test="equivalence", sides=2, delta=0.1, value="steps_to_0.003")
     miss = protocol.decide_part(df, _part(**eq, control=["a", "w"]))
     assert miss.verdict == INCONCLUSIVE
-    assert "`b` reached validation error ≤ 0.003 on 4 of 5 seeds" in miss.preconditions["not learned"]
+    assert "`b` reached validation error ≤ 0.003 on 4 of 5 seeds" in _pre(miss, Step.NOT_LEARNED)
     stuck = protocol.decide_part(df, _part(**eq, a="never", b="neither", control=["a", "w"]))
     assert stuck.test_alone == SUPPORTED and stuck.verdict == INCONCLUSIVE
-    assert "within δ of the budget" in stuck.preconditions["no power"]
+    assert "within δ of the budget" in _pre(stuck, Step.NO_POWER)
     diff = protocol.decide_part(df, _part(test="difference", delta=0.1, value="steps_to_0.003", b="never"))
     assert diff.verdict == SUPPORTED  # a difference judges only the arm that came out lower
     missing = protocol.decide_part(df, _part(**{**eq, "value": "steps_to_0.01"}, control=["a", "w"]))
-    assert missing.verdict == INCONCLUSIVE and "first_step_below/0.01" in missing.reasons[0]
+    assert missing.verdict == INCONCLUSIVE and "first_step_below/0.01" in render.reason(missing.reasons[0])

@@ -71,7 +71,7 @@ def test_a_task_sentence_names_each_reference_once_and_says_why_the_control_does
     from analysis.scorecard import summary_sentences
 
     names = ["selection vs softmax (M4a)", "selection vs W_V (M5)", "selection vs softmax (M4a), auc over n_train"]
-    table = pd.DataFrame({"task": "nearest", "name": names, "n_train": 1024, "reason": "",
+    table = pd.DataFrame({"task": "nearest", "name": names, "n_train": 1024, "reason": "", "not_learned": False,
                           "verdict": ["inconclusive", "worse", "inconclusive"]})
     control = pd.DataFrame({"task": ["nearest"], "a": ["softmax"], "b": ["mlp"], "verdict": ["inconclusive"]})
     [sentence] = summary_sentences(table, control, "gla")

@@ -93,7 +93,8 @@ def test_class_name_did_you_mean():
 def test_sentence_for_a_mixer_that_did_not_learn():
     table = pd.DataFrame({"task": ["repeated"] * 2, "n_train": [1024] * 2, "verdict": ["inconclusive"] * 2,
                           "name": ["repeated tokens vs softmax (M4a)", "repeated tokens vs the MLP (B1)"],
-                          "reason": ["not learned: `GLA` 0.27 vs uniform mixing 0.25 (needs ≤ 0.23)"] * 2})
+                          "reason": ["not learned: `GLA` 0.27 vs uniform mixing 0.25 (needs ≤ 0.23)"] * 2,
+                          "not_learned": [True] * 2})
     control = pd.DataFrame({"task": ["repeated"], "a": ["softmax"], "b": ["mlp"], "verdict": ["inconclusive"]})
     (line,) = scorecard.summary_sentences(table, control, "GLA")
     assert "`GLA` is not learned: no better than the task's trivial predictor" in line

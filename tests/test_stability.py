@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis import stability, stats
+from analysis.decision import Step
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from tests import scratch_git
 
@@ -268,7 +269,7 @@ def test_a_deciding_part_is_decided_on_its_block_and_nothing_leaks_into_the_expl
     assert first.seeds.startswith("0–4") and first.n_runs == 10  # grid seeds at the chosen lr only
     assert block is not None and block.seeds.startswith("1000–1009") and block.n_runs == 20
     # one lr per arm on the block (an edge of its one-point grid): the lr edge is the exploratory block's to judge
-    assert block.edges == [] and block.preconditions["lr at grid edge"] == "ok"
+    assert block.edges == [] and block.preconditions[Step.LR_EDGE].ok
     deciding, observed = verdicts.decide_parts({"abl": _conf()}, {"abl": df})
     assert deciding.seeds == block.seeds and observed.seeds == first.seeds  # an observation stays exploratory
     _, none = verdicts.decide_both(_conf(), df[~df["seed"].isin(CONFIRM)], PART)

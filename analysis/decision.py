@@ -1,0 +1,217 @@
+"""A part's decision as typed values (issue 60 item 1): the rules of paper.md §13 as members of
+one enumeration with their step numbers, the reasons and precondition checks a decision holds as
+frozen values, and a decided part's outcome (:class:`Outcome`: verdict, effect with interval and
+units, arms a and b, the effect's direction, the rules that fired, the margin to a label change
+in δ).
+
+Nothing here is a sentence: :mod:`analysis.render` words every value, and no module reads a
+decision back from its words. A new statistical rule is one :class:`Rule` member, the function
+of :mod:`analysis.protocol` that fires it (building a :class:`Reason`), and one wording in
+:data:`analysis.render.RULE_WORDS`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Step(Enum):
+    """The group a rule belongs to: the data a part needs (step 2), the test (step 3), each
+    precondition of step 4 by its printed name's key, the blown-up runs (4b) and the resolution
+    (4c). A precondition's :class:`Check` is keyed by its step."""
+
+    DATA = "2"
+    TEST = "3"
+    NOT_LEARNED = "4 not learned"
+    BUDGET = "4 budget-limited"
+    DIVERGED = "4 diverged"
+    LR_EDGE = "4 lr at grid edge"
+    NO_POWER = "4 no power"
+    BLOWUP = "4b"
+    RESOLUTION = "4c"
+
+
+PRECONDITIONS = (Step.NOT_LEARNED, Step.BUDGET, Step.DIVERGED, Step.LR_EDGE)  # every part's
+# (NO_POWER: equivalences only, step 4; RESOLUTION: set by step 4c where judged)
+
+
+class Rule(Enum):
+    """Every rule of paper.md §13 that can leave a part undecided, with its step (``.step``,
+    :class:`Step`) and its number in the protocol's text (``.number``)."""
+
+    # step 2: the data
+    NO_RUNS = (Step.DATA, "2", "an arm has no runs on the task (under the registered readout)")
+    NO_COLUMN = (Step.DATA, "2", "the runs lack the value's column")
+    POOLED = (Step.DATA, "2", "an arm has several runs per size and seed")
+    NO_SIZE = (Step.DATA, "1", "no training-set size where both arms have an eligible lr")
+    AUC_SIZES = (Step.DATA, "2", "the area under the curve needs two sizes")
+    FEW_PAIRS = (Step.DATA, "3", "fewer than two paired seeds: no interval")
+    NO_RERUNS = (Step.DATA, "2", "the budget ablation holds no reruns of the part")
+    EMPTY_BLOCK = (Step.DATA, "2", "a block of the stability table holds no runs")
+    # step 3: the test itself decides neither way
+    INCLUDES_ZERO = (Step.TEST, "3", "the 95% interval includes 0")
+    STRADDLES_DELTA = (Step.TEST, "3", "the 90% interval is not inside ±δ, nor the 95% outside")
+    ONE_SIDED_OPEN = (Step.TEST, "3", "the one-sided bound is not below δ, nor the 95% lower bound above it")
+    # step 4: preconditions
+    NOT_LEARNED = (Step.NOT_LEARNED, "4", "an arm does not beat the best reference predictor by δ")
+    NOT_REACHED = (Step.NOT_LEARNED, "4", "an arm does not reach the target on every seed")
+    BUDGET_UNLOGGED = (Step.BUDGET, "4", "no best-so-far validation summary logged")
+    BUDGET_UNJUDGED = (Step.BUDGET, "4", "too few evaluations in the last 20% of the budget")
+    BUDGET_FALLING = (Step.BUDGET, "4", "the best-so-far still falls by more than δ/2")
+    DIVERGED = (Step.DIVERGED, "4", "every lr of an arm has a diverged seed")
+    GRID_SMALL = (Step.LR_EDGE, "4", "the lr grid has fewer than 3 values")
+    LR_LARGEST = (Step.LR_EDGE, "4", "the chosen lr is the largest of the grid")
+    LR_SMALLEST = (Step.LR_EDGE, "4", "the chosen lr is the smallest of the grid")
+    AT_ZERO = (Step.NO_POWER, "4", "both arms within δ of 0")
+    AT_BUDGET = (Step.NO_POWER, "4", "both arms within δ of the step budget")
+    FLOOR_MISSING = (Step.NO_POWER, "4", "the floor arm has no runs")
+    AT_FLOOR = (Step.NO_POWER, "4", "both arms within δ of the floor arm")
+    NO_CONTROL = (Step.NO_POWER, "4", "no positive control registered")
+    CONTROL_OPEN = (Step.NO_POWER, "4", "the positive control is not contradicted")
+    # 4b, 4c: rules that only ever make a part inconclusive
+    BLOWUP = (Step.BLOWUP, "4b", "the test without the blown-up runs' seeds, or Hodges–Lehmann, disagrees")
+    BLOWUP_LR = (Step.BLOWUP, "4b", "the lr choice without the blown-up runs' lrs disagrees")
+    RESOLUTION = (Step.RESOLUTION, "4c", "the measurement cannot show δ")
+
+    def __init__(self, step: Step, number: str, meaning: str) -> None:
+        self.step, self.number, self.meaning = step, number, meaning
+
+    @property
+    def precondition(self) -> bool:
+        """Whether the rule is one of step 4's preconditions (not the data, test, 4b or 4c)."""
+        return self.step.value.startswith("4 ")
+
+
+@dataclass(frozen=True)
+class BlownUp:
+    """One blown-up run among a part's pairs (:func:`analysis.stats.blowup`)."""
+
+    arm: str
+    seed: int
+    trial_id: str
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its interval, in the part's units (NaN where there is none)."""
+
+    estimate: float = math.nan
+    lo: float = math.nan
+    hi: float = math.nan
+    n: int = 0  # pairs
+
+
+@dataclass(frozen=True)
+class Robust:
+    """Step 4b's checks of a part with blown-up runs: the test without their seeds and the
+    Hodges–Lehmann estimate with its exact signed-rank interval, each with its label."""
+
+    runs: tuple[BlownUp, ...]
+    without: Interval
+    without_verdict: str
+    hodges_lehmann: Interval
+    hl_verdict: str
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(sorted({r.seed for r in self.runs}))
+
+
+@dataclass(frozen=True)
+class Control:
+    """An equivalence's positive control decided by the same test (step 4, *no power*)."""
+
+    a: str
+    b: str
+    mean_a: float
+    mean_b: float
+    interval: Interval  # d with its 95% interval
+    verdict: str  # what its interval said (before preconditions)
+    reasons: tuple["Reason", ...] = ()  # why it has no interval, where it has none
+    margin: float = math.nan  # its contradiction slack in the part's δ (negative: not contradicted)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A rule that fired, with its facts: the arm and size it fired for, the numbers it compared
+    (``values``, in the order :data:`analysis.render.RULE_WORDS` names them), the names it cites
+    (a grid, a reference predictor, a column, a readout) and, for 4b and *no power*, the checks'
+    values."""
+
+    rule: Rule
+    arm: str = ""
+    n_train: int | None = None
+    values: tuple[float, ...] = ()
+    names: tuple[str, ...] = ()
+    robust: Robust | None = None
+    control: Control | None = None
+    verdict: str = ""  # BLOWUP_LR: what the lr choice without the exclusion says
+
+
+@dataclass(frozen=True)
+class Check:
+    """A precondition's status on a part: judged or not (``n/a`` where no size was decided) and
+    its failures."""
+
+    failures: tuple[Reason, ...] = ()
+    judged: bool = True
+    margin: float = math.nan  # the distance to firing in δ, where the rule has one (resolution)
+
+    @property
+    def fails(self) -> bool:
+        return bool(self.failures)
+
+    @property
+    def ok(self) -> bool:
+        return self.judged and not self.failures
+
+
+class Direction(Enum):
+    """Which way the effect goes for arm a, d = value(b) − value(a) (lower is better)."""
+
+    LOWERS = "a lowers the value"  # the interval excludes 0 with d > 0
+    RAISES = "a raises the value"  # the interval excludes 0 with d < 0
+    WITHIN = "within ±δ"  # the equivalence interval inside the margin
+    UNCLEAR = "the interval includes 0"
+    NONE = "no interval"
+
+
+class Label(Enum):
+    """A component's answer on the first screen (issue 60 item 3)."""
+
+    MATTERS = "matters"
+    NO_MATTER = "does not matter"
+    HURTS = "hurts"
+    UNDECIDED = "undecided"
+    NO_VERDICT = "no verdict"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One part's decision as a reader needs it (issue 60 item 1): the verdict, the effect with
+    its 95% interval and units, arms a and b, the direction, the rules that fired, and the
+    margins (in δ) of the interval to a label change and of each precondition to firing."""
+
+    claim: str
+    name: str
+    role: str
+    test: str  # difference / equivalence
+    sides: int
+    a: str
+    b: str
+    task: str
+    value: str  # error, auc, steps_to_<t>, …
+    delta: float
+    verdict: str
+    test_alone: str  # what the interval alone says where a rule voided it
+    effect: Interval  # d = value(b) − value(a), 95% interval
+    direction: Direction
+    rules: tuple[Rule, ...]  # the rules that fired, the deciding one first
+    margin: float  # the interval's distance to a label change, in δ (NaN: no interval)
+    preconditions: tuple[tuple[Step, float], ...] = ()  # a precondition's distance to firing, in δ
+    blown_up: tuple[BlownUp, ...] = ()
+    trial_ids: tuple[str, ...] = ()
+    extra: tuple[tuple[str, Any], ...] = field(default=())

@@ -1,0 +1,290 @@
+"""The words of a decision (issue 60 item 2): every sentence that names a rule of paper.md §13,
+a precondition's status, a part's reasons, its positive control and its blown-up runs' checks,
+rendered from the typed values of :mod:`analysis.decision`. Nothing here decides: each function
+maps a value to text, and no module reads a decision back from these words.
+
+This module imports only :mod:`analysis.decision` (no store, no Ray, no module that starts
+trials; ``tests/test_layering.py`` checks it). A new rule adds one entry to :data:`RULE_WORDS`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from analysis.decision import Check, Control, Label, Reason, Robust, Rule, Step
+
+if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
+    from analysis.answer import Augmentation, Line, Row
+
+
+def lr(x: float) -> str:
+    """A learning rate (or a mean) as the report prints it: three significant digits."""
+    return f"{x:.3g}"
+
+
+def num(x: float | None) -> str:
+    """A number to three significant digits, ``–`` for none (NaN)."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def _at(r: Reason) -> str:
+    return f"`{r.arm}` at n_train={r.n_train}: "
+
+
+def _grid(values: Sequence[float]) -> str:
+    return str([lr(g) for g in values])
+
+
+def control(c: Control) -> str:
+    """The positive control's line: its arms, d with its 95% interval and what the interval said."""
+    if math.isnan(c.interval.estimate):
+        return f"`{c.a}` vs `{c.b}`: {'; '.join(reason(x) for x in c.reasons)}"
+    return (f"`{c.a}` {lr(c.mean_a)} vs `{c.b}` {lr(c.mean_b)}: d = {c.interval.estimate:.3g} "
+            f"[{c.interval.lo:.3g}, {c.interval.hi:.3g}] (95%), {c.verdict}")
+
+
+def robust(r: Robust) -> str:
+    """Step 4b's checks in one line: the blown-up runs' seeds, the test without them, Hodges–Lehmann."""
+    w, h = r.without, r.hodges_lehmann
+    return (f"{len(r.runs)} blown-up run(s) on seed(s) {', '.join(str(s) for s in r.seeds)}; "
+            f"without them d = {w.estimate:.3g} [{w.lo:.3g}, {w.hi:.3g}] (95%, {w.n} pairs): {r.without_verdict}; "
+            f"Hodges–Lehmann {h.estimate:.3g} [{h.lo:.3g}, {h.hi:.3g}] (exact signed-rank 95%): {r.hl_verdict}")
+
+
+def blown_up_runs(r: Robust) -> str:
+    """The blown-up runs by arm, seed and trial id."""
+    return ", ".join(f"`{b.arm}` seed {b.seed} (trial {b.trial_id[:12]})" for b in r.runs)
+
+
+def _budget_unjudged(r: Reason) -> str:
+    evals, least = r.values
+    return f"{_at(r)}cannot judge, {int(evals)} evaluations in the last 20% (< {int(least)})"
+
+
+# one wording per rule: the reason as the report's "why" prints it (a precondition's label apart)
+RULE_WORDS: dict[Rule, Callable[[Reason], str]] = {
+    Rule.NO_RUNS: lambda r: f"no runs of `{r.arm}` on {r.names[0]}" + (f" under readout {r.names[1]}"
+                                                                       if r.names[1] else ""),
+    Rule.NO_COLUMN: lambda r: f"no runs with {r.names[0]!r}",
+    Rule.POOLED: lambda r: f"`{r.arm}` has several runs per size and seed: an axis is pooled (name it in the arm)",
+    Rule.NO_SIZE: lambda r: "no training-set size where both arms have an eligible lr",
+    Rule.AUC_SIZES: lambda r: "area under the curve needs ≥ 2 sizes; " + (
+        f"`{r.arm}` has {r.names[0] or 'none'}" if r.arm else f"both arms have {r.names[0]}"),
+    Rule.FEW_PAIRS: lambda r: f"{int(r.values[0])} paired seed(s): no interval",
+    Rule.NO_RERUNS: lambda r: "no reruns",
+    Rule.EMPTY_BLOCK: lambda r: "no runs",
+    Rule.INCLUDES_ZERO: lambda r: "the 95% interval includes 0",
+    Rule.STRADDLES_DELTA: lambda r: "the 90% interval is not inside ±δ, nor the 95% interval outside it",
+    Rule.ONE_SIDED_OPEN: lambda r: (f"the one-sided 95% upper bound {r.values[0]:.3g} is not below δ, "
+                                    f"nor the 95% lower bound {r.values[1]:.3g} above it"),
+    Rule.NOT_LEARNED: lambda r: (f"`{r.arm}` {r.values[0]:.3g} vs {r.names[0]} {r.values[1]:.3g} "
+                                 f"(needs ≤ {r.values[2]:.3g})"),
+    Rule.NOT_REACHED: lambda r: (f"`{r.arm}` reached validation error ≤ {r.values[0]:g} on {int(r.values[1])} "
+                                 f"of {int(r.values[2])} seeds"),
+    Rule.BUDGET_UNLOGGED: lambda r: f"{_at(r)}no best-so-far validation summary logged",
+    Rule.BUDGET_UNJUDGED: _budget_unjudged,
+    Rule.BUDGET_FALLING: lambda r: (f"{_at(r)}still falling (best-so-far {r.values[0]:.3g} at 80% → "
+                                    f"{r.values[1]:.3g} at the end, > δ/2)"),
+    Rule.DIVERGED: lambda r: f"`{r.arm}`: every lr has a diverged seed" + (
+        f" ({int(r.values[0])} of {int(r.values[0])})" if r.values else ""),
+    Rule.GRID_SMALL: lambda r: f"{_at(r)}lr grid has {len(r.values)} value(s) {_grid(r.values)}",
+    Rule.LR_LARGEST: lambda r: f"{_at(r)}chosen lr {lr(r.values[0])} is the largest of {_grid(r.values[1:])}",
+    Rule.LR_SMALLEST: lambda r: f"{_at(r)}chosen lr {lr(r.values[0])} is the smallest of {_grid(r.values[1:])}",
+    Rule.AT_ZERO: lambda r: (f"both arms within δ of 0 {'steps (of the budget)' if r.names[0] == 'steps' else 'error'} "
+                             f"({r.values[0]:.3g}, {r.values[1]:.3g})"),
+    Rule.AT_BUDGET: lambda r: (f"both arms within δ of the budget: neither reaches the target ({r.values[0]:.3g}, "
+                               f"{r.values[1]:.3g})"),
+    Rule.FLOOR_MISSING: lambda r: f"the floor arm `{r.arm}` has no runs at n_train={r.names[0]}",
+    Rule.AT_FLOOR: lambda r: f"both arms within δ of the floor arm `{r.arm}` ({r.values[0]:.3g})",
+    Rule.NO_CONTROL: lambda r: "no positive control registered",
+    Rule.CONTROL_OPEN: lambda r: f"positive control not contradicted ({control(r.control)})",
+    Rule.BLOWUP: lambda r: f"decided by {int(r.values[0])} blown-up runs: {robust(r.robust)}",
+    Rule.BLOWUP_LR: lambda r: f"decided by {int(r.values[0])} blown-up runs: the lr choice without their lr says "
+                              f"{r.verdict}",
+    Rule.RESOLUTION: lambda r: (f"the measurement cannot show δ: the largest effect it could show is "
+                                f"{r.values[0]:.3g} (the compared arm's distance from its floor, exploratory block) "
+                                f"< δ + the 95% half-width = {r.values[1]:.3g}"),
+}
+
+# each precondition's printed name (paper.md §13 step 4, 4c)
+STEP_NAMES = {Step.NOT_LEARNED: "not learned", Step.BUDGET: "budget-limited", Step.DIVERGED: "diverged",
+              Step.LR_EDGE: "lr at grid edge", Step.NO_POWER: "no power", Step.RESOLUTION: "resolution"}
+
+# the test's rules in a few words (a block's "not shown (…)")
+OPEN = "the interval decides neither way"
+SHORT = {Rule.INCLUDES_ZERO: OPEN, Rule.STRADDLES_DELTA: OPEN, Rule.ONE_SIDED_OPEN: OPEN}
+MISSING = (Rule.NO_RUNS, Rule.NO_COLUMN, Rule.EMPTY_BLOCK)
+
+
+def reason(r: Reason) -> str:
+    """One reason in full, without its precondition's label."""
+    return RULE_WORDS[r.rule](r)
+
+
+def _groups(reasons: Iterable[Reason]) -> list[tuple[Step | None, list[Reason]]]:
+    """Consecutive reasons of one precondition together (None: a reason of no precondition)."""
+    out: list[tuple[Step | None, list[Reason]]] = []
+    for r in reasons:
+        step = r.rule.step if r.rule.precondition else None
+        if step is not None and out and out[-1][0] is step:
+            out[-1][1].append(r)
+        else:
+            out.append((step, [r]))
+    return out
+
+
+def lead(r: Reason) -> str:
+    """A reason's first clause (up to "; "): a table's footnote names the rule, not each arm."""
+    return reason(r).split("; ")[0]
+
+
+def reason_lines(rs: Iterable[Reason]) -> list[str]:
+    """A part's reasons, one line per precondition (its failures after its name, ``budget-limited:
+    `a` at n_train=1024: still falling (…); …``) or per other rule."""
+    return [f"{STEP_NAMES[step]}: {'; '.join(reason(x) for x in group)}" if step is not None
+            else reason(group[0]) for step, group in _groups(rs)]
+
+
+def reasons(rs: Iterable[Reason], sep: str = "; ") -> str:
+    """A part's reasons as its "why" prints them (:func:`reason_lines` joined by ``sep``)."""
+    return sep.join(reason_lines(rs))
+
+
+def heads(rs: Iterable[Reason]) -> list[str]:
+    """Each line of :func:`reason_lines` up to its first colon: the budget table's words."""
+    return [x.split(":")[0] for x in reason_lines(rs)]
+
+
+def reason_name(r: Reason) -> str:
+    """A reason in a few words for the summary: its precondition's name (``lr at grid edge``),
+    ``runs missing`` for the many ``no runs of `arm` on task …``, else its words up to a colon
+    (``decided by 3 blown-up runs``)."""
+    if r.rule.precondition:
+        return STEP_NAMES[r.rule.step]
+    return "runs missing" if r.rule in MISSING else reason(r).split(":")[0]
+
+
+def short(r: Reason) -> str:
+    """A rerun block's reason in a few words: as :func:`reason_name`, but the test's own rules as
+    "the interval decides neither way" and missing runs named."""
+    if r.rule.precondition:
+        return STEP_NAMES[r.rule.step]
+    return SHORT.get(r.rule) or reason(r).split(":")[0]
+
+
+def short_names(rs: Iterable[Reason]) -> list[str]:
+    """Each reason's :func:`short` name once, in order."""
+    return list(dict.fromkeys(short(r) for r in rs))
+
+
+def check(step: Step, c: Check) -> str:
+    """A precondition's status: ``ok``, ``n/a`` (not judged) or ``fails: …``."""
+    if not c.failures:
+        return "ok" if c.judged else "n/a"
+    if step is Step.RESOLUTION:
+        res, need = c.failures[0].values
+        return f"fails: largest effect {res:.3g} < {need:.3g}"
+    return "fails: " + "; ".join(reason(x) for x in c.failures)
+
+
+def checks(pre: dict[Step, Check], sep: str = "; ") -> str:
+    """Every precondition's status, ``name: status`` joined by ``sep``."""
+    return sep.join(f"{STEP_NAMES[k]}: {check(k, v)}" for k, v in pre.items())
+
+
+# ----------------------------------------------------------------------------- the first screen
+HEADING = "## Which parts of attention matter"
+LABEL_WORDS = {Label.MATTERS: "matters", Label.NO_MATTER: "does not matter", Label.HURTS: "hurts",
+               Label.UNDECIDED: "undecided", Label.NO_VERDICT: "no verdict"}
+READ_ROW = (
+    "**How to read a row.** Each part compares two arms on one task, one *with* the component and one "
+    "*without* it, each at its lr chosen on validation; the amount is value(without) − value(with) (test error, "
+    "mean log test error over n_train, or the fraction of the step budget to reach a target; lower is better), "
+    "its mean over paired seeds and 95% interval, so a positive amount means the component lowers error. "
+    "*matters*: the component lowers error and the interval excludes 0 (an equivalence: lies beyond δ, the "
+    "part's pre-registered margin); *hurts*: it raises error, likewise; *does not matter*: the interval lies "
+    "within ±δ (one-sided: it lowers error by less than δ); *undecided*: neither, or a rule of the protocol voids "
+    "the interval: the row says why and what would decide it. *Paper*: what the registered hypothesis expects "
+    "and its verdict (*supported* / *contradicted*, the verdict tables below). *How firm*: the interval's "
+    "distance to a label change and a precondition's distance to firing where under 0.5 δ, the blocks whose "
+    "label differs (the exploratory seeds, ×4 steps, another readout: *scaled* β Eᵀ f(X), *tied* Eᵀ f(X), "
+    "*learned* U f(X)) and the larger-scale rerun where it was run.")
+BLOCK_NAMES = {"exploratory": "exploratory seeds", "x4": "×4 steps"}
+PRE_WORDS = {Step.RESOLUTION: "the resolution rule (cannot show δ)", Step.NO_POWER: "its positive control (power)"}
+
+
+def _value_noun(value: str) -> str:
+    if value == "auc":
+        return "mean log error"
+    if value.startswith("steps_to_"):
+        return f"the steps to validation error {value.removeprefix('steps_to_')}"
+    return "error"
+
+
+def _amount(x: Line) -> str:
+    """"`value` lowers error by 0.0288 [0.0255, 0.0321] against `softmax`" (the estimate's sign
+    picks the verb; the interval follows it)."""
+    g, noun = x.gain, _value_noun(x.value)
+    if math.isnan(g.estimate):
+        return f"`{x.has}` against `{x.lacks}`: no interval"
+    verb, lo, hi = ("lowers", g.lo, g.hi) if g.estimate >= 0 else ("raises", -g.hi, -g.lo)
+    return f"`{x.has}` {verb} {noun} by {num(abs(g.estimate))} [{num(lo)}, {num(hi)}] against `{x.lacks}`"
+
+
+def _answer(x: Line, decide: Callable[[Any], tuple[str, str]]) -> str:
+    within = (f"less than δ = {x.delta:g}" if x.label is Label.NO_MATTER else "")
+    head = f"**{LABEL_WORDS[x.label]}**" + (f" ({x.role})" if x.label is Label.NO_VERDICT else "")
+    text = f"{head}: {_amount(x)}" + (f", {within}" if within else "") + f" ({x.units}, δ {x.delta:g})"
+    if x.label is Label.UNDECIDED:
+        why, what = decide(x.result)
+        text += f"; why: {why} → {what}"
+    return text
+
+
+def _paper(x: Line) -> str:
+    if x.expected is None:
+        return "–"
+    said = f"expects it {LABEL_WORDS[x.expected]}: **{x.verdict}**"
+    if x.verdict == "contradicted":
+        said += f" (it {LABEL_WORDS[x.label]})"
+    return said
+
+
+def _firm(x: Line) -> str:
+    out = []
+    if not math.isnan(x.margin) and x.margin < 0.5:
+        out.append(f"fragile: the interval is {x.margin:.2f} δ from a label change")
+    out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from firing" for step, m in x.preconditions]
+    out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {v}" for b, v in x.blocks]
+    if x.scale:
+        out.append(f"at scale: {x.scale}" + (f" ({x.scale_effect})" if x.scale != x.verdict else ", holds"))
+    if x.loo:
+        out.append(x.loo)
+    if x.blown_up:
+        out.append(f"{len(x.blown_up)} blown-up run(s): " + ", ".join(
+            f"`{b.arm}` seed {b.seed}" for b in x.blown_up))
+    return "; ".join(out) or ("firm" if x.expected is not None else "–")
+
+
+def _augmentation(a: Augmentation) -> str:
+    c = a.closes
+    return (f"augmentation control (observation): training `{a.plain}` on position-permuted inputs lowers its "
+            f"{a.units} by {num(c.estimate)} [{num(c.lo)}, {num(c.hi)}], {c.estimate / a.gap:.2f} of its "
+            f"{num(a.gap)} gap to `{a.target}`")
+
+
+def first_screen(rows: Sequence[Row], decide: Callable[[Any], tuple[str, str]], trust: str) -> list[str]:
+    """The report's opening: heading, how to read a row, one row per component (each part a line:
+    its answer, the paper's verdict, how firm), and the trust paragraph."""
+    lines = ["| component | part (task) | answer: amount [95% interval] | paper | how firm |", "|---|---|---|---|---|"]
+    for row in rows:
+        if not row.lines:
+            lines.append(f"| {row.component} | not measured: no registered part compares arms that differ by it "
+                         "| – | – | – |")
+            continue
+        cells = [(f"{', '.join(x.labels)} {x.task_code}", _answer(x, decide), _paper(x), _firm(x)) for x in row.lines]
+        if row.augmentation is not None:
+            cells.append(("C9 augmentation", _augmentation(row.augmentation), "–", "–"))
+        lines.append(f"| {row.component} | " + " | ".join("<br>".join(c[i] for c in cells) for i in range(4)) + " |")
+    return [HEADING, "", READ_ROW, "", *lines, "", trust, ""]
