@@ -1,6 +1,7 @@
-"""Which phase of the report's run path each run of the bundle belongs to (paper.md §13), from
-its params alone, so the exploratory block (recorded without any phase tag) splits as the
-reruns do:
+"""Which phase of the report's run path each run of the bundle belongs to (paper.md §13): the
+``phase`` tag where the round that started the run recorded it (:mod:`analysis.rounds`), else
+(runs recorded before the tag, e.g. today's bundle) from its params alone, so the exploratory
+block (recorded without any phase tag) splits as the reruns do:
 
 * ``budget``: ``train.max_steps`` above the ablation's own (``report.budget_factor`` ×,
   :mod:`analysis.budget`);
@@ -33,6 +34,7 @@ PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE)
 EXPLORATORY_DECISION = (EXPLORATORY, LR_EXTENSION)  # the runs the exploratory block decides on
 CONFIRM_FIRST = 1000  # without ``scale.confirm_seeds``: seeds from here on are the block's
 STEPS, READOUT_KEY, EXTENDS, N_TRAIN = "train.max_steps", "task.readout", "extends", "task.n_train"
+TAG = "phase"  # the run's tag written from harness.records.Trial.phase by the rounds of analysis.rounds
 
 
 def _column(df: pd.DataFrame, key: str, fill: object) -> pd.Series:
@@ -68,6 +70,9 @@ def phase_column(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | No
     phase[confirm] = CONFIRMATION
     phase[longer] = BUDGET  # the later assignment wins: the order of the module docstring
     phase[larger] = SCALE
+    if TAG in df:  # the round that started a run recorded its phase (analysis.rounds): read, not guessed
+        recorded = df[TAG].astype(object)
+        phase = phase.where(~recorded.isin(PHASES), recorded)
     return phase
 
 

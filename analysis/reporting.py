@@ -19,13 +19,13 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, prose, protocol, render, stability, stats, trail
+from analysis import answer, calibration, phases, prose, protocol, render, rounds, stability, stats, trail
 from analysis.decision import Step
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_lines, budget_trials, split_budget
-from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, distinct_extensions, freeze, read_frozen,
-                              readout_trials, seeds_of, write_frozen)
+from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials,
+                              seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import health_lines, task_health
@@ -94,21 +94,6 @@ def _compose_suite(suite: str, cli: list[str]) -> tuple[DictConfig, dict[str, Di
     return cfg, {n: compose(config_name="config", overrides=[f"+ablation={n}", *cli]) for n in names}
 
 
-def _extension_trials(edges: list[dict[str, Any]], trials: dict[str, Any], cli: list[str],
-                      changes: dict[str, str] | None = None) -> list:
-    """One trial per seed past each edge: the grid trial's point with ``train.lr`` one step
-    (×√10) beyond the chosen lr (and ``changes``: a scale rerun's sizes,
-    :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id."""
-    def points():
-        for edge in edges:
-            lr = edge["lr"] * (math.sqrt(10) if edge["side"] == "high" else 1 / math.sqrt(10))
-            for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
-                base = trials.get(ext) or trials.get(run_id)
-                if base is not None:
-                    yield base, {**(changes or {}), "train.lr": str(float(f"{lr:.3g}"))}
-    return distinct_extensions(cli, points(), skip=trials)
-
-
 def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store) -> None:
     """Run the suite's trials (``ablations``: name → its expanded trials; or a round of reruns)
     in this process as ``python -m harness +ablation=<report.suite>`` runs them
@@ -148,34 +133,22 @@ def run_scale(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, Di
     what = f"scale column, n_train {cfg.report.scale_n_train}, {cfg.report.scale_steps} steps"
     first = scale_column.scale_trials(configs, _exploratory(store, ablations, configs), ablations, cli, sizes)
     added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
-    return _round(cfg, first, what, cli, store) + _edge_rounds(
+    return _round(cfg, first, what, cli, store, phases.SCALE) + _edge_rounds(
         cfg, ablations, cli, store, added, lambda: _scale_runs(store, ablations, configs),
-        lambda runs: scale_column.scale_edges(configs, runs), f"{what}, past an lr grid edge", sizes)
+        lambda runs: scale_column.scale_edges(configs, runs), f"{what}, past an lr grid edge", sizes, phases.SCALE)
 
 
 def _edge_rounds(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store, added: dict[str, set],
-                 read, edges_of, what: str, changes: dict[str, str] | None = None) -> int:
-    """Up to ``report.extend_lr`` rounds one lr step past the edges a block's parts chose
-    (paper.md §13): each round reads the block's runs (``read()``: ``{ablation: runs}``) of the
-    trials in ``added`` only (round r reads the block and rounds < r: on a resume the store
-    already holds later rounds, and reading them would pass the cap), takes their edges
-    (``edges_of({ablation: runs})``: ``{ablation: [edge]}``), and runs one trial per seed past
-    each (:func:`_extension_trials`, with ``changes``) as one queue. Returns the trials run."""
-    total = 0
-    for _ in range(cfg.report.extend_lr):
-        runs = {name: df[df["trial_id"].astype(str).isin(added.get(name, set()))] if not df.empty else df
-                for name, df in read().items()}
-        todo = {}
-        for name, edges in edges_of(runs).items():
-            new = _extension_trials(edges, {t.trial_id: t for t in ablations[name]}, [f"+ablation={name}", *cli], changes)
-            new = [t for t in new if t.trial_id not in added.setdefault(name, set())]
-            added[name].update(t.trial_id for t in new)  # run or skipped by id
-            if new:
-                todo[name] = new
-        if not todo:
-            break
-        total += _round(cfg, todo, what, cli, store)  # one queue: small groups fill packs
-    return total
+                 read, edges_of, what: str, changes: dict[str, str] | None = None, phase: str = phases.LR_EXTENSION) -> int:
+    """The report's lr-edge rounds (:func:`analysis.rounds.edge_rounds`, up to
+    ``report.extend_lr``): one trial per seed past each edge of the block ``read()`` returns
+    (:func:`analysis.rounds.extension_trials`, with ``changes``), each round one queue tagged
+    ``phase``. Returns the trials run."""
+    def build(name: str, edges: list) -> list:
+        return rounds.extension_trials(edges, {t.trial_id: t for t in ablations[name]}, [f"+ablation={name}", *cli],
+                                       changes, phase)
+    return rounds.edge_rounds(int(cfg.report.extend_lr), added, read, edges_of, build,
+                              lambda todo: _round(cfg, todo, what, cli, store, phase))
 
 
 def _exploratory(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
@@ -226,8 +199,10 @@ def freeze_choices(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame]
     return kept
 
 
-def _round(cfg: DictConfig, todo: dict[str, list], what: str, cli: list[str], store) -> int:
-    """Run one rerun round as one queue (small groups fill packs); returns its trial count."""
+def _round(cfg: DictConfig, todo: dict[str, list], what: str, cli: list[str], store, phase: str) -> int:
+    """Run one rerun round as one queue (small groups fill packs), each trial tagged ``phase``
+    (:func:`analysis.rounds.tag`); returns its trial count."""
+    todo = {name: rounds.tag(trials, phase) for name, trials in todo.items()}
     for name, trials in todo.items():
         print(f"{name}: {len(trials)} trials ({what})", flush=True)
     if todo:
@@ -244,16 +219,17 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
     if not (budget or confirm_enabled(cfg)):  # no round to run: nothing to freeze (a tiny report)
         return {}
     runs = _exploratory(store, ablations, configs)
-    rounds: dict[str, dict[str, list]] = {}
+    todo: dict[str, tuple[str, dict[str, list]]] = {}  # what → (phase, trials)
     frozen = freeze_choices(configs, runs, frozen_path)
     if budget:
-        rounds[f"×{cfg.report.budget_factor} steps, budget reruns"] = budget_trials(
-            configs, runs, ablations, cli, cfg.report.budget_factor, frozen)
+        todo[f"×{cfg.report.budget_factor} steps, budget reruns"] = (phases.BUDGET, budget_trials(
+            configs, runs, ablations, cli, cfg.report.budget_factor, frozen))
     if confirm_enabled(cfg):
         seeds = seeds_of(str(cfg.scale.confirm_seeds))
-        rounds["confirmation block"] = confirmation_trials(configs, runs, ablations, cli, seeds, frozen)
-        rounds["readout reruns"] = readout_trials(configs, runs, ablations, cli, frozen)
-    done = {what: _round(cfg, todo, what, cli, store) for what, todo in rounds.items()}
+        todo["confirmation block"] = (phases.CONFIRMATION, confirmation_trials(configs, runs, ablations, cli, seeds,
+                                                                              frozen))
+        todo["readout reruns"] = (phases.READOUT, readout_trials(configs, runs, ablations, cli, frozen))
+    done = {what: _round(cfg, trials, what, cli, store, phase) for what, (phase, trials) in todo.items()}
     done["scale column"] = run_scale(cfg, ablations, configs, cli, store)  # a flag: last
     return done
 
@@ -749,8 +725,9 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         except SweepError as err:  # bad input: exit 2 before any trial starts
             raise ReportInputError(str(err)) from err
         check_confirm_seeds(cfg)
-        if cfg.report.run:
-            run_suite(cfg, ablations, cli, store)
+        if cfg.report.run:  # the grid, tagged as the exploratory block (analysis.rounds)
+            run_suite(cfg, {name: rounds.tag(trials, phases.EXPLORATORY) for name, trials in ablations.items()},
+                      cli, store)
         if cfg.report.run and cfg.report.extend_lr > 0 and cfg.scale.name in EVIDENCE_SCALES:
             run_extensions(cfg, ablations, configs, cli, store)
         if cfg.report.run:

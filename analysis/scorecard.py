@@ -40,6 +40,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any, Mapping
 
 import hydra
 import numpy as np
@@ -47,7 +48,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats as sps
 
-from analysis import plots, protocol, render, stats
+from analysis import plots, protocol, render, rounds, stats
 from analysis.decision import Reason, Step
 from analysis.load import load_runs
 from analysis.trials import restrict
@@ -428,35 +429,41 @@ def _runs(trials: list, store) -> pd.DataFrame:
 def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
               store) -> tuple[list, int]:
     """Extend the lr grid one ×√10 step past each edge a row's arm chose, up to
-    ``report.extend_lr`` rounds (none at ``scale=tiny``), as the report does (paper.md §13,
-    :func:`analysis.reporting.run_extensions`). ``groups``: ``(grid trials, overrides they were
-    composed with)``, the references' and the mixer's. Returns ``(the extension trials, the
-    worst exit status of their sweeps)``."""
-    from analysis.reporting import _extension_trials
+    ``report.extend_lr`` rounds (none at ``scale=tiny``), with the report's rounds
+    (:func:`analysis.rounds.edge_rounds`, :func:`analysis.rounds.extension_trials`; phase
+    ``lr_extension``). ``groups``: ``(grid trials, overrides they were composed with)``, the
+    references' and the mixer's. Returns ``(the extension trials, the worst exit status of their
+    sweeps)``."""
     from harness.expansion import split_sweeps
 
     grid = [t for trials, _ in groups for t in trials]
-    added, status = [], 0
-    for _ in range(0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)):  # tiny: a path check
-        # round r reads the grid and rounds < r only: a resume finds the extensions of its earlier
-        # invocation in the store, and reading them in round 1 would extend one step past the cap
-        df = _runs(grid + added, store)
-        df = df[df["trial_id"].isin({t.trial_id for t in grid + added})] if not df.empty else df
-        edges = [e for spec in parts for e in protocol.decide_part(
-            df, {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}).edges]
-        new = []
+    added: list = []
+    status = [0]
+
+    def read() -> dict[str, pd.DataFrame]:
+        return {"": _runs(grid + added, store)}
+
+    def edges_of(runs: Mapping[str, pd.DataFrame]) -> dict[str, list]:
+        return {"": [e for spec in parts for e in protocol.decide_part(
+            runs[""], {**spec, "a": mixer if spec["a"] == MIXER else spec["a"]}).edges]}
+
+    def build(_: str, edges: list) -> list:
+        new: dict[str, Any] = {}
         for trials, cli in groups:
-            known = {t.trial_id: t for t in trials}
-            new += [t for t in _extension_trials(edges, known, split_sweeps(cli)[0])
-                    if t.trial_id not in {a.trial_id for a in added + new}]
-        if not new:
-            break
+            for t in rounds.extension_trials(edges, {t.trial_id: t for t in trials}, split_sweeps(cli)[0]):
+                new.setdefault(t.trial_id, t)
+        return list(new.values())
+
+    def run(todo: dict[str, list]) -> int:
+        new = todo[""]
         print(f"scorecard: {len(new)} trials past an lr grid edge", flush=True)
-        added += new
-        status = max(status, _sweep(sc, new, groups[0][1], store))
-        if status == 2:
-            break
-    return added, status
+        added.extend(new)
+        status[0] = max(status[0], _sweep(sc, new, groups[0][1], store))
+        return -1 if status[0] == 2 else len(new)
+
+    cap = 0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)  # tiny: a path check
+    rounds.edge_rounds(cap, {"": {t.trial_id for t in grid}}, read, edges_of, build, run)
+    return added, status[0]
 
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:

@@ -4,6 +4,8 @@ triggered, pooled axes refused, and the runs restricted to an ablation's own tri
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -229,7 +231,7 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
     trial it extends (paper.md §13 *lr at grid edge*)."""
     from hydra import compose
 
-    from analysis.reporting import _extension_trials
+    from analysis.rounds import extension_trials as _extension_trials
     from harness.expansion import expand
 
     cli = ["+ablation=knowledge_size", "scale=tiny"]
@@ -243,6 +245,9 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
     assert {t.config.train.lr for t in new} == {0.0316}
     assert {t.extends for t in new} == {t.trial_id for t in grid}
     assert {t.variant for t in new} == {"softmax_free[k=4]"}
+    assert {t.phase for t in new} == {"lr_extension"}  # the round's phase rides on the trial, not its id
+    untagged = [dataclasses.replace(t, phase="") for t in new]
+    assert [t.trial_id for t in untagged] == [t.trial_id for t in new] and untagged == new
     assert {(t.config.seed, t.config.task.n_train) for t in new} == {(t.config.seed, 64) for t in grid}
     low = _extension_trials([{**edge, "side": "low"}], known, cli)
     assert {t.config.train.lr for t in low} == {0.00316}

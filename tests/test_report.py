@@ -89,7 +89,8 @@ def test_the_margins_commit_is_the_last_change_of_a_part_not_of_the_grid(tmp_pat
 
 
 def test_the_reports_lr_edge_rounds_read_the_grid_and_earlier_rounds_only_up_to_the_cap(monkeypatch):
-    """The report's lr-edge extension (:func:`analysis.reporting.run_extensions`), as the
+    """The report's lr-edge extension (:func:`analysis.reporting.run_extensions` through
+    :func:`analysis.rounds.edge_rounds`), as the
     scorecard's (tests/test_scorecard_cli.py): round r decides on the grid and the rounds before
     it, not on the later rounds an earlier invocation left in the store (a resume would extend one
     ×√10 step past ``report.extend_lr`` each time); a control part's edges are not extended; each
@@ -113,8 +114,8 @@ def test_the_reports_lr_edge_rounds_read_the_grid_and_earlier_rounds_only_up_to_
         return SimpleNamespace(edges=[len(read)])
 
     monkeypatch.setattr(reporting.protocol, "decide_part", decide)
-    monkeypatch.setattr(reporting, "_extension_trials",
-                        lambda edges, known, cli, changes=None: [SimpleNamespace(trial_id=f"x{e}") for e in edges])
+    monkeypatch.setattr(reporting.rounds, "extension_trials",
+                        lambda edges, known, cli, changes=None, phase="": [SimpleNamespace(trial_id=f"x{e}") for e in edges])
     queues: list[dict] = []
     monkeypatch.setattr(reporting, "run_suite", lambda cfg, todo, cli, store: queues.append(
         {name: [t.trial_id for t in trials] for name, trials in todo.items()}))

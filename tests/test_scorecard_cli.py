@@ -122,7 +122,7 @@ def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
         return SimpleNamespace(edges=[len(read)])
 
     monkeypatch.setattr(scorecard.protocol, "decide_part", decide)
-    monkeypatch.setattr("analysis.reporting._extension_trials",
+    monkeypatch.setattr("analysis.rounds.extension_trials",
                         lambda edges, known, cli: [SimpleNamespace(trial_id=f"x{edges[0]}")])
     monkeypatch.setattr(scorecard, "_sweep", lambda sc, new, cli, store: 0)
     sc = OmegaConf.create({"scale": {"name": "default"}, "report": {"extend_lr": 2}})

@@ -200,6 +200,21 @@ def test_every_run_gets_exactly_one_phase_from_its_params():
     assert set(phases.phase_column(bare, 600)) == {"exploratory"}
 
 
+def test_a_recorded_phase_tag_is_read_and_an_untagged_run_is_still_told_by_its_params():
+    """A round tags the runs it starts (analysis.rounds, harness Trial.phase → the ``phase`` tag):
+    the tag wins over the params (a confirmation rerun on a seed the params would call
+    exploratory), and runs without it (today's bundle) are told apart as before."""
+    from analysis import phases
+
+    df = _phased()
+    tagged = df.assign(phase=None)
+    tagged.loc[tagged["expected"] == "exploratory", "phase"] = "confirmation"  # what a round recorded
+    got = phases.phase_column(tagged, steps=600, confirm_seeds=range(1000, 1010))
+    assert (got[df["expected"] == "exploratory"] == "confirmation").all()
+    rest = df["expected"] != "exploratory"
+    assert (got[rest] == df.loc[rest, "expected"]).all()  # no tag (None): from the params
+
+
 def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     """The scale column (analysis/scale.py): runs above the grid's n_train are phase ``scale``
     (not ``budget``, though longer), stay out of the budget split and the exploratory runs, and

@@ -1,0 +1,90 @@
+"""The extra rounds of trials after a grid (paper.md §13), one implementation each, used by the
+report (:mod:`analysis.reporting`), the scorecard and the zoo (:func:`analysis.scorecard.extend_lr`):
+
+* :func:`edge_rounds`: up to ``report.extend_lr`` rounds one lr step (×√10) past each edge a
+  part chose, each round reading the grid and the rounds before it only;
+* :func:`extension_trials`: one trial per seed past each edge;
+* :func:`tag`: every trial a round starts carries its phase (:data:`analysis.phases.PHASES`:
+  ``lr_extension``, ``budget``, ``confirmation``, ``readout``, ``scale``) in ``Trial.phase``,
+  which the writer records as the run's ``phase`` tag, so that the analysis reads a run's phase
+  instead of guessing it from its params (:func:`analysis.phases.phase_column` does so only for
+  runs recorded without the tag).
+
+The confirmation block's, the readout reruns' and the ×4 budget reruns' trials are built by
+:func:`analysis.confirm.confirmation_trials`, :func:`analysis.confirm.readout_trials` and
+:func:`analysis.budget.budget_trials`; the report runs each as one tagged round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterable, Mapping
+
+import pandas as pd
+
+from analysis import phases
+from analysis.confirm import distinct_extensions
+
+
+def tag(trials: Iterable[Any], phase: str) -> list:
+    """``trials`` with ``phase`` set (:class:`harness.records.Trial` is frozen: a copy each; the
+    phase is not part of the trial's id, so a finished run is still reused).
+
+    Raises:
+        ValueError: ``phase`` is not one of :data:`analysis.phases.PHASES`.
+    """
+    if phase not in phases.PHASES:
+        raise ValueError(f"phase {phase!r} is not one of {', '.join(phases.PHASES)}")
+    return [dataclasses.replace(t, phase=phase) if dataclasses.is_dataclass(t) else t for t in trials]
+
+
+def extension_trials(edges: list[dict[str, Any]], trials: Mapping[str, Any], cli: list[str],
+                     changes: dict[str, str] | None = None, phase: str = phases.LR_EXTENSION) -> list:
+    """One trial per seed past each edge (:attr:`analysis.protocol.PartResult.edges`): the grid
+    trial's point with ``train.lr`` one step (×√10) beyond the chosen lr (and ``changes``: a scale
+    rerun's sizes, :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id and
+    ``phase``; ids in ``trials`` left out."""
+    def points():
+        for edge in edges:
+            lr = edge["lr"] * (math.sqrt(10) if edge["side"] == "high" else 1 / math.sqrt(10))
+            for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
+                base = trials.get(ext) or trials.get(run_id)
+                if base is not None:
+                    yield base, {**(changes or {}), "train.lr": str(float(f"{lr:.3g}"))}
+    return tag(distinct_extensions(cli, points(), skip=trials), phase)
+
+
+def edge_rounds(cap: int, added: dict[str, set], read: Callable[[], Mapping[str, pd.DataFrame]],
+                edges_of: Callable[[Mapping[str, pd.DataFrame]], Mapping[str, list]],
+                build: Callable[[str, list], list], run: Callable[[dict[str, list]], int]) -> int:
+    """Up to ``cap`` rounds one lr step past the edges a block's parts chose (paper.md §13).
+
+    Each round reads the block's runs (``read()``: ``{group: runs}``) of the trials in ``added``
+    only (round r reads the block and rounds < r: on a resume the store already holds later
+    rounds, and reading them would pass the cap), takes their edges (``edges_of(runs)``:
+    ``{group: [edge]}``), builds the trials past them (``build(group, edges)``, e.g.
+    :func:`extension_trials`) and runs the new ones as one queue (``run({group: trials})``, which
+    returns how many it ran, or a negative number to stop: a sweep that refused its input).
+    ``added``: ``{group: trial ids}`` of the block, grown by each round (in place).
+
+    Returns:
+        The trials run.
+    """
+    total = 0
+    for _ in range(cap):
+        runs = {name: df[df["trial_id"].astype(str).isin(added.get(name, set()))] if not df.empty else df
+                for name, df in read().items()}
+        todo = {}
+        for name, edges in edges_of(runs).items():
+            new = [t for t in build(name, edges) if t.trial_id not in added.setdefault(name, set())]
+            added[name].update(t.trial_id for t in new)  # run or skipped by id
+            if new:
+                todo[name] = new
+        if not todo:
+            break
+        done = run(todo)  # one queue: small groups fill packs
+        if done < 0:
+            break
+        total += done
+    return total
