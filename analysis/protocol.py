@@ -120,6 +120,7 @@ class PartResult:
     method: str = ""
     preconditions: dict[Step, Check] = field(default_factory=dict)  # precondition → its check
     lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
+    lr_chosen: dict[str, float] = field(default_factory=dict)  # "arm @ n_train" → the chosen lr
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
     test_alone: str = ""  # what the interval alone would say, where a precondition failed
     choice: str = ""  # how b was chosen among the part's choose_b arms (on validation)
@@ -140,6 +141,7 @@ class PartResult:
     trial_ids: tuple[str, ...] = ()  # the paired runs' trial ids, both arms (sorted)
     robust: Robust | None = None  # the blown-up runs' checks: without them, and Hodges–Lehmann (step 4b)
     n_pairs: int = 0  # paired seeds
+    paired: tuple[int, ...] = ()  # the paired seeds
     blown_up: tuple[BlownUp, ...] = ()  # the blown-up runs among the pairs, by arm, seed and trial id
 
 
@@ -213,12 +215,16 @@ def _usable(df: pd.DataFrame, value: str) -> pd.DataFrame:
     return ok[~stats.diverged(ok)]
 
 
+def seed_span(seeds: Any) -> str:
+    """Seeds as a reader writes them: a run ``2000–2009``, else a list ``0,2,3``."""
+    s = sorted(int(x) for x in seeds)
+    return f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
+
+
 def _seed_text(seeds: list, expected: int) -> str:
     if not seeds:
         return f"none of {expected}"
-    s = sorted(int(x) for x in seeds)
-    span = f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
-    return f"{span} ({len(s)} of {expected})"
+    return f"{seed_span(seeds)} ({len(seeds)} of {expected})"
 
 
 def _fmt_lr(x: float) -> str:
@@ -449,6 +455,7 @@ def _arm_checks(result: PartResult, pre: dict[Step, list[Reason]], mine: pd.Data
     spec = result.spec
     for n, g in mine.dropna(subset=["lr_chosen"]).groupby("task.n_train", dropna=False):
         result.lr[f"{arm} @ {int(n)}"] = _lr_line(g)
+        result.lr_chosen[f"{arm} @ {int(n)}"] = float(g["lr_chosen"].iloc[0])
         if check_edge:
             _edge_check(result, pre, g, arm, n, spec["lr_bound"])
         if _steps_target(spec["value"]) is not None:
@@ -587,6 +594,7 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
         A :class:`PartResult`; never raises for missing data (the verdict is then inconclusive
         with the reason).
     """
+    df = _lean(df)
     result = _decide(df, part, expected_seeds, check_edge, exclude_blowup=check_edge)
     if check_edge and result.verdict in (SUPPORTED, CONTRADICTED) and _lr_moved(df, result.spec):
         # the blown-up lr rule moved a chosen lr: a decision it alone makes is not made (step 4b)
@@ -596,6 +604,24 @@ def decide_part(df: pd.DataFrame, part: Any, expected_seeds: int | None = None,
             _void(result, Reason(Rule.BLOWUP_LR, values=(n,), verdict=before.test_alone or before.verdict))
     _resolve_limit(result, explored or result)
     return result
+
+
+# columns no step of the protocol reads: the model's and the task's construction, the exact
+# symmetry checks, and where and when a run ran; every filter of a decision copies each column
+# (dozens of them strings), so a decision reads a frame without them
+UNREAD_PREFIXES = ("model.", "symmetry/")
+UNREAD = {"compiled", "device", "end_time", "git_commit", "node", "nonfinite", "overrides", "pack_members",
+          "pack_size", "processor", "start_time", "ticket", "task.V", "task.d", "task.embedding",
+          "task.embedding_seed", "task.eval_seed", "task.k", "task.kind", "task.n", "task.n_test", "task.n_val",
+          "task.readout_beta", "task.rotation", "task.rotation_seed", "task.task_seed", "task.teacher",
+          "task.teacher_seed", "task.test_lengths", "task.train_lengths", "train.batch_size", "train.dtype",
+          "train.optimizer"}
+
+
+def _lean(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the columns a decision never reads (:data:`UNREAD`)."""
+    drop = [c for c in df.columns if c in UNREAD or str(c).startswith(UNREAD_PREFIXES)]
+    return df.drop(columns=drop) if drop else df
 
 
 def _lr_moved(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
@@ -667,7 +693,7 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
         return result
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
     result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
-    result.n_pairs = len(pairs)
+    result.n_pairs, result.paired = len(pairs), tuple(sorted(int(x) for x in pairs.index))
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
     paired = pd.concat(used)
     paired = paired[paired["seed"].isin(pairs.index)]

@@ -215,21 +215,49 @@ def select_lr(df: pd.DataFrame, group: Sequence[str] = ("task", "variant", "task
     runs["_tie"] = pd.to_numeric(runs[tie_break], errors="coerce") if tie_break in runs else 0.0
     per_lr = runs.groupby([*group, lr], dropna=False).agg(
         ok=("_ok", "all"), crit=(criterion, "mean"), tie=("_tie", "mean")).reset_index()
-    grids = per_lr.groupby(group, dropna=False)[lr].agg(lambda v: tuple(sorted(v))).rename("lr_grid")
-    eligible = per_lr[per_lr["ok"]]
-    n_eligible = eligible.groupby(group, dropna=False)[lr].size().rename("lr_eligible")
-    best = (eligible.sort_values(["crit", "tie", lr], kind="stable").drop_duplicates(group)
-            [[*group, lr, "crit"]].rename(columns={lr: "lr_chosen", "crit": "_best"}))
-    tied = eligible.merge(best, on=group, how="inner")
-    tied = tied[np.isclose(tied["crit"], tied["_best"], rtol=0.0, atol=1e-12)]
-    ties = tied.groupby(group, dropna=False)[lr].agg(lambda v: tuple(sorted(v))).rename("lr_ties")
-    out = (out.merge(best.drop(columns="_best"), on=group, how="left")
-              .merge(grids.reset_index(), on=group, how="left")
-              .merge(ties.reset_index(), on=group, how="left")
-              .merge(n_eligible.reset_index(), on=group, how="left"))
-    out["lr_eligible"] = out["lr_eligible"].fillna(0).astype(int)
-    keep = out["lr_chosen"].isna() | np.isclose(out[lr], out["lr_chosen"])
-    return out[keep].reset_index(drop=True)
+    # per group, over its few (lr, ok, crit, tie) rows: one pass in Python, then one column per
+    # field mapped onto every run (a pandas merge per field cost most of a part's decision)
+    summary = _lr_summary(per_lr, group, lr)
+    keys = _keys(out, group)
+    for i, name in enumerate(("lr_chosen", "lr_grid", "lr_ties", "lr_eligible")):
+        missing = 0 if name == "lr_eligible" else np.nan
+        out[name] = [summary[k][i] if k in summary else missing for k in keys]
+    out["lr_chosen"] = out["lr_chosen"].astype(float)
+    out["lr_eligible"] = out["lr_eligible"].astype(int)
+    keep = out["lr_chosen"].isna() | np.isclose(pd.to_numeric(out[lr], errors="coerce"), out["lr_chosen"])
+    return out[keep.to_numpy()].reset_index(drop=True)
+
+
+def _keys(df: pd.DataFrame, group: list[str]) -> list[tuple]:
+    """Each row's group key, a missing value as None (so that missing keys match, as in a merge)."""
+    cols = [[None if pd.isna(v) else v for v in df[c].tolist()] for c in group]
+    return list(zip(*cols)) if cols else [()] * len(df)
+
+
+def _nan_last(x: float) -> tuple[bool, float]:
+    return (True, 0.0) if pd.isna(x) else (False, float(x))
+
+
+def _lr_summary(per_lr: pd.DataFrame, group: list[str], lr: str) -> dict[tuple, tuple]:
+    """``{group key: (chosen lr or NaN, the sorted lr grid, the tied eligible lrs or NaN, how
+    many lrs are eligible)}`` from the per-(group, lr) means: the lowest mean criterion, then the
+    lowest mean tie-break, then the smaller lr (NaN last) among the eligible lrs; ties: the
+    eligible lrs whose criterion is the chosen one's within 1e-12."""
+    rows: dict[tuple, list] = {}
+    for key, x, ok, crit, tie in zip(_keys(per_lr, group), per_lr[lr].tolist(), per_lr["ok"].tolist(),
+                                     per_lr["crit"].tolist(), per_lr["tie"].tolist()):
+        rows.setdefault(key, []).append((x, bool(ok), crit, tie))
+    out = {}
+    for key, lrs in rows.items():
+        grid = tuple(sorted(x for x, *_ in lrs))
+        eligible = [r for r in lrs if r[1]]
+        if not eligible:
+            out[key] = (np.nan, grid, np.nan, 0)
+            continue
+        best = min(eligible, key=lambda r: (_nan_last(r[2]), _nan_last(r[3]), _nan_last(r[0])))
+        ties = tuple(sorted(x for x, _, crit, _ in eligible if np.isclose(crit, best[2], rtol=0.0, atol=1e-12)))
+        out[key] = (best[0], grid, ties, len(eligible))
+    return out
 
 
 def _interval(samples: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
