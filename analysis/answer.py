@@ -300,7 +300,8 @@ class Line:
     scale_effect: str  # the scale column's estimate (the stability table's words)
     loo: str  # a leave-one-seed-out flip (the stability table's words)
     blown_up: tuple[BlownUp, ...]
-    result: protocol.PartResult = field(compare=False, repr=False)  # for what would decide it
+    choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
+    result: protocol.PartResult = field(default=None, compare=False, repr=False)  # for what would decide it
 
 
 @dataclass(frozen=True)
@@ -386,7 +387,9 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
                 _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
                 expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
                 scale if ran else "", str(row.get("scale_effect", "")) if ran else "",
-                str(row.get("loo_flip", "") or "") if row is not None else "", tuple(result.blown_up), result)
+                str(row.get("loo_flip", "") or "") if row is not None else "", tuple(result.blown_up),
+                tuple(str(x) for x in spec.get("chosen_among") or spec["choose_b"]) if lacks == str(spec["b"]) else (),
+                result)
 
 
 def augmentation(parts: Sequence[protocol.PartResult], units: Mapping[str, str]) -> Augmentation | None:
@@ -427,7 +430,7 @@ def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, re
     if not stab.empty and "decided_on" in stab:
         block = stab[stab["decided_on"] == "confirmation"]
         same = int((block["exploratory"] == block["confirmation"]).sum())
-        seeds = sorted({r.seeds.split(" (")[0] for r in deciding if r.seeds and " (" in r.seeds and
+        seeds = sorted({protocol.seed_span(r.paired) for r in deciding if r.paired and
                         (r.spec["claim"], r.spec["name"]) in set(zip(block["claim"], block["part"]))})
         out.append(f"{len(block)} of {len(stab)} deciding parts are decided on a confirmation block (seeds "
                    f"{', '.join(seeds) or '–'}, fresh evaluation sets, each arm at the lr frozen from the "
@@ -463,9 +466,11 @@ def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, re
 
 
 def section(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
-            processors: Mapping[str, str], units: Mapping[str, str], scale: str = "") -> list[str]:
-    """The report's opening section: the heading, how to read a row, the component table and the
-    trust paragraph (:func:`analysis.render.first_screen`)."""
-    by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
-    table = rows(parts, by_part, units)
+            processors: Mapping[str, str], units: Mapping[str, str], scale: str = "",
+            table: Sequence[Row] | None = None) -> list[str]:
+    """The report's opening section: the heading, how to read a row, the component table (``table``
+    where built, else :func:`rows`) and the trust paragraph (:func:`analysis.render.first_screen`)."""
+    if table is None:
+        by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
+        table = rows(parts, by_part, units)
     return render.first_screen(table, what_would_decide, trust_paragraph(parts, stab, rereg, processors, scale))

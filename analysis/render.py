@@ -229,7 +229,8 @@ def _amount(x: Line) -> str:
     if math.isnan(g.estimate):
         return f"`{x.has}` against `{x.lacks}`: no interval"
     verb, lo, hi = ("lowers", g.lo, g.hi) if g.estimate >= 0 else ("raises", -g.hi, -g.lo)
-    return f"`{x.has}` {verb} {noun} by {num(abs(g.estimate))} [{num(lo)}, {num(hi)}] against `{x.lacks}`"
+    among = f" (the best on validation of {', '.join(f'`{c}`' for c in x.choice)})" if x.choice else ""
+    return f"`{x.has}` {verb} {noun} by {num(abs(g.estimate))} [{num(lo)}, {num(hi)}] against `{x.lacks}`{among}"
 
 
 def _answer(x: Line, decide: Callable[[Any], tuple[str, str]]) -> str:
@@ -269,9 +270,9 @@ def _firm(x: Line) -> str:
 
 def _augmentation(a: Augmentation) -> str:
     c = a.closes
-    return (f"augmentation control (observation): training `{a.plain}` on position-permuted inputs lowers its "
-            f"{a.units} by {num(c.estimate)} [{num(c.lo)}, {num(c.hi)}], {c.estimate / a.gap:.2f} of its "
-            f"{num(a.gap)} gap to `{a.target}`")
+    return (f"augmentation control (observation): `{a.augmented}` (trained on position-permuted inputs) lowers "
+            f"{a.units} by {num(c.estimate)} [{num(c.lo)}, {num(c.hi)}] against `{a.plain}`: it closes "
+            f"{c.estimate / a.gap:.2f} of the {num(a.gap)} gap from `{a.plain}` to `{a.target}`")
 
 
 def first_screen(rows: Sequence[Row], decide: Callable[[Any], tuple[str, str]], trust: str) -> list[str]:

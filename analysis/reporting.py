@@ -555,6 +555,53 @@ def _header(cfg: DictConfig, bundle: pd.DataFrame, source: str, counts: tuple[in
         "Do not edit by hand: rerun the command.", ""]
 
 
+@dataclasses.dataclass
+class Report:
+    """What the report says, as values (issue 60 item 2): the runs by block, every part's decision
+    (:class:`analysis.protocol.PartResult`), the stability table, the first screen's rows
+    (:class:`analysis.answer.Row`), the calibration table, the task health and the exact checks'
+    measurements. :func:`write_report` renders it; nothing here is a sentence of the report but
+    the stability table's condition columns (its own words, :func:`analysis.stability.conditions`)."""
+
+    runs: dict[str, pd.DataFrame]  # per ablation: every run but the budget reruns, with ``error``
+    longer: dict[str, pd.DataFrame]  # per ablation: the budget reruns
+    shown: dict[str, pd.DataFrame]  # per ablation: the exploratory runs (figures, tables, health)
+    sweeps: pd.DataFrame
+    presets: pd.DataFrame
+    identities: dict[str, float]
+    parts: list[protocol.PartResult]
+    stability: pd.DataFrame
+    units: dict[str, str]  # task → its error's name
+    rows: list[answer.Row]  # the first screen
+    calibration: pd.DataFrame | None  # None at a path-check scale
+    health: Any
+
+
+def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame) -> Report:
+    """The report as values from a bundle (:mod:`analysis.bundle`) and the suite's ablation
+    configs: pure, no store opened, no Ray, no file written (:class:`Report`)."""
+    tiny = cfg.scale.name not in EVIDENCE_SCALES
+    runs, sweeps = split(bundle)
+    runs = {name: stats.add_error(runs[name]) if name in runs else pd.DataFrame(
+        columns=["status", "variant", "task", "arm"]) for name in configs}
+    longer = {}  # the budget ablation's reruns, kept apart from everything else
+    for name, conf in configs.items():
+        runs[name], longer[name] = split_budget(runs[name], int(conf.train.max_steps))
+    shown = verdicts_of.exploratory_runs(configs, runs)  # figures, tables, health: no rerun among them
+    presets, identities = _measured(bundle)
+    both: dict = {}  # each part's exploratory and confirmation decisions, made once
+    parts = verdicts_of.decide_parts(configs, runs, both)
+    stab = verdicts_of.stability_frame(configs, runs, longer, both)
+    verdicts_of.annotate(parts, stab)  # each part's conditions (readouts, ×4) travel with its verdict
+    units = {str(t): str(n) for df in shown.values() if "error_name" in df
+             for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
+    by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
+    health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
+    return Report(runs, longer, shown, sweeps, presets, identities, parts, stab, units,
+                  answer.rows(parts, by_part, units), None if tiny else calibration.comparisons(configs, runs, parts),
+                  health)
+
+
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
                  source: str, bundle_folder: Path | None = None) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`), its figures and tables
@@ -565,25 +612,17 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
 
     tiny = cfg.scale.name not in EVIDENCE_SCALES
     folder = out.with_suffix("")
-    runs, sweeps = split(bundle)
-    runs = {name: stats.add_error(runs[name]) if name in runs else pd.DataFrame(
-        columns=["status", "variant", "task", "arm"]) for name in configs}
-    longer = {}  # the budget ablation's reruns, kept apart from everything else
-    for name, conf in configs.items():
-        runs[name], longer[name] = split_budget(runs[name], int(conf.train.max_steps))
+    report = build_report(cfg, configs, bundle)
+    runs, longer, shown, sweeps = report.runs, report.longer, report.shown, report.sweeps
+    parts, stab, presets = report.parts, report.stability, report.presets
     factor = int(cfg.report.budget_factor)
-    shown = verdicts_of.exploratory_runs(configs, runs)  # figures, tables, health: no rerun among them
     budget = budget_lines(configs, shown, longer, factor) if any(not d.empty for d in longer.values()) else []
-    presets, identities = _measured(bundle)
-    evidence = Evidence(shown, presets, enumerate_terms(6), identities)
-    parts = verdicts_of.decide_parts(configs, runs)
-    stab = verdicts_of.stability_frame(configs, runs, longer)
-    verdicts_of.annotate(parts, stab)  # each part's conditions (readouts, ×4) travel with its verdict
+    evidence = Evidence(shown, presets, enumerate_terms(6), report.identities)
     claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
-    opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, runs, longer, shown, parts, stab)
+    opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, report)
     sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name, runs)
     n_longer = sum(len(d) for d in longer.values())
-    health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
+    health = report.health
     sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
                    "symmetry/permutation_err"]]
     header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
@@ -620,22 +659,19 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     return claims["shown"]
 
 
-def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame],
-                  longer: dict[str, pd.DataFrame], shown: dict[str, pd.DataFrame],
-                  parts: list[protocol.PartResult], stab: pd.DataFrame) -> tuple[list[str], list[str]]:
+def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], report: Report) -> tuple[list[str], list[str]]:
     """The report's opening (:func:`analysis.answer.section`) and its calibration section
-    (:mod:`analysis.calibration`)."""
-    units = {str(t): str(n) for df in shown.values() if "error_name" in df
-             for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
+    (:mod:`analysis.calibration`), from the report's values."""
+    stab = report.stability
     scale = (f"n_train up to {cfg.scale.n_train_max} and {cfg.scale.steps} steps per trial "
              f"(×{int(cfg.report.budget_factor)} in the budget reruns")
     at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0
     scale += (f"; {at_scale} parts again at n_train {cfg.report.scale_n_train} and {cfg.report.scale_steps} steps, "
               "the stability table's scale column, a flag)" if at_scale else ")")
-    opening = answer.section(parts, stab, _reregistered(configs), trail.processors(runs, longer), units, scale)
-    table = calibration.comparisons(configs, runs, parts)
+    opening = answer.section(report.parts, stab, _reregistered(configs), trail.processors(report.runs, report.longer),
+                             report.units, scale, report.rows)
     return opening, ["## Calibration: how often the rules decide when nothing differs", "",
-                     *calibration.report_lines(table)]
+                     *calibration.report_lines(report.calibration)]
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:

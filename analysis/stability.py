@@ -188,13 +188,18 @@ def compact(text: str) -> str:
 
 
 def _lr_text(result: protocol.PartResult) -> str:
-    return "; ".join(f"{k}: {v.split(' of ')[0]}" for k, v in result.lr.items())
+    return "; ".join(f"{k}: {render.lr(v)}" for k, v in result.lr_chosen.items())
 
 
-def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, Any]:
-    """One row of the stability table for one deciding part (module docstring)."""
+def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
+                  decided: Mapping[str, protocol.PartResult] | None = None) -> dict[str, Any]:
+    """One row of the stability table for one deciding part (module docstring). ``decided``: the
+    part's exploratory and confirmation decisions where already made on these blocks
+    (:func:`analysis.verdicts.decide_both`), each decided once."""
     spec = protocol.spec_dict(part)
-    results = {"exploratory": _block(blocks.get("exploratory", pd.DataFrame()), part, True),
+    decided = decided or {}
+    results = {"exploratory": decided.get("exploratory") or _block(blocks.get("exploratory", pd.DataFrame()), part,
+                                                                    True),
                # lrs chosen again at scale, b among choose_b too: the part as registered, every
                # precondition; only a part registered with scale_check (another part's arms may
                # share its scale runs, e.g. a positive control's)
@@ -204,6 +209,9 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any) -> dict[str, An
         # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
         # (under the registered one, decide_part would find none of its runs)
         readout = {"readout": name.split("=", 1)[1]} if name.startswith("readout=") else {}
+        if name in decided:
+            results[name] = decided[name]
+            continue
         results[name] = _block(blocks.get(name, pd.DataFrame()),
                                {**results["exploratory"].spec, "choose_b": [], **readout}, False,
                                results["exploratory"] if name == "confirmation" else None)

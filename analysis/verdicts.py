@@ -65,20 +65,25 @@ def decide_both(conf: DictConfig, df: pd.DataFrame, part: Any) -> tuple[protocol
     if protocol.spec_dict(part)["role"] != "deciding" or block.empty:
         return first, None
     # b as the exploratory block chose it (frozen), one lr per arm: no lr-edge precondition
-    return first, protocol.decide_part(block, {**first.spec, "choose_b": []}, _n_seeds(block), check_edge=False,
-                                       explored=first)
+    frozen = {**first.spec, "choose_b": [], "chosen_among": first.spec["choose_b"]}  # b stays named as chosen
+    return first, protocol.decide_part(block, frozen, _n_seeds(block), check_edge=False, explored=first)
 
 
-def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame]) -> list[protocol.PartResult]:
+def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
+                 both: dict[tuple[str, str], dict[str, protocol.PartResult]] | None = None) -> list[protocol.PartResult]:
     """Every part of every ablation of ``configs`` decided on ``runs`` (ablation → its runs, with
     ``error``; any phases), in the order of the ablation files: a deciding part with a
-    confirmation block decided on it, every other part on the exploratory block."""
+    confirmation block decided on it, every other part on the exploratory block. ``both``, where
+    given, gets ``{(ablation, part name): {"exploratory": …, "confirmation": …}}`` for
+    :func:`stability_frame` (each decision made once)."""
     out = []
     for name, conf in configs.items():
         df = runs.get(name, pd.DataFrame())
         for part in conf.ablation.parts:
             first, block = decide_both(conf, df, part)
             out.append(block if block is not None else first)
+            if both is not None:
+                both[(name, str(part.name))] = {"exploratory": first, **({"confirmation": block} if block else {})}
     mark_shared(out)
     return out
 
@@ -154,11 +159,13 @@ def annotate(results: list[protocol.PartResult], frame: pd.DataFrame) -> None:
 
 
 def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
-                    longer: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+                    longer: Mapping[str, pd.DataFrame] | None = None,
+                    decided: Mapping[tuple[str, str], Mapping[str, protocol.PartResult]] | None = None) -> pd.DataFrame:
     """The stability table (:mod:`analysis.stability`): one row per deciding part, with the
     claim's *unstable* reason (``unstable``, '' where stable). ``runs``: each ablation's runs
     (any phases); ``longer``: the budget reruns where the caller split them off
-    (:func:`analysis.budget.split_budget`)."""
+    (:func:`analysis.budget.split_budget`); ``decided``: the parts' exploratory and confirmation
+    decisions from :func:`decide_parts` (its ``both``), not decided again."""
     rows = []
     for name, conf in configs.items():
         parts = [name_df for name_df in (runs.get(name), (longer or {}).get(name)) if name_df is not None]
@@ -167,7 +174,8 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
             if protocol.spec_dict(part)["role"] != "deciding":
                 continue
             blocks = _blocks(conf, df, part) if not df.empty else {}
-            rows.append({"ablation": name, **stability.stability_row(blocks, part)})
+            rows.append({"ablation": name, **stability.stability_row(blocks, part,
+                                                                     (decided or {}).get((name, str(part.name))))})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

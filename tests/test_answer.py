@@ -91,8 +91,15 @@ def test_fragile_verdicts_say_so_on_the_row():
     c9 = _part("C9", "xg beats mlp", "xg", "mlp", SUPPORTED, 1.8, 1.78, 1.82, value="auc", delta=0.1)
     row = _row(_table([c9, gap, closes]), "the equivariant X g(·) structure against a flattened MLP")
     assert row.startswith("| the equivariant X g(·) structure against a flattened MLP | C9 `nearest`<br>C9 augmentation |")
-    assert ("<br>augmentation control (observation): training `mlp · augment=none` on position-permuted inputs lowers "
-            "its mean log test error by 0.961 [0.904, 1.02], 0.52 of its 1.84 gap to `xg · augment=none` |") in row
+    assert ("<br>augmentation control (observation): `mlp · augment=permutation` (trained on position-permuted "
+            "inputs) lowers mean log test error by 0.961 [0.904, 1.02] against `mlp · augment=none`: it closes 0.52 "
+            "of the 1.84 gap from `mlp · augment=none` to `xg · augment=none` |") in row
+    chosen = _part("C10", "(T4a)", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, 0.0196,
+                   0.0129, 0.0262, test="equivalence", sides=1)
+    chosen.spec["choose_b"] = ["quad_sigma[sigma=exp]", "quad_sigma[sigma=tanh]"]
+    row = _row(_table([chosen]), "softmax's row normalisation against an elementwise σ with 1/n")
+    assert ("`quad_sigma[sigma=softmax]` lowers error by 0.0196 [0.0129, 0.0262] against `quad_sigma[sigma=exp]` (the "
+            "best on validation of `quad_sigma[sigma=exp]`, `quad_sigma[sigma=tanh]`)") in row
 
 
 def test_no_cell_is_cut_mid_phrase():

@@ -1,0 +1,96 @@
+"""The report as values (issue 60 items 1–2): every part of today's bundle holds typed reasons
+and preconditions, and the values the report is built from do not depend on its words: with
+every wording of :mod:`analysis.render` replaced by a random token, :func:`build_report` gives
+the same verdicts, numbers, rules, flags and first-screen rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import secrets
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import render
+from analysis.decision import Check, Reason, Step
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / "docs" / "report" / "runs.csv.gz"
+ABLATIONS = ("practical", "knowledge_size")  # C12's parts: an equivalence with a control, 4c, choose-free pairs
+WORDS_OF_STABILITY = ["conditions", "scale_effect", "loo_flip"]  # the stability table's own sentences
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    from analysis.bundle import read_bundle
+
+    return read_bundle(BUNDLE)
+
+
+def _build(bundle):
+    from hydra import compose
+
+    from analysis.reporting import build_report
+
+    cfg = compose(config_name="report")
+    configs = {name: compose(config_name="config", overrides=[f"+ablation={name}"]) for name in ABLATIONS}
+    return build_report(cfg, configs, bundle)
+
+
+def _scramble(monkeypatch) -> None:
+    """Every wording of the render module a random token: its word tables, its sentences, and
+    each function that returns words."""
+    token = lambda: secrets.token_hex(4)  # noqa: E731
+    for name, value in list(vars(render).items()):
+        if name.startswith("__"):
+            continue
+        if isinstance(value, str):
+            monkeypatch.setattr(render, name, token())
+        elif isinstance(value, dict):
+            monkeypatch.setattr(render, name, {k: (lambda r, t=token(): t) if callable(v) else token()
+                                               for k, v in value.items()})
+        elif inspect.isfunction(value) and value.__module__ == render.__name__:
+            returns = str(inspect.signature(value).return_annotation)
+            if returns == "str":
+                monkeypatch.setattr(render, name, lambda *a, t=token(), **k: t)
+            elif returns == "list[str]":
+                monkeypatch.setattr(render, name, lambda *a, t=token(), **k: [t])
+
+
+def _values(report) -> dict:
+    """The report's values but the stability table's own sentences (and a part's copy of them)."""
+    parts = [repr({k: v for k, v in dataclasses.asdict(r).items() if k != "conditions"}) for r in report.parts]
+    lines = [repr(dataclasses.replace(x, scale_effect="", loo="")) for row in report.rows for x in row.lines]
+    return {"parts": parts, "lines": lines, "rows": [(row.component, repr(row.augmentation)) for row in report.rows],
+            "stability": report.stability.drop(columns=WORDS_OF_STABILITY),
+            "calibration": report.calibration}
+
+
+@pytest.mark.integration
+def test_every_part_of_todays_bundle_holds_typed_reasons_and_preconditions(hydra_conf, bundle):
+    report = _build(bundle)
+    assert report.parts
+    for r in report.parts:
+        assert all(isinstance(x, Reason) for x in r.reasons), r.spec["name"]
+        assert all(isinstance(k, Step) and isinstance(v, Check) for k, v in r.preconditions.items()), r.spec["name"]
+        assert all(isinstance(x, Reason) for c in r.preconditions.values() for x in c.failures)
+
+
+@pytest.mark.integration
+def test_the_report_values_are_the_same_whatever_the_render_modules_words(hydra_conf, bundle, monkeypatch):
+    """Rewording a sentence cannot change another module's conclusion: the values built with
+    random words equal those built with the real ones; only the rendered text differs."""
+    from analysis import answer
+
+    report = _build(bundle)
+    before, text = _values(report), render.first_screen(report.rows, answer.what_would_decide, "")
+    _scramble(monkeypatch)
+    scrambled = _build(bundle)
+    after = _values(scrambled)
+    assert render.first_screen(scrambled.rows, answer.what_would_decide, "") != text  # the words did change
+    for key in ("parts", "lines", "rows"):
+        assert before[key] == after[key], key
+    pd.testing.assert_frame_equal(before["stability"], after["stability"])
+    pd.testing.assert_frame_equal(before["calibration"], after["calibration"])
