@@ -224,7 +224,7 @@ def summary_sentences(table: pd.DataFrame, control: pd.DataFrame, mixer: str) ->
     for task, rows in table.groupby("task", sort=False, dropna=False):
         words, n = _words(rows["name"].iloc[0])[0], rows["n_train"].iloc[0]
         said = []
-        unlearned = rows["not_learned"].astype(bool)
+        unlearned = rows.get("not_learned", pd.Series(False, index=rows.index)).astype(bool)
         if unlearned.all():
             said.append("not learned: no better than the task's trivial predictor, so no row is decided")
         rows = rows[~unlearned] if not unlearned.all() else rows.iloc[0:0]

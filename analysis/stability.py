@@ -188,7 +188,7 @@ def compact(text: str) -> str:
 
 
 def _lr_text(result: protocol.PartResult) -> str:
-    return "; ".join(f"{k}: {render.lr(v)}" for k, v in result.lr_chosen.items())
+    return "; ".join(f"{k}: {v:.3g}" for k, v in result.lr_chosen.items())
 
 
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,

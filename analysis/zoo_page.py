@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import lengths, protocol, render, scorecard, stats
+from analysis import lengths, protocol, scorecard, stats
+from analysis.render import lead as reason_lead
 from analysis.bundle import read_bundle, split
 
 BUNDLE, SYMMETRY, PLAN = "runs.csv.gz", "symmetry.csv", "plan.json"
@@ -176,7 +177,7 @@ def render(folder: Path, out: Path) -> list[Path]:
     def area(task: str, arms: list[str], value: str) -> str:
         values, _, why = protocol.arm_values(df, task, arms[0], value)
         if why:
-            reasons.setdefault(render.lead(why), None)
+            reasons.setdefault(reason_lead(why), None)
             return "–"
         return _ci(values)
 
