@@ -133,10 +133,18 @@ def headline(name: str) -> str:
     return name
 
 
+def _against(result: protocol.PartResult) -> str:
+    """A contradicting part named apart from its claim's other parts (its arms) and the way it
+    goes: "(a) selection, `value` vs `softmax`: `value` lower by 0.0288"."""
+    spec = result.spec
+    lower = spec["a"] if result.effect > 0 else spec["b"]  # d = value(b) − value(a)
+    return f"{verdicts.short_label(spec)}: `{lower}` lower by {abs(result.effect):.3g}"
+
+
 def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]) -> str:
     """One plain sentence on a claim: its statement, what the evidence says and why, its link."""
     deciding = [r for r in mine if r.spec["role"] == "deciding"]
-    against = [headline(r.spec["name"]) for r in deciding if r.verdict == protocol.CONTRADICTED]
+    against = [_against(r) for r in deciding if r.verdict == protocol.CONTRADICTED]
     said = claim.statement[:1].upper() + claim.statement[1:]
     link = f"([{claim.id}](#{anchor(claim.id)}))"
     if "unstable" in verdict:

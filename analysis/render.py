@@ -275,16 +275,24 @@ def _augmentation(a: Augmentation) -> str:
             f"{c.estimate / a.gap:.2f} of the {num(a.gap)} gap from `{a.plain}` to `{a.target}`")
 
 
+def _name(x: Line, named: Sequence[str]) -> str:
+    """A part's label (claim, letter, task), with the arm that has the component where another
+    part on the screen has the same label (C8(a) T4a is both the Z g2 and the W_V pair)."""
+    name = f"{', '.join(x.labels)} {x.task_code}"
+    return f"{name} · `{x.has}`" if named.count(name) > 1 else name
+
+
 def first_screen(rows: Sequence[Row], decide: Callable[[Any], tuple[str, str]], trust: str) -> list[str]:
     """The report's opening: heading, how to read a row, one row per component (each part a line:
     its answer, the paper's verdict, how firm), and the trust paragraph."""
     lines = ["| component | part (task) | answer: amount [95% interval] | paper | how firm |", "|---|---|---|---|---|"]
+    named = [f"{', '.join(x.labels)} {x.task_code}" for row in rows for x in row.lines]
     for row in rows:
         if not row.lines:
             lines.append(f"| {row.component} | not measured: no registered part compares arms that differ by it "
                          "| – | – | – |")
             continue
-        cells = [(f"{', '.join(x.labels)} {x.task_code}", _answer(x, decide), _paper(x), _firm(x)) for x in row.lines]
+        cells = [(_name(x, named), _answer(x, decide), _paper(x), _firm(x)) for x in row.lines]
         if row.augmentation is not None:
             cells.append(("C9 augmentation", _augmentation(row.augmentation), "–", "–"))
         lines.append(f"| {row.component} | " + " | ".join("<br>".join(c[i] for c in cells) for i in range(4)) + " |")

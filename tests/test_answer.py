@@ -45,13 +45,24 @@ def test_a_claim_contradicted_by_w_v_while_its_z_g2_pair_supports_it_reads_so_pe
     it does in plain words, which arm has it, and which way a contradiction goes."""
     table = _table([ZG2, WV])
     assert _row(table, "the Z g2 term") == (
-        "| the Z g2 term | C8(a) T4a | **does not matter**: `general` raises error by 0.0016 [-0.0006, 0.0038] "
+        "| the Z g2 term | C8(a) T4a · `general` | **does not matter**: `general` raises error by 0.0016 [-0.0006, 0.0038] "
         "against `general_nozg2`, less than δ = 0.02 (test error (1 − accuracy), δ 0.02) | expects it does not "
         "matter: **supported** | firm |")
     assert _row(table, "W_V") == (
-        "| W_V | C8(a) T4a | **matters**: `value` lowers error by 0.0305 [0.0279, 0.0331] against `softmax` (test "
+        "| W_V | C8(a) T4a · `value` | **matters**: `value` lowers error by 0.0305 [0.0279, 0.0331] against `softmax` (test "
         "error (1 − accuracy), δ 0.02) | expects it does not matter: **contradicted** (it matters) | fragile: the "
         "interval is 0.40 δ from a label change |")
+
+
+def test_two_parts_with_one_label_are_told_apart_on_the_screen():
+    """C8(a) T4a is both the Z g2 pair and the W_V pair: each gets the arm with its component."""
+    table = _table([ZG2, WV])
+    assert _row(table, "the Z g2 term").startswith("| the Z g2 term | C8(a) T4a · `general` | ")
+    assert _row(table, "W_V").startswith("| W_V | C8(a) T4a · `value` | ")
+    assert _row(_table([WV]), "W_V").startswith("| W_V | C8(a) T4a | ")
+    from analysis import prose  # the claim's sentence names the contradicting part by its arms and its direction
+
+    assert prose._against(WV) == "(a) selection, `value` vs `softmax`: `value` lower by 0.0305"
 
 
 def test_a_contradiction_says_its_direction_and_a_difference_names_the_arm_with_the_component():
