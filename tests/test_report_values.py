@@ -70,9 +70,22 @@ def _values(report) -> dict:
 
 @pytest.mark.integration
 def test_every_part_of_todays_bundle_holds_typed_reasons_and_preconditions(hydra_conf, bundle):
-    report = _build(bundle)
-    assert report.parts
-    for r in report.parts:
+    """Every part of every ablation of the paper suite, on both blocks, with its positive control."""
+    from hydra import compose
+
+    from analysis import stats, verdicts
+    from analysis.bundle import split
+
+    suite = compose(config_name="config", overrides=["+ablation=paper"])
+    configs = {name: compose(config_name="config", overrides=[f"+ablation={name}"]) for name in suite.ablation.suite}
+    runs, _ = split(bundle)
+    both: dict = {}
+    parts = verdicts.decide_parts(configs, {name: stats.add_error(runs[name]) for name in configs if name in runs}, both)
+    decided = [r for pair in both.values() for r in pair.values()]
+    assert len(parts) == sum(len(c.ablation.parts) for c in configs.values()) and len(decided) > len(parts)
+    controls = [r.control for r in decided if r.control is not None]
+    assert controls and all(isinstance(x, Reason) for c in controls for x in c.reasons)
+    for r in decided:
         assert all(isinstance(x, Reason) for x in r.reasons), r.spec["name"]
         assert all(isinstance(k, Step) and isinstance(v, Check) for k, v in r.preconditions.items()), r.spec["name"]
         assert all(isinstance(x, Reason) for c in r.preconditions.values() for x in c.failures)
