@@ -1,8 +1,9 @@
 """A part's decision as typed values (issue 60 item 1): the rules of paper.md §13 as members of
 one enumeration with their step numbers, the reasons and precondition checks a decision holds as
-frozen values, and a decided part's outcome (:class:`Outcome`: verdict, effect with interval and
-units, arms a and b, the effect's direction, the rules that fired, the margin to a label change
-in δ).
+frozen values (:class:`analysis.protocol.PartResult` holds them), and the first screen's labels
+(:class:`Label`; :class:`analysis.answer.Line` is a part's outcome as the screen reads it: arms
+with and without the component, the amount with its interval, the label, the registered verdict,
+the margins to a label change and to a precondition firing, in δ).
 
 Nothing here is a sentence: :mod:`analysis.render` words every value, and no module reads a
 decision back from its words. A new statistical rule is one :class:`Rule` member, the function
@@ -13,9 +14,8 @@ of :mod:`analysis.protocol` that fires it (building a :class:`Reason`), and one 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 
 class Step(Enum):
@@ -169,16 +169,6 @@ class Check:
         return self.judged and not self.failures
 
 
-class Direction(Enum):
-    """Which way the effect goes for arm a, d = value(b) − value(a) (lower is better)."""
-
-    LOWERS = "a lowers the value"  # the interval excludes 0 with d > 0
-    RAISES = "a raises the value"  # the interval excludes 0 with d < 0
-    WITHIN = "within ±δ"  # the equivalence interval inside the margin
-    UNCLEAR = "the interval includes 0"
-    NONE = "no interval"
-
-
 class Label(Enum):
     """A component's answer on the first screen (issue 60 item 3)."""
 
@@ -187,31 +177,3 @@ class Label(Enum):
     HURTS = "hurts"
     UNDECIDED = "undecided"
     NO_VERDICT = "no verdict"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One part's decision as a reader needs it (issue 60 item 1): the verdict, the effect with
-    its 95% interval and units, arms a and b, the direction, the rules that fired, and the
-    margins (in δ) of the interval to a label change and of each precondition to firing."""
-
-    claim: str
-    name: str
-    role: str
-    test: str  # difference / equivalence
-    sides: int
-    a: str
-    b: str
-    task: str
-    value: str  # error, auc, steps_to_<t>, …
-    delta: float
-    verdict: str
-    test_alone: str  # what the interval alone says where a rule voided it
-    effect: Interval  # d = value(b) − value(a), 95% interval
-    direction: Direction
-    rules: tuple[Rule, ...]  # the rules that fired, the deciding one first
-    margin: float  # the interval's distance to a label change, in δ (NaN: no interval)
-    preconditions: tuple[tuple[Step, float], ...] = ()  # a precondition's distance to firing, in δ
-    blown_up: tuple[BlownUp, ...] = ()
-    trial_ids: tuple[str, ...] = ()
-    extra: tuple[tuple[str, Any], ...] = field(default=())

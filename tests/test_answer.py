@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from analysis import answer, calibration, protocol, render, stats
-from analysis.decision import Control, Interval, Reason, Robust, Rule, BlownUp
+from analysis.decision import BlownUp, Interval, Reason, Robust, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
 
