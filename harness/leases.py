@@ -175,6 +175,9 @@ class Leases:
         # a server store's FINISHED runs any read returned, kept while they are in a read's window:
         # experiment → run id → (trial id, parent id, end ms); a read leaves them out by run id
         self._known: dict[str, dict[str, tuple[str, str, int]]] = {}
+        # a SQLite or PostgreSQL store written in batches (harness.bulk.BulkStore; set by the
+        # tracker): claimed runs are created in one transaction that checks the lease inside it
+        self.bulk = None
 
     def hold(self, parent_id: str) -> None:
         """Count ``parent_id`` (just opened by this driver) as its own."""
@@ -388,8 +391,18 @@ class Leases:
             _pause(poll_s, stop)
 
     def _create(self, experiment_id: str, runs: Sequence[dict[str, str]], ticket: int) -> list:
-        """Create the batch's runs (tags ``runs[i]`` and the ticket); on any error close and
-        delete those already created, so that a failed claim leaves no RUNNING run behind."""
+        """Create the batch's runs (tags ``runs[i]`` and the ticket): in one transaction on a
+        store written in batches (:attr:`bulk`; all or none), else one ``create_run`` each; on
+        any error close and delete those already created, so that a failed claim leaves no
+        RUNNING run behind."""
+        if self.bulk is not None:  # one transaction, the lease checked inside it
+            parent_id = runs[0].get(MLFLOW_PARENT_RUN_ID) if runs else None
+            self.guard(None, parent_id)
+            infos = self.bulk.create_runs(experiment_id, [{**tags, "ticket": str(ticket)} for tags in runs],
+                                          [parent_id] if parent_id in self.own else [])
+            if parent_id in self.own:
+                self.children.update((info.run_id, parent_id) for info in infos)
+            return infos
         created = []
         try:
             for tags in runs:

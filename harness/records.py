@@ -104,6 +104,31 @@ class TrackingError(RuntimeError):
     some of it is not recorded (exit status 1; the same command resumes it)."""
 
 
+class StoreWriteError(TrackingError):
+    """A batched write (:mod:`harness.bulk`) to the tracking store failed and committed nothing.
+
+    Attributes:
+        cause: why, one of :data:`STORE_WRITE_CAUSES`: ``full`` (the disk or the database is
+            full), ``locked`` (another writer held the store past the busy timeout),
+            ``unreachable`` (the database server does not answer), ``schema`` (the store's
+            schema is not this MLflow's), ``conflict`` (a row the batch writes exists already)
+            or ``other``.
+        store: the store's URI, its password masked.
+    """
+
+    def __init__(self, message: str, cause: str = "other", store: str = "") -> None:
+        super().__init__(message)
+        self.cause, self.store = cause, store
+
+
+STORE_WRITE_CAUSES = ("full", "locked", "unreachable", "schema", "conflict", "other")
+
+
+class SchemaMismatch(StoreWriteError):
+    """The store's MLflow schema revision is not the one the pinned MLflow writes (found before
+    any write)."""
+
+
 @dataclass
 class SweepSummary:
     """What one invocation did."""

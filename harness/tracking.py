@@ -32,6 +32,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
 from harness.artifacts import Artifacts
+from harness.bulk import BulkStore, Record, bulk_capable
 from harness.cli import ablation_question
 from harness.naming import parent_name, run_name, view_state_tag  # noqa: F401  (run_name: also tracking's)
 from harness.config import to_plain
@@ -196,6 +197,9 @@ class Tracker:
         self.store = store
         self.lease_s = lease_s
         self.leases = Leases(open_client(store), lease_s, sqlite_path(store.uri))
+        # a database store (SQLite, PostgreSQL) takes claims and records in batched transactions
+        self.bulk = BulkStore(store.uri, self.leases.lose) if bulk_capable(store.uri) else None
+        self.leases.bulk = self.bulk
         self.client = self.leases.client  # every write confirms this driver's lease first
         self.commit = git_commit()
         self._live: dict[str, set[int]] = {}  # run id → learning-curve steps logged as measured
@@ -405,6 +409,8 @@ class Tracker:
         (MLflow's soft delete, recoverable) once this one is FINISHED, so that no trial ever has
         two FINISHED runs.
         """
+        if self.bulk is not None:
+            return self.finish_trials([(run_id, outcome, supersede)])[0]
         parent_id = self._parent_of(run_id)
         if parent_id is not None and not self.leases.holds(parent_id):
             return False
@@ -425,6 +431,51 @@ class Tracker:
         self._forget(run_id)
         return True
 
+    def finish_trials(self, items: Sequence[tuple[str, Outcome, Sequence[str]]]) -> list[bool]:
+        """:meth:`finish_trial` for a batch of ``(run id, outcome, supersede)`` on a store
+        written in batches (:attr:`bulk`): the artifacts first, then every record in one
+        transaction that checks the lease inside it (:meth:`harness.bulk.BulkStore.record`), so
+        the batch is recorded whole or not at all; each run's end time is that transaction's.
+        Returns one answer per item: False where the lease is lost or the run was closed
+        meanwhile (nothing recorded there).
+
+        Raises:
+            harness.leases.LeaseLost: the lease was found lost inside the transaction.
+            harness.records.StoreWriteError: the store refused the batch (nothing recorded).
+        """
+        answers = [False] * len(items)
+        todo = []  # (index, run id, parent id, outcome, supersede) of the runs still held
+        for i, (run_id, outcome, supersede) in enumerate(items):
+            parent_id = self._parent_of(run_id)
+            if parent_id is None or self.leases.holds(parent_id):
+                todo.append((i, run_id, parent_id, outcome, supersede))
+        if not todo:
+            return answers
+        records = [self._record(run_id, outcome) for _, run_id, _, outcome, _ in todo]
+        parents = {p for _, _, p, _, _ in todo if p in self.leases.own}
+        written = self.bulk.record(records, parents)
+        for (i, run_id, parent_id, outcome, supersede), ok in zip(todo, written):
+            answers[i] = ok
+            if ok and outcome.result is not None:
+                for old in supersede:  # another invocation's runs: the lease is this run's parent's
+                    self.leases.guard(None, parent_id)
+                    self.client.delete_run(old)
+            self._forget(run_id)
+        return answers
+
+    def _record(self, run_id: str, outcome: Outcome) -> Record:
+        """A trial's record as rows (:class:`harness.bulk.Record`), its artifact written: the
+        same params, metrics and tags as :meth:`finish_trial`'s ``log_batch`` calls."""
+        node = RunTag("node", outcome.node)
+        params = [(p.key, p.value) for p in self._pending_params(run_id)]
+        if outcome.result is None:
+            self._put(run_id, "error.txt", lambda path: path.write_text(outcome.error))
+            return Record(run_id, "FAILED", [], params, [(node.key, node.value), ("error", outcome.error[-5000:])])
+        metrics, tags = self._result_rows(run_id, outcome.result, node)
+        self._put(run_id, "model_state.pt", lambda path: torch.save(outcome.result.state_dict, path))
+        return Record(run_id, "FINISHED", [(m.key, m.value, m.timestamp, m.step) for m in metrics], params,
+                      [(t.key, t.value) for t in tags])
+
     def drop(self, run_id: str, why: str) -> None:
         """Close and delete a claimed run that never started (:meth:`harness.leases.Leases.drop`)
         and forget it: a sweep that stops drops the runs it claimed ahead."""
@@ -443,6 +494,14 @@ class Tracker:
         """Metrics, curve and tags in as few ``log_batch`` calls as MLflow's limits allow (one for
         a trial of up to 1,000 values: each call costs a SQLite store about 8 ms of CPU, more
         than its rows), then the ``model_state.pt`` artifact."""
+        metrics, tags = self._result_rows(run_id, result, node)
+        for m, p, t in batches(metrics, self._pending_params(run_id), tags):
+            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
+        self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
+
+    def _result_rows(self, run_id: str, result, node: RunTag) -> tuple[list[Metric], list[RunTag]]:
+        """A result's metrics (its summaries at the last step, its curve's points not logged
+        live, each at the time it was measured) and tags (non-finite values named in one)."""
         ts = result.end_ms
         finite, nonfinite = split_finite(result.metrics)
         last = int(result.curve[-1]["step"]) if result.curve else 0  # summaries at the last step,
@@ -465,9 +524,7 @@ class Tracker:
                 RunTag("compiled", str(result.info.get("compiled", False)).lower())]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
             tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
-        for m, p, t in batches(metrics, self._pending_params(run_id), tags):
-            self.client.log_batch(run_id, metrics=m, params=p, tags=t)
-        self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
+        return metrics, tags
 
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         """Log ``metrics`` (name → value) in a run at step 0, now (a sweep's own figures)."""

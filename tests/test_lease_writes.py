@@ -7,7 +7,10 @@ metrics, nor its artifacts.
 
 Deterministic and in-process: a serial scheduler, one claim per trial, the writer's queued writes
 run inline (in call order) and every learning-curve point written at once, so that write ``j`` is
-the same call in every repetition."""
+the same call in every repetition. A write point is an MLflow client write or a transaction of
+the batched writer (:mod:`harness.bulk`: the claimed runs, a batch of records): ported from the
+per-call writes when claims and records became batches (issue 61), with the same comparisons of
+the store's state."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from mlflow.tracking import MlflowClient
 
 import harness.leases as leases_module
 import harness.loop as loop_module
+from harness.bulk import BulkStore
 from harness.config import ClusterConfig, SchedulerKind, TrackingConfig
 from harness.expansion import compose_trial
 from harness.loop import run_sweep
@@ -34,6 +38,8 @@ FAST = ["train.max_steps=4", "train.eval_every=2", "task.n_val=16", "task.n_test
 LONE = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")
 WRITES = ("create_run", "set_tag", "log_batch", "log_metric", "log_param", "set_terminated",
           "delete_run", "log_artifact", "delete_tag")
+# the batched writer's transactions (harness.bulk): the claimed runs, a batch of records
+BULK_WRITES = ("create_runs", "record")
 
 
 class InlineWriter(TrackingWriter):
@@ -43,9 +49,12 @@ class InlineWriter(TrackingWriter):
     def __init__(self, tracker) -> None:
         super().__init__(tracker, progress_every_s=0.0)
 
-    def _put(self, what, call) -> None:
+    def _put(self, what, call, record=None) -> None:
         self.writes += 1
-        self._do(what, call)
+        if record is None:
+            self._do(what, call)
+        else:  # a batch of one record: its transaction a write point of its own
+            self._do_records([(what, call, record)])
 
 
 def _state(db, experiment_id: str, artifacts) -> dict:
@@ -103,6 +112,17 @@ class Rig:
                 return answer
 
             monkeypatch.setattr(MlflowClient, name, write)
+        for name in BULK_WRITES:  # each committed transaction is a write point
+            real = getattr(BulkStore, name)
+
+            def transaction(store, *args, _real=real, _name=name, **kwargs):
+                answer = _real(store, *args, **kwargs)
+                rig.writes.append(_name)
+                if rig.after is not None and len(rig.writes) - 1 == rig.after:
+                    rig.expire()
+                return answer
+
+            monkeypatch.setattr(BulkStore, name, transaction)
 
     def expire(self) -> None:
         """The rival: every RUNNING run of the experiment closed KILLED as stale (parent and
@@ -148,7 +168,7 @@ def test_a_driver_that_lost_its_lease_writes_nothing_after_any_write_point(hydra
     plan = list(rig.writes)
     first = plan.index("log_batch") + 1  # the parent opened with its params: the lease is held
     kinds = set(plan[first:])
-    assert {"create_run", "set_tag", "log_batch", "set_terminated", "delete_run"} <= kinds, plan
+    assert {"create_runs", "record", "set_tag", "log_batch", "set_terminated", "delete_run"} <= kinds, plan
     for j in range(first, len(plan) - 1):  # after the last write there is nothing left to write
         err = rig.sweep(f"at{j}", after=j)
         assert rig.snapshot is not None, (j, plan[j])

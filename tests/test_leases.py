@@ -17,6 +17,7 @@ from harness.records import TrackingError
 from harness.scheduler import SerialScheduler
 from harness.store import resolve_store
 from harness.expansion import compose_trial
+from harness.leases import Heartbeat
 from harness.tracking import Tracker
 
 FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_test=64"]
@@ -39,11 +40,14 @@ def test_a_driver_whose_lease_another_invocation_closed_claims_and_records_nothi
     store = resolve_store(TrackingConfig(), tmp_path)
     paused = Tracker(store, lease_s=0.5)
     experiment = paused.experiment("unit")
-    monkeypatch.setattr(paused, "heartbeat", lambda parent_id: contextlib.nullcontext())
+    stopped: list[bool] = []  # the pause stops A's heartbeat too (its last beat then ages)
+    monkeypatch.setattr(paused, "heartbeat", lambda parent_id: Heartbeat(
+        store.uri, parent_id, 0.5, on_lost=paused.leases.lose, held=lambda: not stopped))
     original, closed = trial_module.run_trial, []
 
     def pausing(cfg, device="cpu", progress=None):
         if cfg.seed == 1:  # A is paused past its lease, and B starts
+            stopped.append(True)
             time.sleep(0.6)
             closed.append(Tracker(store).close_stale(experiment))
         return original(cfg, device, progress)
@@ -145,14 +149,14 @@ def test_a_record_that_failed_is_counted_not_recorded_its_runs_fail_and_it_is_re
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(3)]
     store = resolve_store(TrackingConfig(), tmp_path)
     full = Tracker(store)
-    real = full.finish_trial
+    real = full.finish_trials  # the batched writer's one write point of records (serial: one a batch)
 
-    def disk_full(run_id, outcome, supersede=()):
-        if outcome.trial.config.seed == 1:
+    def disk_full(items):
+        if any(outcome.trial.config.seed == 1 for _, outcome, _ in items):
             raise OSError(28, "No space left on device")
-        return real(run_id, outcome, supersede)
+        return real(items)
 
-    monkeypatch.setattr(full, "finish_trial", disk_full)
+    monkeypatch.setattr(full, "finish_trials", disk_full)
     done = []
     with SerialScheduler(LONE) as scheduler:
         with pytest.raises(TrackingError, match="No space left on device"):

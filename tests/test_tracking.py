@@ -274,15 +274,16 @@ def test_the_resume_listing_is_mlflows_search_of_finished_trial_runs(tmp_path):
     assert finished_trials(store, "missing") == {}
 
 
-def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keeps_every_value(hydra_conf, tmp_path):
-    """16 trials claimed in one bakery round and recorded go through MLflow's client in 3 calls a
-    trial (create_run with its tags and ticket, one log_batch of its params, metrics and result
-    tags, set_terminated: 4 while the params had a call of their own at the claim) and 6 a round
-    (the lease read, the parent's choosing mark set and cleared, the live rivals read before the
-    tickets, the choosers, the rivals live; the rivals finished are one SQL query on a SQLite
-    store), with at most one read of the parent a second for the records' lease checks;
-    artifacts are written without a call (11 calls a trial before batches: 2 before the ticket
-    travelled with the params). Every run still holds every tag, param, metric and artifact."""
+def test_a_batch_of_claims_and_records_is_two_transactions_and_keeps_every_value(hydra_conf, tmp_path):
+    """16 trials claimed in one bakery round and recorded in one batch are two transactions of
+    the batched writer (:mod:`harness.bulk`: the claimed runs with their tags and ticket; every
+    record's params, metrics, tags and closing) and 6 MLflow client calls a round (the lease
+    read, the parent's choosing mark set and cleared, the live rivals read before the tickets,
+    the choosers, the rivals live; the rivals finished are one SQL query on a SQLite store),
+    with at most one read of the parent a second for the records' lease checks; artifacts are
+    written without a call. (Before the batched writer: 3 client calls a trial, create_run,
+    log_batch and set_terminated, each a transaction; 11 before batches.) Every run still holds
+    every tag, param, metric and artifact."""
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(16)]
     store = resolve_store(TrackingConfig(), tmp_path)
     tracker = Tracker(store)
@@ -304,14 +305,16 @@ def test_a_batch_of_claims_and_records_makes_three_mlflow_calls_a_trial_and_keep
             finally:
                 depth[0] -= 1
         setattr(client, name, counted)
+    commits = tracker.bulk.commits
     start = time.monotonic()
     run_ids = tracker.claim_batch(experiment, parent, "unit", trials)
     assert all(run_ids) and len(set(run_ids)) == 16
-    assert all(tracker.finish_trial(run_id, outcome) for run_id in run_ids)
+    assert tracker.bulk.commits - commits == 1  # the claimed runs: one transaction
+    assert tracker.finish_trials([(run_id, outcome, []) for run_id in run_ids]) == [True] * 16
+    assert tracker.bulk.commits - commits == 2  # the 16 records: one more
     seconds = time.monotonic() - start
     counts = Counter(calls)
-    assert {k: v for k, v in counts.items() if k != "get_run"} == {
-        "create_run": 16, "log_batch": 16, "set_terminated": 16, "set_tag": 2, "search_runs": 3}, counts
+    assert {k: v for k, v in counts.items() if k != "get_run"} == {"set_tag": 2, "search_runs": 3}, counts
     assert 1 <= counts["get_run"] <= 2 + seconds, counts  # the claim's lease read; records' once a second
 
     reader = MlflowClient(store.uri)

@@ -1,0 +1,305 @@
+"""Batched writes into MLflow's own tables: a batch of claimed runs, or of finished trials'
+records (params, every metric with its step, latest metrics, tags, status and end time), in one
+transaction of bulk ``INSERT``\\ s, on a SQLite store or a PostgreSQL database addressed directly.
+
+MLflow's client writes a run through its ORM, one object per row and one transaction per call
+(``create_run``, ``log_batch``, ``set_terminated``: three a trial, ~40 ms of driver CPU on the
+2-core box); here the rows of a whole batch go in as a few multi-row inserts through SQLAlchemy
+Core on MLflow's own table definitions (:mod:`mlflow.store.tracking.dbmodels.models`), so a
+reader (``mlflow.search_runs``, ``get_metric_history``, the UI) sees exactly what the client
+would have written (``tests/test_bulk.py`` compares both field by field).
+
+The schema is MLflow's: the store's Alembic revision is read when the store is opened and any
+other than :data:`SCHEMA_REVISION` (MLflow 3.17's, the version ``pyproject.toml`` pins) is
+refused (:class:`~harness.records.SchemaMismatch`, naming both).
+
+The lease is checked inside each transaction (:meth:`BulkStore.transaction`): the parents the
+batch writes under are read there (on SQLite the transaction holds the write lock from its
+``BEGIN IMMEDIATE``; on PostgreSQL the parent rows are locked ``FOR UPDATE``), and a parent that
+is closed, deleted, tagged ``closed_by`` or whose heartbeat is older than its lease makes the
+whole batch commit nothing (:class:`~harness.leases.LeaseLost`). A failed write raises a
+:class:`~harness.records.StoreWriteError` whose ``cause`` says why (full, locked, unreachable,
+conflict, other), after the transaction rolled back: a batch is all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, Collection, Iterator, Optional, Sequence
+
+import sqlalchemy as sa
+from mlflow.store.tracking.dbmodels.models import (SqlExperiment, SqlLatestMetric, SqlMetric,
+                                                   SqlParam, SqlRun, SqlTag)
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+from mlflow.utils.name_utils import _generate_random_name
+from mlflow.utils.uri import append_to_uri_path
+
+from harness.leases import LeaseLost, lease_lost, now_ms
+from harness.records import SchemaMismatch, StoreWriteError
+from harness.secrets import mask
+from harness.store import sqlite_path
+
+# MLflow 3.17's schema head (mlflow.store.db.utils._get_latest_schema_revision(); a test keeps
+# the two equal): the table layout these inserts were checked against.
+SCHEMA_REVISION = "dc11669786a5"
+BUSY_TIMEOUT_S = 30  # a SQLite writer waits this long for another's lock, as MLflow's reads do
+CHUNK = 500  # rows per multi-row INSERT (SQLite's bound-parameter limit is 32,766: 6 columns each)
+RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
+METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__
+
+
+def bulk_capable(uri: str) -> bool:
+    """Whether ``uri`` is a database this module writes (SQLite file or PostgreSQL), not a server."""
+    return sqlite_path(uri) is not None or uri.startswith(("postgresql://", "postgresql+"))
+
+
+@dataclass(frozen=True)
+class Created:
+    """A run created by :meth:`BulkStore.create_runs`: its id and where its artifacts go."""
+
+    run_id: str
+    artifact_uri: str
+
+
+@dataclass
+class Record:
+    """One finished trial's rows for :meth:`BulkStore.record`.
+
+    Attributes:
+        run_id: its claimed, RUNNING run.
+        status: ``FINISHED`` or ``FAILED``.
+        metrics: ``(key, value, timestamp ms, step)``, finite values only.
+        params: ``(key, value)`` not logged before.
+        tags: ``(key, value)``.
+    """
+
+    run_id: str
+    status: str
+    metrics: list[tuple[str, float, int, int]]
+    params: list[tuple[str, str]]
+    tags: list[tuple[str, str]]
+
+
+def classify(err: BaseException) -> str:
+    """The :class:`StoreWriteError` cause of a database error (its message is the DBAPI's)."""
+    text = str(getattr(err, "orig", None) or err).lower()
+    if "full" in text or "no space" in text or "quota" in text:
+        return "full"
+    if "locked" in text or "busy" in text or "lock timeout" in text or "deadlock" in text:
+        return "locked"
+    if isinstance(err, sa.exc.IntegrityError):
+        return "conflict"
+    if isinstance(err, sa.exc.OperationalError) and any(
+            w in text for w in ("connection", "connect", "server closed", "terminating", "timeout expired")):
+        return "unreachable"
+    return "other"
+
+
+class BulkStore:
+    """One engine on a SQLite or PostgreSQL tracking store whose schema is MLflow 3.17's.
+
+    Args:
+        uri: the SQLAlchemy URI MLflow tracks into (``sqlite:////abs/mlflow.db``,
+            ``postgresql+psycopg://USER@HOST:PORT/DB``; a password comes from ``PGPASSWORD``).
+        on_lost: told why, when a transaction finds a parent's lease not held
+            (:meth:`harness.leases.Leases.lose`); each parent's lease is its own tags'.
+
+    Raises:
+        SchemaMismatch: the store's Alembic revision is not :data:`SCHEMA_REVISION`.
+        StoreWriteError: the store cannot be reached (cause ``unreachable``) or read.
+    """
+
+    def __init__(self, uri: str, on_lost: Callable[[str], None] = lambda reason: None) -> None:
+        self.uri, self.on_lost = uri, on_lost
+        self.sqlite = sqlite_path(uri) is not None
+        self.commits = 0  # transactions committed (the tests' write points)
+        self.engine = sa.create_engine(uri, **({"connect_args": {"timeout": BUSY_TIMEOUT_S}}
+                                               if self.sqlite else {"pool_pre_ping": True}))
+        if self.sqlite:  # our own BEGIN: pysqlite's implicit one would take the write lock late
+            sa.event.listen(self.engine, "connect", _autocommit_driver)
+            sa.event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        self.check_schema()
+
+    def check_schema(self) -> None:
+        """Refuse a store whose MLflow schema revision is not :data:`SCHEMA_REVISION`."""
+        try:
+            with self.engine.connect() as conn:
+                found = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+        except sa.exc.SQLAlchemyError as err:
+            raise self._error("reading the schema revision", err) from err
+        if found != SCHEMA_REVISION:
+            raise SchemaMismatch(
+                f"tracking store {mask(self.uri)} has MLflow schema revision {found}, not "
+                f"{SCHEMA_REVISION} (MLflow 3.17's, which this harness writes); nothing was written: "
+                "use a store of this MLflow version, or migrate it (mlflow db upgrade) if it is older",
+                "schema", mask(self.uri))
+
+    def _error(self, what: str, err: BaseException) -> StoreWriteError:
+        cause = classify(err)
+        detail = " ".join(str(getattr(err, "orig", None) or err).split())[:300]
+        return StoreWriteError(f"{what} in tracking store {mask(self.uri)} failed ({cause}): {detail}; "
+                               "the batch committed nothing", cause, mask(self.uri))
+
+    @contextlib.contextmanager
+    def transaction(self, parents: Collection[str], what: str = "a batched write") -> Iterator[sa.Connection]:
+        """One transaction whose first statements check the lease of ``parents`` (the module
+        docstring); commits on exit, rolls back on any error.
+
+        Raises:
+            LeaseLost: a parent is no longer held (nothing committed; ``on_lost`` told why).
+            StoreWriteError: the database refused (nothing committed), ``cause`` set.
+        """
+        try:
+            with self.engine.begin() as conn:
+                reason = self._lease_problem(conn, parents)
+                if reason is not None:
+                    self.on_lost(reason)
+                    raise lease_lost(reason)
+                yield conn
+            self.commits += 1
+        except (LeaseLost, StoreWriteError):
+            raise
+        except sa.exc.SQLAlchemyError as err:
+            raise self._error(what, err) from err
+
+    def _lease_problem(self, conn: sa.Connection, parents: Collection[str]) -> Optional[str]:
+        """Why the lease of one of ``parents`` is not held now (None when all are), read inside
+        the transaction: RUNNING, active, not ``closed_by``, heartbeat younger than the lease."""
+        if not parents:
+            return None
+        rows = conn.execute(sa.select(RUNS.c.run_uuid, RUNS.c.status, RUNS.c.lifecycle_stage)
+                            .where(RUNS.c.run_uuid.in_(sorted(parents)))
+                            .with_for_update(of=RUNS)).all()
+        tags = conn.execute(sa.select(TAGS.c.run_uuid, TAGS.c.key, TAGS.c.value).where(
+            TAGS.c.run_uuid.in_(sorted(parents)), TAGS.c.key.in_(("closed_by", "heartbeat_ms", "lease_s")))).all()
+        held = {run_id: {} for run_id, status, stage in rows if status == "RUNNING" and stage == "active"}
+        for run_id, key, value in tags:
+            if run_id in held:
+                held[run_id][key] = value
+        now = now_ms()
+        for parent in sorted(parents):
+            t = held.get(parent)
+            if t is None:
+                return f"parent run {parent} is no longer RUNNING (read inside the write's transaction)"
+            if "closed_by" in t:
+                return f"parent run {parent} was closed by {t['closed_by']}"
+            if "heartbeat_ms" in t and now - int(t["heartbeat_ms"]) >= float(t.get("lease_s", 0)) * 1000 > 0:
+                return (f"parent run {parent}'s last heartbeat is {(now - int(t['heartbeat_ms'])) / 1000:.0f} s "
+                        f"old, past its lease of {t['lease_s']} s")
+        return None
+
+    def experiment_location(self, experiment_id: str) -> str:
+        """The artifact location of an active experiment.
+
+        Raises:
+            StoreWriteError: no such active experiment (cause ``other``), or the read failed.
+        """
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(EXPERIMENTS.c.artifact_location, EXPERIMENTS.c.lifecycle_stage)
+                                   .where(EXPERIMENTS.c.experiment_id == int(experiment_id))).first()
+        except sa.exc.SQLAlchemyError as err:
+            raise self._error("reading an experiment", err) from err
+        if row is None or row[1] != "active":
+            raise StoreWriteError(f"experiment {experiment_id} is not an active experiment of "
+                                  f"{mask(self.uri)}", "other", mask(self.uri))
+        return row[0]
+
+    def create_runs(self, experiment_id: str, runs: Sequence[dict[str, str]],
+                    parents: Collection[str]) -> list[Created]:
+        """Create one RUNNING run per item of ``runs`` (its tags) in one transaction, as
+        ``MlflowClient.create_run`` would (run name from the ``mlflow.runName`` tag, else a
+        random one; user ``unknown``; source ``UNKNOWN``); its start time is the transaction's.
+
+        Raises:
+            LeaseLost, StoreWriteError: as :meth:`transaction`; no run is created.
+        """
+        import uuid
+
+        location = self.experiment_location(experiment_id)
+        created, run_rows, tag_rows = [], [], []
+        with self.transaction(parents, "creating claimed runs") as conn:
+            start = now_ms()
+            for tags in runs:
+                run_id = uuid.uuid4().hex
+                name = tags.get(MLFLOW_RUN_NAME) or _generate_random_name()
+                uri = append_to_uri_path(location, run_id, "artifacts")
+                run_rows.append(dict(run_uuid=run_id, name=name, source_type="UNKNOWN", source_name="",
+                                     entry_point_name="", user_id="unknown", status="RUNNING",
+                                     start_time=start, end_time=None, deleted_time=None, source_version="",
+                                     lifecycle_stage="active", artifact_uri=uri, experiment_id=int(experiment_id)))
+                tag_rows += [dict(key=k, value=v, run_uuid=run_id) for k, v in
+                             {**tags, MLFLOW_RUN_NAME: name}.items()]
+                created.append(Created(run_id, uri))
+            _insert(conn, RUNS, run_rows)
+            _insert(conn, TAGS, tag_rows)
+        return created
+
+    def record(self, records: Sequence[Record], parents: Collection[str]) -> list[bool]:
+        """Write ``records`` in one transaction: each RUNNING run gets its params, metrics,
+        latest metrics, tags, status and end time (the transaction's time); a run no longer
+        RUNNING (closed by another invocation) gets nothing. Returns, per record, whether it was
+        written.
+
+        Raises:
+            LeaseLost, StoreWriteError: as :meth:`transaction`; nothing is written.
+        """
+        ids = [r.run_id for r in records]
+        with self.transaction(parents, f"recording {len(records)} trials") as conn:
+            running = {run_id for (run_id,) in conn.execute(sa.select(RUNS.c.run_uuid).where(
+                RUNS.c.run_uuid.in_(ids), RUNS.c.status == "RUNNING", RUNS.c.lifecycle_stage == "active"))}
+            todo = [r for r in records if r.run_id in running]
+            _insert(conn, PARAMS, [dict(key=k, value=v, run_uuid=r.run_id) for r in todo for k, v in r.params])
+            _insert(conn, TAGS, [dict(key=k, value=v, run_uuid=r.run_id) for r in todo for k, v in r.tags])
+            _insert(conn, METRICS, [dict(key=k, value=v, timestamp=ts, step=step, is_nan=False, run_uuid=r.run_id)
+                                    for r in todo for k, v, ts, step in _unique(r.metrics)])
+            _latest(conn, todo)
+            end = now_ms()
+            for status in sorted({r.status for r in todo}):
+                conn.execute(RUNS.update().where(RUNS.c.run_uuid.in_([r.run_id for r in todo if r.status == status]))
+                             .values(status=status, end_time=end))
+        return [run_id in running for run_id in ids]
+
+
+def _autocommit_driver(dbapi_conn, _record) -> None:
+    """pysqlite's own transaction handling off: :class:`BulkStore` emits ``BEGIN IMMEDIATE``."""
+    dbapi_conn.isolation_level = None
+
+
+def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+    """Multi-row INSERTs of ``rows`` into ``table``, :data:`CHUNK` rows a statement."""
+    for i in range(0, len(rows), CHUNK):
+        conn.execute(table.insert().values(rows[i:i + CHUNK]))
+
+
+def _unique(metrics: list[tuple[str, float, int, int]]) -> list[tuple[str, float, int, int]]:
+    """``metrics`` without repeats (MLflow's ``log_batch`` drops a repeated point too)."""
+    return list(dict.fromkeys(metrics))
+
+
+def _latest(conn: sa.Connection, records: Sequence[Record]) -> None:
+    """MLflow's ``latest_metrics`` of the runs of ``records``: per key the point with the largest
+    ``(step, timestamp, value)``, merged with the rows there (points logged live)."""
+    best: dict[tuple[str, str], tuple[int, int, float]] = {}
+    for r in records:
+        for key, value, ts, step in r.metrics:
+            if (r.run_id, key) not in best or (step, ts, value) > best[(r.run_id, key)]:
+                best[(r.run_id, key)] = (step, ts, value)
+    if not best:
+        return
+    ids = sorted({run_id for run_id, _ in best})
+    old = conn.execute(sa.select(LATEST.c.run_uuid, LATEST.c.key, LATEST.c.step, LATEST.c.timestamp,
+                                 LATEST.c.value).where(LATEST.c.run_uuid.in_(ids))).all()
+    stale = set()
+    for run_id, key, step, ts, value in old:
+        if (run_id, key) in best:
+            if (step, ts, value) >= best[(run_id, key)]:
+                del best[(run_id, key)]  # the row there is the latest: kept
+            else:
+                stale.add((run_id, key))
+    for run_id in sorted({r for r, _ in stale}):
+        conn.execute(LATEST.delete().where(LATEST.c.run_uuid == run_id,
+                                           LATEST.c.key.in_(sorted(k for r, k in stale if r == run_id))))
+    _insert(conn, LATEST, [dict(run_uuid=run_id, key=key, value=value, timestamp=ts, step=step, is_nan=False)
+                           for (run_id, key), (step, ts, value) in best.items()])
