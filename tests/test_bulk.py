@@ -1,0 +1,182 @@
+"""The batched writer (:mod:`harness.bulk`, issue 61): a store written in batches reads, through
+MLflow's client and search, exactly as one written through MLflow's client API; its schema
+revision is checked; the lease is checked inside each transaction; a failure is typed and
+commits nothing.
+
+The field-by-field comparison writes the same trials both ways into one store (two experiments):
+a finished trial with a curve partly logged live, one with non-finite values, a failed one, one
+with a ``phase`` tag; and compares every run field: params, every metric's full history (value,
+step, timestamp), latest metrics, tags (the parent, run name, ticket and the record's tags),
+status, lifecycle, user, run name, artifact files, and ``mlflow.search_runs``' frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import mlflow
+import pytest
+import sqlalchemy as sa
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from harness.bulk import SCHEMA_REVISION, BulkStore
+from harness.config import TrackingConfig
+from harness.expansion import compose_trial
+from harness.leases import LeaseLost
+from harness.records import Outcome, SchemaMismatch, StoreWriteError
+from harness.store import resolve_store
+from harness.tracking import Tracker
+from harness.trial import run_trial
+
+FAST = ["train.max_steps=20", "train.eval_every=5", "task.n_train=32", "task.n_val=32", "task.n_test=32"]
+# tags whose value names a run of its own experiment (compared for what they point to) or a time
+PER_RUN = {MLFLOW_PARENT_RUN_ID, "ticket"}
+
+
+def _outcomes(trials, result):
+    """Four outcomes of one real result: plain, non-finite metrics (test and curve; its curve
+    newest first), failed, and plain again (the ``phase`` trial)."""
+    curve = [{**p, "train/loss": math.nan} if i == 1 else p for i, p in enumerate(result.curve)]
+    # its curve given newest first: a run's latest metric is MLflow's largest (step, time, value),
+    # not the point written last
+    bad = dataclasses.replace(result, metrics={**result.metrics, "test/rel_mse": math.inf}, curve=curve[::-1])
+    return [Outcome(trials[0], result, None, "node-a"), Outcome(trials[1], bad, None, "node-b"),
+            Outcome(trials[2], None, "Traceback: the test's error", "node-c"),
+            Outcome(trials[3], result, None, "node-d")]
+
+
+def _write(tracker: Tracker, name: str, trials, outcomes) -> tuple[str, list[str], dict]:
+    """Claim ``trials`` in one round, log trial 0's first two curve points live, record every
+    outcome (batched where the tracker is); returns the experiment, the run ids, and the claim's
+    and records' wall-clock windows (ms)."""
+    experiment = tracker.experiment(name)
+    parent = tracker.start_parent(experiment, "unit", len(trials), 0, FAST)
+    before = int(time.time() * 1000)
+    run_ids = tracker.claim_batch(experiment, parent, "unit", trials)  # one ablation, two experiments
+    claimed = int(time.time() * 1000)
+    tracker.log_points(run_ids[0], outcomes[0].result.curve[:2])
+    recorded = int(time.time() * 1000)
+    if tracker.bulk is not None:
+        assert tracker.finish_trials([(r, o, []) for r, o in zip(run_ids, outcomes)]) == [True] * 4
+    else:
+        assert all(tracker.finish_trial(r, o) for r, o in zip(run_ids, outcomes))
+    done = int(time.time() * 1000)
+    tracker.end_run(parent)
+    return experiment, run_ids, {"claim": (before, claimed), "record": (recorded, done), "parent": parent}
+
+
+def _run_fields(client: MlflowClient, run_id: str, parent: str) -> dict:
+    """Everything a reader sees of a run, the fields that name the run itself left out."""
+    run = client.get_run(run_id)
+    tags = {k: v for k, v in run.data.tags.items() if k not in PER_RUN}
+    assert run.data.tags[MLFLOW_PARENT_RUN_ID] == parent and int(run.data.tags["ticket"]) >= 1
+    history = {key: sorted((m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, key))
+               for key in run.data.metrics}
+    return {"status": run.info.status, "lifecycle": run.info.lifecycle_stage, "user": run.info.user_id,
+            "name": run.info.run_name, "artifact_uri_tail": run.info.artifact_uri.endswith(f"/{run_id}/artifacts"),
+            "params": run.data.params, "metrics": run.data.metrics, "tags": tags, "history": history,
+            "artifacts": sorted(a.path for a in client.list_artifacts(run_id)),
+            "end_set": run.info.end_time is not None and run.info.end_time >= run.info.start_time}
+
+
+def test_a_store_written_in_batches_reads_as_one_written_through_the_client(hydra_conf, tmp_path):
+    """Mutation-checked: a latest metric taken as the last point written (not MLflow's largest
+    step, time, value), a record's tags left out, or a claimed run's user left empty fail it."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(4)]
+    trials[3] = dataclasses.replace(trials[3], phase="exploratory")
+    result = run_trial(trials[0].config)
+    outcomes = _outcomes(trials, result)
+    store = resolve_store(TrackingConfig(), tmp_path)
+    client_path = Tracker(store)
+    client_path.bulk = client_path.leases.bulk = None  # MLflow's client API: the reference
+    batched = Tracker(store)
+    assert batched.bulk is not None
+    ref_exp, ref_ids, ref = _write(client_path, "by-client", trials, outcomes)
+    new_exp, new_ids, new = _write(batched, "in-batches", trials, outcomes)
+    reader = MlflowClient(store.uri)
+    for ref_id, new_id in zip(ref_ids, new_ids):
+        expected, got = _run_fields(reader, ref_id, ref["parent"]), _run_fields(reader, new_id, new["parent"])
+        assert got == expected, {k: (expected[k], got[k]) for k in expected if expected[k] != got[k]}
+    assert reader.get_run(new_ids[3]).data.tags["phase"] == "exploratory"
+    assert len(reader.get_metric_history(new_ids[0], "val/loss")) == len(result.curve)  # live + recorded
+    for run_id in new_ids:  # start: the claim's commit; end: the record's
+        info = reader.get_run(run_id).info
+        assert new["claim"][0] <= info.start_time <= new["claim"][1]
+        assert new["record"][0] <= info.end_time <= new["record"][1]
+    mlflow.set_tracking_uri(store.uri)
+    frames = [mlflow.search_runs([e], filter_string="tags.trial_id != ''", order_by=["tags.trial_id"])
+              .set_index("tags.trial_id") for e in (ref_exp, new_exp)]
+    keep = [c for c in frames[0].columns if c.startswith(("metrics.", "params.", "tags.", "status"))
+            and c not in {f"tags.{t}" for t in PER_RUN}]
+    assert sorted(frames[0].columns) == sorted(frames[1].columns)
+    assert frames[1][keep].equals(frames[0][keep])
+
+
+def test_the_schema_revision_is_mlflows_pinned_head_and_another_is_refused(tmp_path):
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    assert SCHEMA_REVISION == _get_latest_schema_revision()  # MLflow bumped: review harness.bulk
+    store = resolve_store(TrackingConfig(), tmp_path)
+    Tracker(store)
+    engine = sa.create_engine(store.uri)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = 'abc123'"))
+    with pytest.raises(SchemaMismatch, match="abc123.*dc11669786a5") as err:
+        BulkStore(store.uri)
+    assert err.value.cause == "schema"
+
+
+def _claimed(tmp_path, n=2, lease_s=120.0):
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(n)]
+    store = resolve_store(TrackingConfig(), tmp_path)
+    tracker = Tracker(store, lease_s=lease_s)
+    experiment = tracker.experiment("unit")
+    parent = tracker.start_parent(experiment, "unit", n, 0, [])
+    return store, tracker, parent, trials, tracker.claim_batch(experiment, parent, "unit", trials)
+
+
+def _rows(store) -> dict:
+    engine = sa.create_engine(store.uri)
+    with engine.connect() as conn:
+        return {t: conn.execute(sa.text(f"SELECT * FROM {t} ORDER BY 1, 2, 3")).all()
+                for t in ("runs", "tags", "params", "metrics", "latest_metrics")}
+
+
+@pytest.mark.parametrize("how", ["closed", "heartbeat"])
+def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, tmp_path, how):
+    """The driver's own check passed (its last read of the parent is fresh), then the lease is
+    lost before the batch's transaction: another invocation closed the parent, or the parent's
+    heartbeat aged past its lease. The transaction reads the parent itself and commits nothing;
+    the lease is lost for good. Mutation-checked: without the check inside the transaction both
+    cases record the trials."""
+    store, tracker, parent, trials, run_ids = _claimed(tmp_path)
+    result = run_trial(trials[0].config)
+    assert tracker.leases.holds(parent)  # fresh: the records' own check will not read again
+    raw = MlflowClient(store.uri)
+    if how == "closed":
+        raw.set_tag(parent, "closed_by", "another invocation (lease expired)")
+        raw.set_terminated(parent, "KILLED")
+    else:
+        raw.set_tag(parent, "heartbeat_ms", str(int(time.time() * 1000) - 121_000))
+    before = _rows(store)
+    with pytest.raises(LeaseLost):
+        tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(run_ids, trials)])
+    assert _rows(store) == before
+    assert tracker.leases.lost is not None
+    assert [raw.get_run(r).info.status for r in run_ids] == ["RUNNING", "RUNNING"]
+
+
+def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, tmp_path):
+    """A row that the store refuses (here: a param already there, as a full disk or a lock
+    refuses any row) rolls the whole batch back, and the error says why (``cause``)."""
+    store, tracker, parent, trials, run_ids = _claimed(tmp_path)
+    result = run_trial(trials[0].config)
+    MlflowClient(store.uri).log_param(run_ids[1], "seed", "1")  # the record's params conflict with it
+    before = _rows(store)
+    with pytest.raises(StoreWriteError) as err:
+        tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(run_ids, trials)])
+    assert err.value.cause == "conflict" and "committed nothing" in str(err.value)
+    assert _rows(store) == before
