@@ -102,10 +102,12 @@ class ClusterConfig:
 
 
 class TrackingKind(Enum):
-    """``local``: an MLflow SQLite file; ``server``: an MLflow tracking server."""
+    """``local``: an MLflow SQLite file; ``server``: an MLflow tracking server; ``postgres``: a
+    PostgreSQL database in MLflow's schema, written directly (no server between)."""
 
     local = "local"
     server = "server"
+    postgres = "postgres"
 
 
 @dataclass
@@ -114,8 +116,10 @@ class TrackingConfig:
 
     kind: TrackingKind = TrackingKind.local
     db_path: str = "mlflow.db"  # local: relative to the directory the command starts from
-    artifact_root: Optional[str] = None  # local: default is mlartifacts/ beside db_path
-    uri: Optional[str] = None  # server: e.g. http://127.0.0.1:5000
+    artifact_root: Optional[str] = None  # local: default is mlartifacts/ beside db_path; postgres: ./mlartifacts
+    # server: e.g. http://127.0.0.1:5000; postgres: postgresql+psycopg://USER:PASSWORD@HOST:5432/DB
+    # (the user and password are moved to the environment, never written: harness/secrets.py)
+    uri: Optional[str] = None
     # seconds a driver's RUNNING runs stay claimed after its last heartbeat (renewed every
     # lease_s / 4); after that another invocation may close them as KILLED and rerun the trials
     lease_s: float = 120.0

@@ -65,9 +65,33 @@ def move_credentials(uri: str, environ: MutableMapping[str, str] = os.environ) -
     return clean
 
 
+PG_USER, PG_PASSWORD = "PGUSER", "PGPASSWORD"  # what libpq (psycopg) reads when the URI has none
+
+
+def database_credentials(uri: str, environ: MutableMapping[str, str] = os.environ) -> str:
+    """A PostgreSQL URI (``postgresql+psycopg://USER:PASSWORD@HOST:PORT/DB``) without userinfo;
+    its user and password set as ``PGUSER`` and ``PGPASSWORD`` in ``environ``, which libpq reads
+    (for the driver, its heartbeat and its MLflow client alike). A user without a password is
+    allowed (trust or ``~/.pgpass`` authentication).
+
+    Raises:
+        CredentialsError: as :func:`move_credentials`.
+    """
+    clean, user, password = split_credentials(uri)
+    if user is not None:
+        if not user:
+            raise CredentialsError(f"tracking.uri={mask(uri)} has a password but no user name")
+        environ[PG_USER] = user
+        if password is not None:
+            environ[PG_PASSWORD] = password
+        return clean
+    return uri
+
+
 def scrub_argv(argv: Sequence[str], environ: MutableMapping[str, str] = os.environ) -> list[str]:
     """``argv`` with the userinfo of a ``tracking.uri=`` override moved to ``environ``
-    (:func:`move_credentials`); other arguments unchanged.
+    (:func:`move_credentials`; for a PostgreSQL URI :func:`database_credentials`); other
+    arguments unchanged.
 
     Raises:
         CredentialsError: as :func:`move_credentials`.
@@ -78,7 +102,8 @@ def scrub_argv(argv: Sequence[str], environ: MutableMapping[str, str] = os.envir
         if sep and key in _URI_KEYS:
             quote = value[0] if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0] else ""
             inner = value[1:-1] if quote else value
-            arg = f"{key}={quote}{move_credentials(inner, environ)}{quote}"
+            move = database_credentials if inner.startswith(("postgresql://", "postgresql+")) else move_credentials
+            arg = f"{key}={quote}{move(inner, environ)}{quote}"
         out.append(arg)
     return out
 

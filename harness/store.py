@@ -19,7 +19,7 @@ from typing import Collection, Sequence
 from harness import mlflow_sql
 from harness.config import TrackingConfig, TrackingKind
 from harness.paths import folder_name
-from harness.secrets import CredentialsError, mask, move_credentials
+from harness.secrets import CredentialsError, database_credentials, mask, move_credentials
 
 
 class StoreError(ValueError):
@@ -58,9 +58,37 @@ def resolve_store(cfg: TrackingConfig, cwd: Path) -> Store:
         except CredentialsError as err:
             raise StoreError(str(err)) from err
         return Store(uri.rstrip("/"), None)
+    if cfg.kind is TrackingKind.postgres:
+        return _postgres_store(cfg, cwd)
     db = (cwd / cfg.db_path).resolve()
     root = (cwd / cfg.artifact_root).resolve() if cfg.artifact_root else db.parent / "mlartifacts"
     return Store(sqlite_uri(db), root.as_uri())
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgresql+psycopg://")
+
+
+def _postgres_store(cfg: TrackingConfig, cwd: Path) -> Store:
+    """``tracking=postgres``: the database URI without its userinfo (moved to ``PGUSER`` /
+    ``PGPASSWORD``: :func:`harness.secrets.database_credentials`); artifacts in
+    ``tracking.artifact_root`` (default ``./mlartifacts``), made absolute.
+
+    Raises:
+        StoreError: a ``tracking.uri`` that is not a ``postgresql://`` or
+            ``postgresql+psycopg://`` URI (masked).
+    """
+    if not cfg.uri or not cfg.uri.startswith(POSTGRES_SCHEMES):
+        raise StoreError(f"tracking.uri={mask(cfg.uri or '')!r} cannot be used with tracking=postgres; "
+                         "allowed: postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE (a database "
+                         "in MLflow's schema, written directly; an MLflow server is tracking=server)")
+    try:
+        uri = database_credentials(cfg.uri)
+    except CredentialsError as err:
+        raise StoreError(str(err)) from err
+    if uri.startswith("postgresql://"):  # SQLAlchemy 2.0 reads a bare scheme as psycopg2
+        uri = "postgresql+psycopg://" + uri[len("postgresql://"):]
+    root = (cwd / (cfg.artifact_root or "mlartifacts")).resolve()
+    return Store(uri, root.as_uri())
 
 
 def sqlite_uri(db: Path) -> str:
@@ -102,6 +130,9 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
         StoreError: naming the store and what is wrong with it.
     """
     db = sqlite_path(store.uri)
+    if store.uri.startswith(POSTGRES_SCHEMES):
+        check_postgres(store, timeout_s)
+        return
     if db is not None:
         for folder in (db.parent, file_uri_path(store.artifact_root).parent):
             if not folder.is_dir():
@@ -123,6 +154,26 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
                 raise StoreError(f"MLflow server {store.uri} answered /health with {response.status}")
     except (urllib.error.URLError, OSError) as err:
         raise StoreError(f"cannot reach the MLflow tracking server at {store.uri}: {err}") from err
+
+
+def check_postgres(store: Store, timeout_s: float = 10.0) -> None:
+    """Connect to a ``tracking=postgres`` database once (psycopg, credentials from the
+    environment) and check that its artifact folder's parent exists.
+
+    Raises:
+        StoreError: naming the database (masked) and the driver's one-line reason.
+    """
+    import psycopg  # only for this store kind
+
+    folder = file_uri_path(store.artifact_root).parent
+    if not folder.is_dir():
+        raise StoreError(f"artifact folder {folder} does not exist (tracking.artifact_root)")
+    try:
+        psycopg.connect(store.uri.replace("postgresql+psycopg://", "postgresql://", 1),
+                        connect_timeout=max(1, int(timeout_s))).close()
+    except psycopg.Error as err:
+        reason = " ".join(str(err).split())[:300]
+        raise StoreError(f"cannot connect to the PostgreSQL tracking store {mask(store.uri)}: {reason}") from err
 
 
 def check_sqlite(db: Path) -> None:

@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from harness.bulk import SCHEMA_REVISION, BulkStore
-from harness.config import TrackingConfig
+from harness.config import TrackingConfig, TrackingKind
 from harness.expansion import compose_trial
 from harness.leases import LeaseLost
 from harness.records import Outcome, SchemaMismatch, StoreWriteError
@@ -82,14 +82,14 @@ def _run_fields(client: MlflowClient, run_id: str, parent: str) -> dict:
             "end_set": run.info.end_time is not None and run.info.end_time >= run.info.start_time}
 
 
-def test_a_store_written_in_batches_reads_as_one_written_through_the_client(hydra_conf, tmp_path):
+def test_a_store_written_in_batches_reads_as_one_written_through_the_client(hydra_conf, db_store):
     """Mutation-checked: a latest metric taken as the last point written (not MLflow's largest
     step, time, value), a record's tags left out, or a claimed run's user left empty fail it."""
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(4)]
     trials[3] = dataclasses.replace(trials[3], phase="exploratory")
     result = run_trial(trials[0].config)
     outcomes = _outcomes(trials, result)
-    store = resolve_store(TrackingConfig(), tmp_path)
+    store = db_store
     client_path = Tracker(store)
     client_path.bulk = client_path.leases.bulk = None  # MLflow's client API: the reference
     batched = Tracker(store)
@@ -129,9 +129,19 @@ def test_the_schema_revision_is_mlflows_pinned_head_and_another_is_refused(tmp_p
     assert err.value.cause == "schema"
 
 
-def _claimed(tmp_path, n=2, lease_s=120.0):
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_store(request, tmp_path, monkeypatch):
+    """A store the driver writes directly: a SQLite file, or a database of the session's private
+    PostgreSQL (``tracking=postgres``)."""
+    if request.param == "sqlite":
+        return resolve_store(TrackingConfig(), tmp_path)
+    monkeypatch.delenv("PGUSER", raising=False)  # resolve_store moves the URI's user there
+    uri = request.getfixturevalue("postgres_database")
+    return resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=uri), tmp_path)
+
+
+def _claimed(store, n=2, lease_s=120.0):
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(n)]
-    store = resolve_store(TrackingConfig(), tmp_path)
     tracker = Tracker(store, lease_s=lease_s)
     experiment = tracker.experiment("unit")
     parent = tracker.start_parent(experiment, "unit", n, 0, [])
@@ -146,13 +156,13 @@ def _rows(store) -> dict:
 
 
 @pytest.mark.parametrize("how", ["closed", "heartbeat"])
-def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, tmp_path, how):
+def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, db_store, how):
     """The driver's own check passed (its last read of the parent is fresh), then the lease is
     lost before the batch's transaction: another invocation closed the parent, or the parent's
     heartbeat aged past its lease. The transaction reads the parent itself and commits nothing;
     the lease is lost for good. Mutation-checked: without the check inside the transaction both
     cases record the trials."""
-    store, tracker, parent, trials, run_ids = _claimed(tmp_path)
+    store, tracker, parent, trials, run_ids = _claimed(db_store)
     result = run_trial(trials[0].config)
     assert tracker.leases.holds(parent)  # fresh: the records' own check will not read again
     raw = MlflowClient(store.uri)
@@ -169,10 +179,10 @@ def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, tm
     assert [raw.get_run(r).info.status for r in run_ids] == ["RUNNING", "RUNNING"]
 
 
-def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, tmp_path):
+def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, db_store):
     """A row that the store refuses (here: a param already there, as a full disk or a lock
     refuses any row) rolls the whole batch back, and the error says why (``cause``)."""
-    store, tracker, parent, trials, run_ids = _claimed(tmp_path)
+    store, tracker, parent, trials, run_ids = _claimed(db_store)
     result = run_trial(trials[0].config)
     MlflowClient(store.uri).log_param(run_ids[1], "seed", "1")  # the record's params conflict with it
     before = _rows(store)
@@ -180,3 +190,80 @@ def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, tmp_path):
         tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(run_ids, trials)])
     assert err.value.cause == "conflict" and "committed nothing" in str(err.value)
     assert _rows(store) == before
+
+
+KILLED_DRIVER = r"""
+import sys, time
+import harness.bulk as bulk
+from harness.config import TrackingConfig, TrackingKind
+from harness.expansion import compose_trial
+from harness.records import Outcome
+from harness.store import Store
+from harness.tracking import Tracker
+from harness.trial import TrialResult
+
+from hydra import initialize_config_dir
+from harness.config import register_configs
+
+register_configs()
+store = Store(sys.argv[1], sys.argv[2])
+with initialize_config_dir(config_dir=sys.argv[3], version_base="1.3"):
+    trials = [compose_trial([], [f"seed={s}"]) for s in range(4)]
+result = TrialResult({"test/rel_mse": 0.5}, [{"step": 0, "train/loss": 1.0}, {"step": 10, "train/loss": 0.5}],
+                     {}, 10, end_ms=int(time.time() * 1000))
+tracker = Tracker(store, lease_s=2.0)
+experiment = tracker.experiment("killed")
+parent = tracker.start_parent(experiment, "killed", 4, 0, [])
+runs = tracker.claim_batch(experiment, parent, "killed", trials)
+tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(runs[:2], trials[:2])])
+real = bulk._latest
+
+def stalled(conn, records):  # every row of the batch but its latest metrics and closing is in
+    real(conn, records)
+    print("inside", flush=True)
+    time.sleep(120)
+
+bulk._latest = stalled
+tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(runs[2:], trials[2:])])
+"""
+
+
+def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, db_store, tmp_path):
+    """A driver SIGKILLed inside a batch's transaction (its params, tags and metrics inserted,
+    not committed) leaves those runs RUNNING without a row of the batch; the next invocation,
+    once the lease expired, closes them as stale and reruns exactly the two trials whose batch
+    did not commit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from harness.store import file_uri_path
+
+    file_uri_path(db_store.artifact_root).mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([sys.executable, "-c", KILLED_DRIVER, db_store.uri, db_store.artifact_root,
+                              str(hydra_conf)],
+                             stdout=subprocess.PIPE, text=True, cwd=hydra_conf.parent)
+    try:
+        assert child.stdout.readline().strip() == "inside"
+        before = _rows(db_store)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    tracker = Tracker(db_store, lease_s=2.0)
+    experiment = tracker.experiment("killed")
+    finished = tracker.finished_trials(experiment)
+    trials = [compose_trial([], [f"seed={s}"]) for s in range(4)]
+    assert set(finished) == {t.trial_id for t in trials[:2]}
+    raw = MlflowClient(db_store.uri)
+    runs = {r.data.tags["trial_id"]: r for r in raw.search_runs([experiment], "tags.trial_id != ''")}
+    for trial in trials[2:]:  # claimed, its record never committed: nothing of the batch
+        run = runs[trial.trial_id]
+        assert run.info.status == "RUNNING" and run.data.metrics == {} and run.data.params == {}
+        assert "node" not in run.data.tags
+    assert _rows(db_store) == before
+    time.sleep(2.5)  # the dead driver's lease expires
+    assert tracker.close_stale(experiment) == 3  # its parent and the two runs
+    parent = tracker.start_parent(experiment, "killed", 4, 0, [])
+    again = tracker.claim_batch(experiment, parent, "killed", trials)
+    assert [r is not None for r in again] == [False, False, True, True]

@@ -4,6 +4,9 @@ rival drivers are threads, each with its own :class:`Tracker` (its own client) a
 process has; a driver "dies" when its heartbeat stops with its runs still RUNNING, as after a
 SIGKILL.
 
+On the stores a driver writes directly (SQLite, PostgreSQL) claims and records are batched
+transactions (:mod:`harness.bulk`); through a server, MLflow's REST calls.
+
 The contract: rivals that claim overlapping batches together win each trial once; a dead
 driver's parent and runs are closed as stale (KILLED, ``closed_by``) once its lease expires, and
 only then; the next invocation reruns exactly the trials nobody finished; a driver that wakes
@@ -34,12 +37,17 @@ FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_tes
 LEASE_S = 3.0  # short, so that the dead drivers' leases expire within the test
 
 
-@pytest.fixture(params=["sqlite", "server", "postgresql"])
-def store(request, tmp_path):
+@pytest.fixture(params=["sqlite", "server", "postgresql", "postgres-direct"])
+def store(request, tmp_path, monkeypatch):
     """The store under test; the servers are the test process's shared ones (conftest.py), each
-    test in an experiment of its own."""
+    test in an experiment of its own; ``postgres-direct`` is a database of the session's
+    PostgreSQL written directly (``tracking=postgres``: batched claims and records)."""
     if request.param == "sqlite":
         return resolve_store(TrackingConfig(), tmp_path)
+    if request.param == "postgres-direct":
+        monkeypatch.delenv("PGUSER", raising=False)  # resolve_store moves the URI's user there
+        uri = request.getfixturevalue("postgres_database")
+        return resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=uri), tmp_path)
     uri = request.getfixturevalue(
         "shared_mlflow_server" if request.param == "server" else "shared_postgres_mlflow_server")
     return resolve_store(TrackingConfig(kind=TrackingKind.server, uri=uri), tmp_path)
