@@ -139,3 +139,45 @@ def test_a_token_only_uri_exits_2_masked_before_hydra_writes(tmp_path, run_cli):
     assert SECRET not in proc.stdout + proc.stderr and "MLFLOW_TRACKING_PASSWORD" in proc.stderr
     assert _files_with(tmp_path, SECRET.encode()) == []
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_postgres_uris_user_and_password_go_to_libpqs_environment():
+    """``tracking=postgres``: the URI's userinfo moves to PGUSER / PGPASSWORD (what psycopg reads),
+    off the command line before Hydra sees it and off a config file's URI when the store is
+    resolved; a user alone (trust, ~/.pgpass) is allowed; another scheme is refused masked."""
+    from harness.config import TrackingConfig, TrackingKind
+    from harness.secrets import database_credentials
+    from harness.store import StoreError, resolve_store
+
+    env: dict[str, str] = {}
+    argv = scrub_argv(["prog", "tracking=postgres", f"tracking.uri=postgresql+psycopg://{USER}:{SECRET}@h:5432/db"], env)
+    assert argv == ["prog", "tracking=postgres", "tracking.uri=postgresql+psycopg://h:5432/db"]
+    assert env == {"PGUSER": USER, "PGPASSWORD": SECRET}
+    env = {}
+    assert database_credentials("postgresql://bob@h/db", env) == "postgresql://h/db" and env == {"PGUSER": "bob"}
+    with pytest.raises(StoreError) as err:
+        resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=f"http://{USER}:{SECRET}@h:1"), Path("/tmp"))
+    assert SECRET not in str(err.value) and "postgresql+psycopg://" in str(err.value)
+
+
+def test_a_postgres_password_reaches_no_file_or_log(tmp_path, run_cli, postgres):
+    """A sweep recorded into a PostgreSQL database directly (``tracking=postgres``, batched
+    claims and records) with the password in ``tracking.uri``: it runs, its runs are in the
+    database, and the password is in no output, file or log."""
+    from mlflow.tracking import MlflowClient
+
+    with postgres.connect("postgres") as conn:
+        conn.execute(f"CREATE ROLE {USER} LOGIN SUPERUSER PASSWORD '{SECRET}'")
+    uri = postgres.create_database("secret_sweep").replace("postgres@", f"{USER}:{SECRET}@")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_TRACKING_", "PG"))}
+    proc = run_cli(["harness", "cluster=serial", "tracking=postgres", f"tracking.uri={uri}", *FAST], work, env=env)
+    assert SECRET not in proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list((work / "outputs").rglob(".hydra/overrides.yaml"))
+    assert _files_with(tmp_path, SECRET.encode()) == []
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
+    runs = client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'")
+    assert any("trial_id" in r.data.tags for r in runs)
