@@ -47,6 +47,8 @@ from torch.func import functional_call, vmap
 
 from harness.config import Augment, Config, Optimizer
 from harness.models import external
+from harness.symmetry import KEYS as SYMMETRY_KEYS
+from harness.symmetry import span_residuals
 from harness.pack_table import (CPU_VMAP_EVAL, DEFAULT_PACK, auto_compile, auto_pack_size,
                                 measured_pack)
 from harness.trial import (Checkpoints, Setup, TrialResult, _state, chunks, conclude, is_eval_step,
@@ -564,14 +566,20 @@ def _train(pack: _Pack, dev: torch.device, clock: dict[str, float], progress) ->
 
 
 def _conclude(pack: _Pack, start: float) -> list[TrialResult]:
-    """Each trial's kept parameters into its own modules, then the lone code's conclusion."""
-    results = []
+    """Each trial's kept parameters into its own modules, then the lone code's conclusion; the
+    span residuals of all trials at once, one batched QR on the CPU
+    (:func:`harness.symmetry.span_residuals`), not one per trial."""
+    results, later, owners = [], [], []
     for i, s in enumerate(pack.setups):
         _copy_into(pack.best, i, pack.losses_of[i])
         pack.kept[i].best_state = _state(s.model, s.task)
-        result = conclude(s, pack.kept[i], pack.diverged[i], start)
+        before = len(later)
+        result = conclude(s, pack.kept[i], pack.diverged[i], start, later)
+        owners += [result] * (len(later) - before)
         result.info["pack_size"] = len(pack.setups)
         results.append(result)
+    for result, value in zip(owners, span_residuals(later)):
+        result.metrics[SYMMETRY_KEYS[3]] = value  # symmetry/span_residual
     return results
 
 

@@ -9,6 +9,7 @@ Rows are tokens: ``x: (B, n, d)`` is the paper's ``Xᵀ``, so the paper's ``QX``
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -41,22 +42,41 @@ def span_residual(x: Tensor, out: Tensor, knowledge: Tensor) -> float:
     Raises:
         ValueError: unless ``n + k < d`` (otherwise the span is generically everything).
     """
-    b, n, d = x.shape
-    k = knowledge.shape[1]
-    if n + k >= d:
-        raise ValueError(f"span residual needs n + k < d, got n={n}, k={k}, d={d}")
-    # on the CPU: a batched QR of a probe's small matrices took ~4 ms on an H200 (cuSOLVER, a
-    # synchronisation each), a third of a packed 20-step trial there (benchmarks/RESULTS.md)
-    x, out, knowledge = x.cpu(), out.cpu(), knowledge.cpu()
-    basis = torch.cat([x.transpose(1, 2), knowledge.to(x).expand(b, d, k)], dim=2)  # (B, d, n+k)
-    q, _ = torch.linalg.qr(basis)  # (B, d, n+k): orthonormal columns spanning [X, Z]
-    ft = out.transpose(1, 2)  # (B, d, n): the paper's F
-    resid = ft - q @ (q.transpose(1, 2) @ ft)  # (B, d, n)
-    return float(torch.linalg.vector_norm(resid) / torch.linalg.vector_norm(ft).clamp_min(1e-300))
+    return span_residuals([(x, out, knowledge)])[0]
+
+
+def span_residuals(items: Sequence[tuple[Tensor, Tensor, Tensor]]) -> list[float]:
+    """:func:`span_residual` of each ``(x, out, knowledge)`` of ``items`` (a pack's trials), with
+    one batched QR per shape on the CPU instead of one per trial: the items' sequences are
+    stacked ``(ΣB, d, n+k)``, each item's residual is then its own block's.
+
+    Raises:
+        ValueError: for an item without ``n + k < d``.
+    """
+    out_values: list[float] = [0.0] * len(items)
+    groups: dict[tuple, list[int]] = {}
+    for i, (x, out, knowledge) in enumerate(items):
+        b, n, d = x.shape
+        if n + knowledge.shape[1] >= d:
+            raise ValueError(f"span residual needs n + k < d, got n={n}, k={knowledge.shape[1]}, d={d}")
+        groups.setdefault((n, d, knowledge.shape[1], x.dtype), []).append(i)
+    for (n, d, k, _), members in groups.items():
+        # on the CPU: a batched QR of a probe's small matrices took ~4 ms on an H200 (cuSOLVER, a
+        # synchronisation each), a third of a packed 20-step trial there (benchmarks/RESULTS.md)
+        xs = [items[i][0].cpu() for i in members]
+        basis = torch.cat([torch.cat([x.transpose(1, 2), items[i][2].cpu().to(x).expand(len(x), d, k)], dim=2)
+                           for i, x in zip(members, xs)])  # (ΣB, d, n+k)
+        q, _ = torch.linalg.qr(basis)  # (ΣB, d, n+k): orthonormal columns spanning [X, Z] per sequence
+        ft = torch.cat([items[i][1].cpu().transpose(1, 2) for i in members])  # (ΣB, d, n): the paper's F
+        resid = ft - q @ (q.transpose(1, 2) @ ft)  # (ΣB, d, n)
+        for i, r, f in zip(members, resid.split([len(x) for x in xs]), ft.split([len(x) for x in xs])):
+            out_values[i] = float(torch.linalg.vector_norm(r) / torch.linalg.vector_norm(f).clamp_min(1e-300))
+    return out_values
 
 
 @torch.no_grad()
-def measure(model: nn.Module, x: Tensor, generator: torch.Generator) -> dict[str, float]:
+def measure(model: nn.Module, x: Tensor, generator: torch.Generator,
+            span_later: list | None = None) -> dict[str, float]:
     """Cheap symmetry measurements of a (trained) model on one batch.
 
     With one Haar-random ``Q`` (reflections included) and one random permutation ``P`` from
@@ -75,6 +95,9 @@ def measure(model: nn.Module, x: Tensor, generator: torch.Generator) -> dict[str
             ``span_knowledge``; an external one may have neither), any float dtype.
         x: one batch ``(B, n, d)`` of the model's dtype and device.
         generator: a CPU generator for ``Q`` and ``P``.
+        span_later: if given, the span residual is not computed here: ``(x, out, knowledge)``
+            is appended to it (for :func:`span_residuals` over a pack's trials at once) and
+            its key left out of the answer.
 
     Returns:
         ``{key: value}`` with the keys above (``KEYS``, those that apply); the model is left
@@ -89,7 +112,10 @@ def measure(model: nn.Module, x: Tensor, generator: torch.Generator) -> dict[str
     result[KEYS[2]] = _rel(model(x[:, perm]), out[:, perm], out)
     knowledge = model.span_knowledge() if hasattr(model, "span_knowledge") else None
     if knowledge is not None and x.shape[1] + knowledge.shape[1] < x.shape[2]:
-        result[KEYS[3]] = span_residual(x, out, knowledge)
+        if span_later is not None:
+            span_later.append((x, out, knowledge))
+        else:
+            result[KEYS[3]] = span_residual(x, out, knowledge)
     return result
 
 

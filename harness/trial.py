@@ -332,10 +332,12 @@ class Checkpoints:
                            "val/error": key[0], "val/best_error": self.best[0]})
 
 
-def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> TrialResult:
+def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float,
+             span_later: list | None = None) -> TrialResult:
     """Load the kept state into ``s.model``/``s.task``, evaluate the test sets (and T2's rotated
     ones), measure the symmetries, and return the :class:`TrialResult` (``start``: wall-clock
-    seconds since the epoch when the trial began)."""
+    seconds since the epoch when the trial began). ``span_later``: as
+    :func:`harness.symmetry.measure`'s (a pack computes its trials' span residuals together)."""
     cfg, model, task, tests = s.cfg, s.model, s.task, s.tests
     _load(model, task, kept.best_state)
     metrics = {"val/best_error": kept.best[0], "val/best_loss": kept.best[1],
@@ -346,7 +348,7 @@ def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float) -> Trial
         metrics.update(_rotation_metrics(model, task, tests[""], s.Q))
     probe = tests[""][0]  # symmetry of the trained model on one test batch (cheap)
     probe = probe.index(torch.arange(min(64, len(probe)), device=probe.y.device))
-    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry")))
+    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry"), span_later))
     return TrialResult(
         metrics=metrics,
         curve=kept.curve,

@@ -93,3 +93,24 @@ def test_variants_table_prints_round_off_as_a_bound():
     assert _err(3.3e-16) == _err(0.0) == "< 1e-12" and _err(0.21) == "2e-01"
     doc = (Path(__file__).resolve().parents[1] / "docs" / "variants.md").read_text()
     assert "e-16" not in doc and "e-15" not in doc and "0e+00" not in doc
+
+
+def test_a_packs_span_residuals_in_one_batched_qr_are_each_trials_own():
+    """:func:`span_residuals` (one QR for a pack's trials) gives each trial's
+    :func:`span_residual` within 1e-10 in float64, whatever the items' batch sizes and inputs;
+    items of another shape go in a QR of their own. Mutation-checked: one norm over the whole
+    stack instead of each item's block fails it."""
+    from harness.symmetry import span_residuals
+
+    g = torch.Generator().manual_seed(3)
+    items = []
+    for b, n, d, k in [(5, 4, 16, 3), (7, 4, 16, 3), (3, 4, 16, 3), (4, 3, 12, 2)]:
+        x = torch.randn(b, n, d, generator=g, dtype=torch.float64)
+        z = torch.randn(d, k, generator=g, dtype=torch.float64)
+        out = torch.randn(b, n, d, generator=g, dtype=torch.float64) * float(torch.rand(1, generator=g)) + x
+        items.append((x, out, z))
+    lone = [span_residual(*item) for item in items]
+    assert len(set(lone)) == len(lone)
+    assert span_residuals(items) == pytest.approx(lone, rel=1e-10, abs=0)
+    with pytest.raises(ValueError, match="n \\+ k < d"):
+        span_residuals([items[0], (items[0][0], items[0][1], torch.zeros(16, 13, dtype=torch.float64))])
