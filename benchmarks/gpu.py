@@ -4,7 +4,9 @@ machine runs as is. For a typical report trial (``softmax`` on ``teacher``, n_tr
 64, validation every 20 steps) it measures the wall seconds per trial of a lone trial and of
 packs of 16, 64 and 256, eager and compiled (``train.compile=on``: inductor with CUDA graphs,
 compile time reported apart), and the GPU's busy share of a pack's steps (the profiler's
-summed kernel time ÷ the wall time of the same steps). TF32 is off throughout (so the symmetry
+summed kernel time ÷ the wall time of the same steps); then, per pack size, the milliseconds per
+trial end to end as a driver runs a pack (composition, claim, training, wrap-up and record into a
+SQLite store of its own: :func:`end_to_end`). TF32 is off throughout (so the symmetry
 measurements and the float32 results are IEEE float32). Writes its table into the ``gpu``
 section of ``benchmarks/RESULTS.md``; arms that would run past ``--budget-s`` are skipped and
 listed. On a machine without CUDA it says so and writes nothing. ``--device cpu`` runs the same
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -104,6 +107,48 @@ def measure(steps: int, budget_s: float, packs: tuple[int, ...] = (16, 64, 256),
     return rows, skipped, not_run
 
 
+def end_to_end(P: int, steps: int, device: str, folder: Path) -> dict[str, float]:
+    """Seconds per trial of a pack of ``P`` trials end to end as a driver runs it, in this
+    process: ``compose`` (Hydra, each trial), ``claim`` (one bakery round into a SQLite store
+    of its own in ``folder``), ``train`` (:func:`harness.pack.run_pack`: setup, steps,
+    validation), ``wrapup`` (its ``conclude``: test sets, symmetry measurements, the span
+    residuals in one batch) and ``record`` (every trial in one batched transaction, its
+    ``model_state.pt`` written), and ``total``."""
+    from harness.config import TrackingConfig
+    from harness.expansion import compose_trial
+    from harness.pack import run_pack
+    from harness.records import Outcome
+    from harness.store import resolve_store
+    from harness.tracking import Tracker
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    clock, mark = {}, time.perf_counter()
+    extra = [f"cluster.device={device}", f"train.max_steps={steps}", "train.compile=off"]
+    trials = [compose_trial([*TYPICAL, *extra], [f"seed={i}", f"train.lr={(0.003, 0.01, 0.03)[i % 3]}"])
+              for i in range(P)]
+    clock["compose"], mark = time.perf_counter() - mark, time.perf_counter()
+    folder.mkdir(parents=True, exist_ok=True)
+    tracker = Tracker(resolve_store(TrackingConfig(), folder))
+    experiment = tracker.experiment("gpu-end-to-end")
+    parent = tracker.start_parent(experiment, "gpu-end-to-end", P, 0, [])
+    mark = time.perf_counter()
+    runs = tracker.claim_batch(experiment, parent, "gpu-end-to-end", trials)
+    clock["claim"], mark = time.perf_counter() - mark, time.perf_counter()
+    split: dict[str, float] = {}
+    sync()
+    results = run_pack([t.config for t in trials], device, timings=split)
+    sync()
+    clock["train"] = time.perf_counter() - mark - split["conclude"]
+    clock["wrapup"], mark = split["conclude"], time.perf_counter()
+    answers = tracker.finish_trials([(r, Outcome(t, res, None, "bench"), []) for r, t, res in zip(runs, trials, results)])
+    clock["record"] = time.perf_counter() - mark
+    tracker.end_run(parent)
+    if not all(answers):
+        raise RuntimeError(f"end to end, pack {P}: {answers.count(False)} records not written")
+    clock["total"] = sum(clock.values())
+    return {k: v / P for k, v in clock.items()}
+
+
 def _packs(text: str) -> tuple[int, ...]:
     """``--packs``: positive integers, comma-separated (argparse reports the error)."""
     try:
@@ -141,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         rows, skipped, not_run = measure(args.steps, args.budget_s, args.packs, args.device)
+        ends = []
+        with tempfile.TemporaryDirectory(prefix="gpu-e2e-") as tmp:
+            for P in args.packs:  # after every timed and profiled arm: its stores are its own
+                ends.append((P, end_to_end(P, args.steps, args.device, Path(tmp) / str(P))))
+                print(f"  end to end pack {P}: {1000 * ends[-1][1]['total']:.1f} ms/trial", flush=True)
     lone = rows[0]["s"]
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU (a check that the command runs, not GPU figures)"
     lines = [(f"{name}, torch {torch.__version__}, {torch.get_num_threads()} torch "
@@ -157,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         first = "" if r["first"] != r["first"] else f"{r['first']:.1f}"
         lines.append(f"| {r['arm']} | {r['P']} | {'yes' if r['compiled'] else 'no'} | {1000 * r['s']:.1f} | "
                      f"{lone / r['s']:.1f} | {' | '.join(split)} | {first} | {busy} |")
+    lines += ["", ("End to end per trial (ms), eager, as a driver runs a pack: composition (Hydra), the "
+                   "claim (one bakery round, SQLite store), training (setup, steps, validation), the "
+                   "wrap-up (test sets, symmetry measurements) and the record (one batched transaction "
+                   "and the model files):"), "",
+              "| pack | compose | claim | train | wrap-up | record | total |", "|---|---|---|---|---|---|---|"]
+    for P, e in ends:
+        lines.append(f"| {P} | " + " | ".join(f"{1000 * e[k]:.1f}" for k in
+                                              ("compose", "claim", "train", "wrapup", "record", "total")) + " |")
     if skipped:
         lines += ["", f"Skipped (past the {args.budget_s:.0f} s budget): {', '.join(skipped)}."]
     if not_run:
