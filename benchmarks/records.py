@@ -157,6 +157,7 @@ def arm(name: str, trees: dict[str, Path], pairs: int, overrides: list[str], wor
                 marks = run(trees[label], args, folder / "run")
                 row = {"arm": name, "tree": label, "pair": pair, **figures(marks), "tests": marks["tests"]}
                 if server is not None:
+                    row["tests"] = test_metrics(folder / "server.db")  # the server's own store
                     n = max(1, marks["phases"][-1]["finished"])
                     row["server_cpu_ms_per_trial"] = 1000 * (tree_cpu(server.pid) - before) / n
             finally:
