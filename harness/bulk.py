@@ -67,14 +67,14 @@ class Record:
 
     Attributes:
         run_id: its claimed, RUNNING run.
-        status: ``FINISHED`` or ``FAILED``.
+        status: ``FINISHED`` or ``FAILED``; None: the run stays RUNNING (live curve points).
         metrics: ``(key, value, timestamp ms, step)``, finite values only.
         params: ``(key, value)`` not logged before.
         tags: ``(key, value)``.
     """
 
     run_id: str
-    status: str
+    status: Optional[str]
     metrics: list[tuple[str, float, int, int]]
     params: list[tuple[str, str]]
     tags: list[tuple[str, str]]
@@ -237,7 +237,8 @@ class BulkStore:
 
     def record(self, records: Sequence[Record], parents: Collection[str]) -> list[bool]:
         """Write ``records`` in one transaction: each RUNNING run gets its params, metrics,
-        latest metrics, tags, status and end time (the transaction's time); a run no longer
+        latest metrics, tags, and (unless its ``status`` is None) its status and end time (the
+        transaction's time); a run no longer
         RUNNING (closed by another invocation) gets nothing. Returns, per record, whether it was
         written.
 
@@ -255,7 +256,7 @@ class BulkStore:
                                     for r in todo for k, v, ts, step in _unique(r.metrics)])
             _latest(conn, todo)
             end = now_ms()
-            for status in sorted({r.status for r in todo}):
+            for status in sorted({r.status for r in todo if r.status is not None}):
                 conn.execute(RUNS.update().where(RUNS.c.run_uuid.in_([r.run_id for r in todo if r.status == status]))
                              .values(status=status, end_time=end))
         return [run_id in running for run_id in ids]

@@ -178,6 +178,18 @@ def param_value(value: Any) -> str:
     return f"<{len(text)} characters, too long for an MLflow param; sha256 {digest}; full value in config.yaml>"
 
 
+def _point_metrics(points: list[dict[str, float]]) -> list[Metric]:
+    """Live learning-curve points as MLflow metrics, each at the time it was measured (now if
+    the point has none), non-finite values left out (the final record names them)."""
+    metrics = []
+    for point in points:
+        step = int(point["step"])
+        ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
+        ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
+        metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
+    return metrics
+
+
 def split_finite(metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """``(finite, non-finite)`` metrics: MLflow stores inf as 1.797e308, which tables would
     average, so non-finite values are kept out of the metrics and named in a tag instead."""
@@ -350,17 +362,35 @@ class Tracker:
         measured, so that MLflow shows a running sweep's curves; :meth:`finish_trial` then logs
         only the points that did not arrive this way. Non-finite values are left out (the final
         record names them)."""
-        metrics = []
-        for point in points:
-            step = int(point["step"])
-            ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
-            ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
-            metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
-        for m, p, _ in batches(metrics, self._pending_params(run_id)):
+        if self.bulk is not None:
+            self.log_points_batch([(run_id, points)])
+            return
+        for m, p, _ in batches(_point_metrics(points), self._pending_params(run_id)):
             if m or p:
                 self.client.log_batch(run_id, metrics=m, params=p)
         self._unlogged.pop(run_id, None)  # after the writes: a failed one leaves them for the record
         self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
+
+    def log_points_batch(self, items: Sequence[tuple[str, list[dict[str, float]]]]) -> None:
+        """:meth:`log_points` for several running trials ``(run id, points)`` in one transaction
+        of the batched writer (:attr:`bulk`; the lease checked inside it); a run no longer
+        RUNNING gets nothing.
+
+        Raises:
+            harness.leases.LeaseLost, harness.records.StoreWriteError: nothing written.
+        """
+        parents = set()
+        for run_id, _ in items:
+            self.leases.guard(run_id)
+            parent_id = self._parent_of(run_id)
+            if parent_id in self.leases.own:
+                parents.add(parent_id)
+        records = [Record(run_id, None, [(m.key, m.value, m.timestamp, m.step) for m in _point_metrics(points)],
+                          [(p.key, p.value) for p in self._pending_params(run_id)], []) for run_id, points in items]
+        for (run_id, points), ok in zip(items, self.bulk.record(records, parents)):
+            if ok:
+                self._unlogged.pop(run_id, None)
+                self._live.setdefault(run_id, set()).update(int(p["step"]) for p in points)
 
     @staticmethod
     def _params(trial: Trial) -> list[Param]:

@@ -190,7 +190,18 @@ class TrackingWriter:
             self._write_points(list(self._points))
 
     def _write_points(self, keys: list) -> None:
-        """Queue writing the buffered points of the runs ``keys``, one batch per run."""
+        """Queue writing the buffered points of the runs ``keys``, one batch per run (on a
+        database store one transaction for them all)."""
+        if getattr(self.tracker, "bulk", None) is not None:
+            runs = [self._points.pop(key) for key in keys if key in self._points]
+            if runs:
+                def log_all(runs=runs) -> None:
+                    ready = [(_run_id(run), points) for run, points in runs if _run_id(run) is not None]
+                    if ready:
+                        self.tracker.log_points_batch(ready)
+
+                self._put(f"log progress of {len(runs)} runs", log_all)
+            return
         for key in keys:
             if key not in self._points:
                 continue
