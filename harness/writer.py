@@ -51,7 +51,9 @@ Run = Any
 # on the 2-core CPU box), CPU that the driver takes from the workers; the UI's curves lag this much.
 PROGRESS_EVERY_S = 10.0
 MAX_RECORDS = 512  # records in one transaction at most (a pack of 256 twice over)
-FLUSH_S = 2.0  # the longest a queued record waits for its batch: the writer never lingers
+# the longest a queued record waits for its batch (the writer never lingers), and on a database
+# store how often the live curve points of every running trial are written (one transaction)
+FLUSH_S = 2.0
 _NOTHING = object()
 
 
@@ -64,11 +66,15 @@ class TrackingWriter:
 
     Args:
         tracker: a :class:`~harness.tracking.Tracker` (or anything with its methods).
-        progress_every_s: the buffering interval for live points (0: each point at once).
+        progress_every_s: the buffering interval for live points (0: each point at once; None:
+            :data:`FLUSH_S` on a database store, whose flush is one transaction, else
+            :data:`PROGRESS_EVERY_S`).
     """
 
-    def __init__(self, tracker: Any, progress_every_s: float = PROGRESS_EVERY_S) -> None:
+    def __init__(self, tracker: Any, progress_every_s: Optional[float] = None) -> None:
         self.tracker = tracker
+        if progress_every_s is None:  # a database store's batch of every run's points is one transaction
+            progress_every_s = FLUSH_S if getattr(tracker, "bulk", None) is not None else PROGRESS_EVERY_S
         self.errors: list[str] = []
         self.failures: list[BaseException] = []  # the exceptions behind ``errors`` (typed: StoreWriteError, ...)
         self.writes = 0
