@@ -36,13 +36,11 @@ from mlflow.utils.name_utils import _generate_random_name
 from mlflow.utils.uri import append_to_uri_path
 
 from harness.leases import LeaseLost, lease_lost, now_ms
+from harness.mlflow_sql import SCHEMA_REVISION
 from harness.records import SchemaMismatch, StoreWriteError
 from harness.secrets import mask
 from harness.store import sqlite_path
 
-# MLflow 3.17's schema head (mlflow.store.db.utils._get_latest_schema_revision(); a test keeps
-# the two equal): the table layout these inserts were checked against.
-SCHEMA_REVISION = "dc11669786a5"
 BUSY_TIMEOUT_S = 30  # a SQLite writer waits this long for another's lock, as MLflow's reads do
 RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
 METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Collection, Sequence
 
 BUSY_TIMEOUT_S = 30  # wait out another driver's write instead of failing on its lock
+# MLflow 3.17's schema head (mlflow.store.db.utils._get_latest_schema_revision(); a test keeps
+# the two equal): the table layout this module's SQL and harness.bulk's inserts were checked on
+SCHEMA_REVISION = "dc11669786a5"
 
 
 def read_only(db: Path) -> sqlite3.Connection:
@@ -39,6 +42,18 @@ def quick_check(db: Path) -> list[tuple]:
     """
     with closing(read_only(db)) as con:
         return con.execute("PRAGMA quick_check").fetchall()
+
+
+def schema_revision(db: Path) -> str | None:
+    """The Alembic revision of a SQLite store's MLflow schema (None without one)."""
+    with closing(read_only(db)) as con:
+        try:
+            row = con.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as err:
+            if "no such table" in str(err):
+                return None
+            raise
+    return row[0] if row else None
 
 
 def artifact_locations(db: Path, names: Sequence[str]) -> list[tuple[str, str, str]]:

@@ -146,6 +146,7 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
                 raise StoreError(f"tracking store {db} is not writable: {err}") from err
             if db.stat().st_size > 0:  # an empty file is a store still to be created
                 check_sqlite(db)
+                check_schema(db)
                 check_artifacts(db, store, names, relocate)
         return
     try:
@@ -154,6 +155,25 @@ def check_store(store: Store, names: Sequence[str] = (), relocate: bool = False,
                 raise StoreError(f"MLflow server {store.uri} answered /health with {response.status}")
     except (urllib.error.URLError, OSError) as err:
         raise StoreError(f"cannot reach the MLflow tracking server at {store.uri}: {err}") from err
+
+
+def check_schema(db: Path) -> None:
+    """A SQLite store's MLflow schema revision is the one this harness writes
+    (:data:`harness.mlflow_sql.SCHEMA_REVISION`, MLflow 3.17's); a store busy past the timeout
+    is left to the writer's own check.
+
+    Raises:
+        StoreError: naming the store and both revisions.
+    """
+    try:
+        found = mlflow_sql.schema_revision(db)
+    except sqlite3.OperationalError:
+        return
+    if found is not None and found != mlflow_sql.SCHEMA_REVISION:
+        raise StoreError(f"tracking store {db} has MLflow schema revision {found}, not "
+                         f"{mlflow_sql.SCHEMA_REVISION} (MLflow 3.17's, which this harness writes); "
+                         "nothing was run or written: use a store of this MLflow version, or migrate "
+                         f"it (mlflow db upgrade sqlite:///{db}) if it is older")
 
 
 def check_postgres(store: Store, timeout_s: float = 10.0) -> None:

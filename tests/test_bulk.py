@@ -127,6 +127,10 @@ def test_the_schema_revision_is_mlflows_pinned_head_and_another_is_refused(tmp_p
     with pytest.raises(SchemaMismatch, match="abc123.*dc11669786a5") as err:
         BulkStore(store.uri)
     assert err.value.cause == "schema"
+    from harness.store import StoreError, check_store  # before any trial: exit 2, naming both
+
+    with pytest.raises(StoreError, match="abc123.*dc11669786a5"):
+        check_store(store)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -191,6 +191,18 @@ def test_stress_four_drivers_with_kills_on_a_postgresql_backed_mlflow_server(
 
 
 @pytest.mark.slow
+def test_stress_four_drivers_with_kills_on_a_postgresql_database_written_directly(tmp_path, postgres_database):
+    """``tracking=postgres``: the drivers write the database themselves, claims and records in
+    batched transactions (harness/bulk.py), with the same drivers and kills as above: every trial
+    ends with exactly one FINISHED run, none RUNNING, no store error."""
+    work = tmp_path / "work"
+    work.mkdir()
+    figures = _stress(work, ["tracking=postgres", f"tracking.uri={postgres_database}"], postgres_database)
+    _check(figures)
+    assert not (work / "mlflow.db").exists()
+
+
+@pytest.mark.slow
 def test_cluster_local_starts_its_own_ray_even_beside_a_running_cluster(tmp_path):
     """With a Ray cluster on the machine and ``RAY_ADDRESS`` pointing at it, ``cluster=local``
     (with ``cluster.num_cpus``, which a joined cluster refuses) starts and stops its own instance,
