@@ -462,8 +462,8 @@ class Tracker:
         return True
 
     def finish_trials(self, items: Sequence[tuple[str, Outcome, Sequence[str]]]) -> list[bool]:
-        """:meth:`finish_trial` for a batch of ``(run id, outcome, supersede)`` on a store
-        written in batches (:attr:`bulk`): the artifacts first, then every record in one
+        """:meth:`finish_trial` for a batch of ``(run id, outcome, supersede)``; on a store
+        written in batches (:attr:`bulk`; through a server, one trial after the other): the artifacts first, then every record in one
         transaction that checks the lease inside it (:meth:`harness.bulk.BulkStore.record`), so
         the batch is recorded whole or not at all; each run's end time is that transaction's.
         Returns one answer per item: False where the lease is lost or the run was closed
@@ -473,6 +473,8 @@ class Tracker:
             harness.leases.LeaseLost: the lease was found lost inside the transaction.
             harness.records.StoreWriteError: the store refused the batch (nothing recorded).
         """
+        if self.bulk is None:  # a server: MLflow's REST API writes one run per call
+            return [self.finish_trial(run_id, outcome, list(supersede)) for run_id, outcome, supersede in items]
         answers = [False] * len(items)
         todo = []  # (index, run id, parent id, outcome, supersede) of the runs still held
         for i, (run_id, outcome, supersede) in enumerate(items):
