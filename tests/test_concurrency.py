@@ -197,7 +197,10 @@ def test_stress_four_drivers_with_kills_on_a_postgresql_database_written_directl
     ends with exactly one FINISHED run, none RUNNING, no store error."""
     work = tmp_path / "work"
     work.mkdir()
-    figures = _stress(work, ["tracking=postgres", f"tracking.uri={postgres_database}"], postgres_database)
+    # a shorter budget than the server's test: the kills all fall within 25 s of the first
+    # trial, and the claims' and records' paths are the batched writer's alone (the suite's CPU)
+    figures = _stress(work, ["tracking=postgres", f"tracking.uri={postgres_database}"], postgres_database,
+                      budget_s=75.0)
     _check(figures)
     assert not (work / "mlflow.db").exists()
 
