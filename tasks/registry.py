@@ -15,6 +15,7 @@ import torch
 from tasks.arithmetic import ArithmeticConfig, ArithmeticTask
 from tasks.base import TaskBase
 from tasks.external import NAME as EXTERNAL, build_external_task
+from tasks.mqar import MQARConfig, MQARTask
 from tasks.selection import SelectionConfig, SelectionTask
 from tasks.teacher import TeacherConfig, TeacherTask
 
@@ -31,6 +32,7 @@ TASKS: dict[str, TaskEntry] = {
     "teacher": TaskEntry(TeacherConfig, TeacherTask),  # T3
     "arithmetic": TaskEntry(ArithmeticConfig, ArithmeticTask),  # T1
     "selection": TaskEntry(SelectionConfig, SelectionTask),  # T4
+    "mqar": TaskEntry(MQARConfig, MQARTask),  # multi-query associative recall (Zoology; issue 65)
 }
 
 
