@@ -1,5 +1,5 @@
 """``python -m analysis +ablation=NAME [tracking=...]``: an ablation's figures and tables from
-MLflow; the shell of :func:`analysis.command.run`.
+MLflow; the command :func:`analysis.command.run` in the shell of every command (:mod:`harness.shell`).
 
 Composes the ablation with the command's overrides exactly as ``python -m harness`` does (a
 sweep on the command line, with or without ``-m``, is one more axis of the one analysis; the
@@ -26,26 +26,7 @@ compose, is a suite (use ``python -m analysis.report``), or none of its trials h
 
 from __future__ import annotations
 
-import sys
-
-from harness.cli import ANALYSIS_USAGE, hydra_shell, precheck, take_sweeps
-
-
-def cli() -> None:
-    """``--help`` and unknown group choices first (no heavy imports); the command line's sweeps
-    become axes of one analysis (as ``python -m harness`` runs them); then the exit status of
-    :func:`analysis.command.run` under Hydra (:func:`harness.cli.hydra_shell`)."""
-    from harness.secrets import scrub_command_line
-
-    scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
-    precheck(ANALYSIS_USAGE)
-    from analysis.command import run
-    from harness.config import register_configs
-
-    sys.argv, sweeps = take_sweeps(sys.argv)
-    register_configs()
-    sys.exit(hydra_shell("config", run, sweeps))
-
+from harness.shell import main
 
 if __name__ == "__main__":
-    cli()
+    main("analysis")

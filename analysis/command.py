@@ -36,6 +36,8 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     name = experiment_name(cfg, trials)  # a one-off run's experiment: single/<task>/<model>
     # the store of the directory the command started from, also with hydra.job.chdir=True
     store = resolve_store(OmegaConf.to_object(cfg.tracking), runtime.cwd)
+    if cfg.dry_run:
+        return _dry_run(name, trials, store)
     out = runtime.output_dir
     try:
         df, paths = analyse(name, trials, store.uri, out, scale=cfg.scale.name, runs_csv=True)
@@ -50,4 +52,18 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     for path in [*paths, *([table] if table else [])]:
         print(path)
     print(f"wrote: {out}")
+    return 0
+
+
+def _dry_run(name: str, trials: list, store) -> int:
+    """``dry_run=true``: the trials whose runs would be read (``done``: a FINISHED run in the
+    store), read-only; nothing is written. Exit status 0."""
+    from harness.console import print_trials
+    from harness.store import finished_trials
+
+    done = finished_trials(store, name, {t.trial_id for t in trials})
+    print(f"== {name}")
+    print_trials(trials, done)
+    print(f"analysis: dry run: would read the runs of these {len(trials)} trials from {store.uri} and write "
+          "the figures and tables to outputs/; nothing was written")
     return 0

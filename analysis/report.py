@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.cli import REPORT_USAGE, Runtime, hydra_shell, precheck
+from harness.cli import Runtime
 
 
 def run(cfg, runtime: Runtime) -> int:
@@ -31,10 +31,12 @@ def run(cfg, runtime: Runtime) -> int:
     from analysis.reporting import ReportInputError, generate
     from harness.scheduler import RayStartError
 
+    cli = [*(o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))), *runtime.searchpath]
     try:
         # the searchpath too: a suite or ablation of the user's own folder composes in every round
-        generate(cfg, [*(o for o in runtime.overrides if not o.startswith(("report.", "+ablation"))),
-                       *runtime.searchpath])
+        if cfg.dry_run:
+            return _dry_run(cfg, cli)
+        generate(cfg, cli)
     except ReportInputError as err:
         if str(err):
             print(f"error: {err}", file=sys.stderr)
@@ -45,18 +47,42 @@ def run(cfg, runtime: Runtime) -> int:
     return 0
 
 
-def cli() -> None:
-    """``--help`` and unknown group choices first (no heavy imports), then the exit status of
-    :func:`run` under Hydra (:func:`harness.cli.hydra_shell`)."""
-    from harness.secrets import scrub_command_line
+def _dry_run(cfg, cli: list[str]) -> int:
+    """``dry_run=true``: the suite's trials (those already in the store marked ``done``) and
+    where the report would go; nothing run or written (a bundle given as ``report.runs`` is
+    read: its report needs no trial). Exit status 0, 2 bad input (one line)."""
+    from pathlib import Path
 
-    scrub_command_line()  # a tracking URI's password never reaches .hydra/ (harness.secrets)
-    precheck(REPORT_USAGE)
-    from harness.config import register_configs
+    from omegaconf import OmegaConf
 
-    register_configs()
-    sys.exit(hydra_shell("report", run))
+    from analysis.report_paths import read_runs
+    from analysis.reporting import ReportInputError, _compose_suite, _out_path, check_confirm_seeds
+    from harness.command import dry_run
+    from harness.expansion import SweepError, expand_suite
+    from harness.store import resolve_store
+
+    out = _out_path(cfg)
+    if cfg.report.runs:
+        given = Path(cfg.report.runs)
+        bundle = read_runs(given if given.is_absolute() else Path.cwd() / given, cfg.report.runs)
+        print(f"report: dry run: would write {out} from the {len(bundle)} runs of {cfg.report.runs}; nothing written")
+        return 0
+    suite_cfg, _ = _compose_suite(cfg.report.suite, cli)
+    try:
+        ablations = expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli])
+    except SweepError as err:
+        raise ReportInputError(str(err)) from err
+    check_confirm_seeds(cfg)
+    store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
+    if dry_run(ablations, OmegaConf.to_object(cfg.cluster), store, cli, cfg.tracking.lease_s) is None:
+        return 2
+    what = ("run the trials not done, extend the lr grid past its edges" if cfg.report.run
+            else "read the runs of these trials (report.run=false)")
+    print(f"report: dry run: would {what} and write {out}; nothing was run or written")
+    return 0
 
 
 if __name__ == "__main__":
-    cli()
+    from harness.shell import main
+
+    main("analysis.report")

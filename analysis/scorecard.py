@@ -35,6 +35,11 @@ name is close), 130 interrupted.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the shell's refusals before this module's imports (pandas, scipy, plots)
+    from harness.shell import main
+
+    main("analysis.scorecard")
+
 import hashlib
 import os
 import re
@@ -478,6 +483,10 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     mixer = mine[0].variant
     mine = [t for t in mine if t.trial_id not in {r.trial_id for r in refs}]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
+    if cfg.dry_run:
+        return _dry_run(sc, refs, mine, mixer, [*base, *model, *runtime.sweeps], store,
+                        out_folder(runtime.cwd, mixer, sc.scale.name,
+                                   [*(o for o in base if o != "+ablation=scorecard"), *runtime.sweeps]))
     status = _sweep(sc, refs + mine, [*base, *model, *runtime.sweeps], store, before=lambda finished: print_expected(
         refs, mine, finished, mixer, _cores(sc.cluster)))
     if status == 2:
@@ -501,6 +510,20 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     table.to_csv(out / "scorecard.csv", index=False)
     print(f"scorecard: {out / 'scorecard.md'}")
     return max(status, ext_status)
+
+
+def _dry_run(sc: DictConfig, refs: list, mine: list, mixer: str, cli: list[str], store, out: Path) -> int:
+    """``dry_run=true``: the trials (those already in the store marked ``done``), the expected
+    time, and the page it would write; nothing run or written. Exit status 0, 2 bad input."""
+    from harness.command import dry_run
+
+    finished = dry_run([(ABLATION, refs + mine)], OmegaConf.to_object(sc.cluster), store, cli, sc.tracking.lease_s)
+    if finished is None:
+        return 2
+    print_expected(refs, mine, set(finished.get(ABLATION, {})), mixer, _cores(sc.cluster))
+    print(f"scorecard: dry run: would run the trials not done, extend the lr grid past its edges and "
+          f"write {out / 'scorecard.md'}; nothing was run or written")
+    return 0
 
 
 def _cores(cluster: DictConfig) -> int:
@@ -528,42 +551,3 @@ def _figures(df: pd.DataFrame, out: Path, scale: str, mixer: str) -> list[str]:
     except ValueError as err:  # no per-length metric (no finished run on the length task)
         print(f"scorecard: no length figure: {err}", file=sys.stderr)
     return [str(p) for p in paths]
-
-
-# Hydra writes nothing of its own: the page's folder is the scorecard's (out_folder), so no
-# outputs/<one-off experiment>/<time>/ folder, no .hydra/ copy, no log file.
-_HYDRA_QUIET = ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none"]
-
-
-def cli(argv: list[str] | None = None) -> None:
-    """``python -m analysis.scorecard``: ``--help`` and misspelled choices and keys first
-    (:func:`harness.cli.precheck`), the sweeps taken out of the command line
-    (:func:`harness.cli.take_sweeps`), then the exit status of :func:`run` under Hydra
-    (:func:`harness.cli.hydra_shell`: a config Hydra cannot compose exits 2)."""
-    from harness.cli import hydra_shell, precheck, take_sweeps
-    from harness.config import register_configs
-
-    argv = list(sys.argv if argv is None else argv)
-    precheck(USAGE, argv[1:])
-    sys.argv, sweeps = take_sweeps(argv)
-    sys.argv += _HYDRA_QUIET
-    register_configs()
-    sys.exit(hydra_shell("config", run, sweeps))
-
-
-USAGE = """\
-usage: python -m analysis.scorecard model=external model.target=PACKAGE.MODULE:CLASS [scale=quick|tiny|default|full] [KEY=VALUE ...]
-
-Runs a mixer beside attention's reference arms (conf/ablation/scorecard.yaml; finished trials are
-skipped, so the references run once per store) and writes
-outputs/scorecard-<mixer>-<scale>[-<hash of the other overrides>]/scorecard.md: its measured
-symmetries and, per task and reference, better / equivalent within δ / worse / inconclusive.
-Sweeps as in python -m harness (task.n_train=64,256,1024 seed=0,1,2). scale=quick (3 seeds,
-3 sizes, 3 lrs, 300 steps) is the first setting that decides; tiny checks the path only.
-
-Exit status: 0 page written, 1 some trials failed, 2 bad input (nothing run), 130 interrupted.
-"""
-
-
-if __name__ == "__main__":
-    cli()

@@ -35,6 +35,11 @@ unknown key, a bundle that cannot be read), 130 interrupted.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the shell's refusals before this module's imports (pandas, the scorecard)
+    from harness.shell import main
+
+    main("analysis.zoo")
+
 import json
 import os
 import sys
@@ -168,6 +173,23 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
 
 
 # --------------------------------------------------------------------------- run
+def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list[str], store, out: Path) -> int:
+    """``dry_run=true``: the trials (those already in the store marked ``done``), the expected
+    time and what would be written; no pre-flight of the arms' symmetries, nothing run or
+    written. Exit status 0, 2 bad input."""
+    from harness.command import dry_run
+
+    finished = dry_run([(ABLATION, refs + flat)], OmegaConf.to_object(sc.cluster), store, cli, sc.tracking.lease_s)
+    if finished is None:
+        return 2
+    scorecard.print_expected(refs, flat, set(finished.get(ABLATION, {})), "", scorecard._cores(sc.cluster),
+                             command="zoo", what=f"the {len(arms)} mixers")
+    print(f"zoo: dry run: would measure each arm's symmetries, run the trials not done, extend the lr grid "
+          f"past its edges and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
+          "nothing was run or written")
+    return 0
+
+
 def _parts(sc: DictConfig, cfg: DictConfig) -> list[dict]:
     """The page's parts: the scorecard's (``a: MIXER``), then per registered task one area part
     against ``zoo.reference`` (the leaderboard's verdict), all observations of claim ``zoo``."""
@@ -212,8 +234,8 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
             paths = zoo_page.render(given.parent, out)
         else:
             status, paths = _run(cfg, runtime, out)
-            if status == 2:
-                return 2
+            if status == 2 or cfg.dry_run:
+                return status
     except (ZooInputError, scorecard.BadInput, zoo_page.BundleError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -240,6 +262,9 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     ref_ids = {t.trial_id for t in refs}
     mine = [[t for t in trials if t.trial_id not in ref_ids] for trials in mine]
     names = {trials[0].variant: arm["name"] for arm, trials in zip(arms, mine) if trials}
+    if cfg.dry_run:
+        return _dry_run(sc, refs, [t for trials in mine for t in trials], arms, [*base, *runtime.sweeps],
+                        resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd), out), []
     rows = [preflight(a["name"], trials, "mixer", a["target"]) for a, trials in zip(arms, mine)]
     for variant in dict.fromkeys(t.variant for t in refs):  # the references' init measurements
         rows.append(preflight(variant, [t for t in refs if t.variant == variant], "reference"))
@@ -278,22 +303,3 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "n_trials": len(refs) + len(flat), "n_extension": len(added)}
     (folder / PLAN).write_text(json.dumps(plan, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return max(status, ext), zoo_page.render(folder, out)
-
-
-# Hydra writes nothing of its own (conf/zoo.yaml): no outputs/ folder, no .hydra/, no log file.
-def cli(argv: list[str] | None = None) -> None:
-    """``python -m analysis.zoo``: ``--help`` and misspelled choices and keys first
-    (:func:`harness.cli.precheck`), the sweeps taken out (:func:`harness.cli.take_sweeps`), then
-    the exit status of :func:`run` under Hydra (:func:`harness.cli.hydra_shell`)."""
-    from harness.cli import ZOO_USAGE, hydra_shell, precheck, take_sweeps
-    from harness.config import register_configs
-
-    argv = list(sys.argv if argv is None else argv)
-    precheck(ZOO_USAGE, argv[1:])
-    sys.argv, sweeps = take_sweeps(argv)
-    register_configs()
-    sys.exit(hydra_shell("zoo", run, sweeps))
-
-
-if __name__ == "__main__":
-    cli()

@@ -73,6 +73,19 @@ offline. Targets import from zoo.examples (default: the repository's examples/).
 
 Exit status: 0 written, 1 some trials failed, 2 bad input (nothing run), 130 interrupted.
 """
+SCORECARD_USAGE = """\
+usage: python -m analysis.scorecard model=external model.target=PACKAGE.MODULE:CLASS [scale=quick|tiny|default|full] [KEY=VALUE ...]
+
+Runs a mixer beside attention's reference arms (conf/ablation/scorecard.yaml; finished trials are
+skipped, so the references run once per store) and writes
+outputs/scorecard-<mixer>-<scale>[-<hash of the other overrides>]/scorecard.md: its measured
+symmetries and, per task and reference, better / equivalent within δ / worse / inconclusive.
+Sweeps as in python -m harness (task.n_train=64,256,1024 seed=0,1,2). scale=quick (3 seeds,
+3 sizes, 3 lrs, 300 steps) is the first setting that decides; tiny checks the path only.
+
+Exit status: 0 page written, 1 some trials failed, 2 bad input (nothing run), 130 interrupted.
+"""
+
 
 def options(group: str, conf: Path = CONF) -> list[str]:
     """The choices of config group ``group``: the YAML files of ``conf/<group>/``, sorted; for
@@ -439,6 +452,9 @@ class Runtime:
         sweeps: the command line's sweeps (``seed=0,1,2``), taken out before Hydra composed
             (:func:`take_sweeps`): one more axis of the one sweep.
         searchpath: ``hydra.searchpath=[...]`` overrides, passed on to every composition.
+        summarise: what the command draws at the end of each ablation's sweep, passed in by
+            the shell (:data:`harness.shell.COMMANDS`: ``python -m harness``'s end-of-sweep
+            table, :func:`analysis.summary.summarise`); None: nothing.
     """
 
     cwd: Path
@@ -446,6 +462,7 @@ class Runtime:
     overrides: tuple[str, ...] = ()
     sweeps: tuple[str, ...] = ()
     searchpath: tuple[str, ...] = ()
+    summarise: Callable[..., None] | None = None
 
     @classmethod
     def from_hydra(cls, sweeps: Sequence[str] = ()) -> "Runtime":

@@ -1,7 +1,9 @@
 """``python -m harness`` as a function: :func:`run` takes the composed config and the
-invocation's :class:`harness.cli.Runtime` and returns the exit status. ``harness/__main__.py`` is
-its shell (``--help``, the checks that need no imports, Hydra); the tests call :func:`run`
-in-process on a config composed with Hydra's compose API (``tests/conftest.py``: ``invoke``).
+invocation's :class:`harness.cli.Runtime` and returns the exit status. Its shell is the one of
+every command (:mod:`harness.shell`: ``--help``, the checks that need no imports, Hydra); the
+tests call it in-process on a config composed with Hydra's compose API (``tests/conftest.py``:
+``invoke``). The end-of-sweep table is the shell's to pass in (``runtime.summarise``): this
+module draws nothing itself.
 
 Exit status: 0 every trial finished (or a dry run), 1 some failed (named on stderr), 2 bad input
 (nothing run, nothing recorded), 130 interrupted (:class:`harness.sweep.Sweep`).
@@ -19,15 +21,6 @@ from harness.cli import Runtime
 if TYPE_CHECKING:
     from harness.config import ClusterConfig
     from harness.records import Trial
-
-# A dry run writes nothing: no output folder, no .hydra/ copy, no log file (added by the shell).
-DRY_RUN_HYDRA = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none")
-
-
-def is_dry_run(args: list[str]) -> bool:
-    """Whether the command line's overrides ask for a dry run (``dry_run=true``, ``+dry_run=1``)."""
-    return any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in args)
-
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Expand the ablation (or suite) with the command line's overrides and sweeps, check
@@ -55,7 +48,28 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     if cfg.dry_run:
         _dry_run(ablations, sweep.finished, cluster)
         return 0
-    return sweep.main(after=_summariser(cfg, runtime, ablations, store) if cfg.summary else None)
+    draw = cfg.summary and runtime.summarise is not None
+    return sweep.main(after=_summariser(cfg, runtime, ablations, store) if draw else None)
+
+
+def dry_run(ablations: list[tuple[str, list[Trial]]], cluster: ClusterConfig, store, cli: list[str],
+            lease_s: float) -> dict[str, dict[str, list[str]]] | None:
+    """The dry run of a command that runs trials (``analysis.report``, ``analysis.scorecard``,
+    ``analysis.zoo``): every check of a real run but the store's writability
+    (:meth:`harness.sweep.Sweep.check` with ``dry_run``), then each ablation's trials listed as
+    ``python -m harness dry_run=true`` lists them. Returns the finished trials as read (ablation →
+    trial id → run ids), or None after printing one ``error:`` line for bad input (exit 2).
+    Nothing is run or written; a store that does not exist is not created."""
+    from harness.sweep import Sweep
+
+    sweep = Sweep(ablations, cluster, store, cli, lease_s)
+    try:
+        sweep.check(dry_run=True)
+    except ValueError as err:  # SweepError, StoreError: bad input
+        print(f"error: {err}", file=sys.stderr)
+        return None
+    _dry_run(ablations, sweep.finished, cluster)
+    return sweep.finished
 
 
 def _dry_run(ablations: list[tuple[str, list[Trial]]], finished: dict[str, dict[str, list[str]]],
@@ -71,15 +85,15 @@ def _dry_run(ablations: list[tuple[str, list[Trial]]], finished: dict[str, dict[
 
 
 def _summariser(cfg: DictConfig, runtime: Runtime, ablations, store):
-    """The end-of-sweep table and figures of each ablation as it completes, in its folder of
-    this invocation's output folder (one folder per ablation of a suite)."""
-    from analysis.summary import summarise
+    """The end-of-sweep table and figures of each ablation as it completes
+    (``runtime.summarise``), in its folder of this invocation's output folder (one folder per
+    ablation of a suite)."""
     from harness.paths import folder_name
 
     trials = dict(ablations)
 
     def after(name, summary) -> None:
         out = runtime.output_dir / folder_name(name) if len(ablations) > 1 else runtime.output_dir
-        summarise(name, trials[name], store, summary.parent_id, out, cfg.scale.name)
+        runtime.summarise(name, trials[name], store, summary.parent_id, out, cfg.scale.name)
 
     return after

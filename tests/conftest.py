@@ -34,102 +34,78 @@ def hydra_conf():
     GlobalHydra.instance().clear()
 
 
-# The commands the in-process fixture calls: ``python -m NAME`` → (its config, its usage text as
-# "module:NAME", the module whose ``run(cfg, runtime)`` it is).
-COMMANDS = {"harness": ("config", "harness.cli:HARNESS_USAGE", "harness.command"),
-            "analysis": ("config", "harness.cli:ANALYSIS_USAGE", "analysis.command"),
-            "analysis.report": ("report", "harness.cli:REPORT_USAGE", "analysis.report"),
-            "analysis.zoo": ("zoo", "harness.cli:ZOO_USAGE", "analysis.zoo"),
-            "analysis.scorecard": ("config", "analysis.scorecard:USAGE", "analysis.scorecard")}
-
-
-def _precheck(command: str, args: list[str]) -> int | None:
-    """What the shell answers before Hydra (``--help``, unknown choices and keys, YAML errors),
-    as an exit status; ``None`` to go on."""
-    import importlib
-    import sys
-
-    from harness import cli
-    from harness.expansion import SweepError, check_config_files
-
-    try:
-        module, name = COMMANDS[command][1].split(":")
-        cli.precheck(getattr(importlib.import_module(module), name), args)
-        if command == "harness":
-            check_config_files(args)
-    except SystemExit as exit_:
-        return exit_.code
-    except SweepError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return None
-
-
-def _compose(command: str, args: list[str], cwd: Path):
-    """``(cfg, runtime)`` as the shell's ``@hydra.main`` gives them to ``run``: the command line's
-    sweeps taken out (:func:`harness.cli.take_sweeps`), the rest composed with Hydra's compose
-    API, ``hydra.run.dir`` resolved against ``cwd`` (Hydra's config set while it resolves)."""
+def _compose(command, args: list[str], sweeps: list[str], cwd: Path):
+    """``(cfg, runtime)`` as the shell's ``@hydra.main`` gives them to ``run``: ``args`` (the
+    shell's :func:`harness.shell.prepare` done) composed with Hydra's compose API,
+    ``hydra.run.dir`` resolved against ``cwd`` (Hydra's config set while it resolves)."""
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf, open_dict
 
-    from harness.cli import Runtime, take_sweeps
-    from harness.command import DRY_RUN_HYDRA, is_dry_run
+    from harness.cli import Runtime
 
-    argv, sweeps = take_sweeps(["python", *args])
-    overrides = argv[1:]
-    if command == "harness" and is_dry_run(overrides):
-        overrides += DRY_RUN_HYDRA
-    cfg = compose(COMMANDS[command][0], overrides=overrides, return_hydra_config=True)
+    cfg = compose(command.config, overrides=args, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     output_dir = cwd / OmegaConf.to_container(cfg.hydra.run, resolve=True)["dir"]
     runtime = Runtime(cwd=cwd, output_dir=output_dir.resolve(),
-                      overrides=tuple(o for o in overrides if not o.startswith("hydra")),
+                      overrides=tuple(o for o in args if not o.startswith("hydra")),
                       sweeps=tuple(sweeps),
-                      searchpath=tuple(o for o in overrides if o.startswith("hydra.searchpath=")))
+                      searchpath=tuple(o for o in args if o.startswith("hydra.searchpath=")))
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg, runtime
 
 
 def invoke_command(command: str, args: list[str], cwd: Path) -> tuple[int, str, str]:
-    """``python -m COMMAND *args`` in this process, from ``cwd``: the shell's checks, then the
-    command's ``run(cfg, runtime)`` on a config composed with Hydra's compose API; returns
-    ``(exit status, stdout, stderr)``. A config Hydra cannot compose is 2 with Hydra's message,
-    as the shell answers. Hydra's global state and the working directory are restored after.
+    """``python -m COMMAND *args`` in this process, from ``cwd``: the shell's own checks
+    (:func:`harness.shell.prepare`), the config composed with Hydra's compose API, then the
+    shell's :func:`harness.shell.call` of the command; returns ``(exit status, stdout, stderr)``.
+    A config Hydra cannot compose is 2 with Hydra's message, as the shell answers. Hydra's global
+    state, the working directory and the credentials the shell moved to the environment are
+    restored after.
 
-    Interrupts (``os._exit(130)``) and what the process itself does (signals, ``sys.argv``
-    scrubbing, Hydra's own output folder and logging) are not covered: those stay process
-    tests (``run_cli``, marked ``e2e``)."""
-    import importlib
+    Interrupts (``os._exit(130)``) and what the process itself does (signals, Hydra's own output
+    folder and logging) are not covered: those stay process tests (``run_cli``, marked ``e2e``)."""
     import io
     import sys
     from contextlib import redirect_stderr, redirect_stdout
 
     from hydra.core.hydra_config import HydraConfig
 
+    from harness import shell
+    from harness.secrets import PASSWORD, USERNAME
+
     out, err = io.StringIO(), io.StringIO()
     saved_hydra, saved_cwd = HydraConfig.instance().cfg, Path.cwd()
+    saved_env = {k: os.environ.get(k) for k in (USERNAME, PASSWORD)}
     GlobalHydra.instance().clear()
     os.chdir(cwd)
+    entry = shell.COMMANDS[command]
     try:
         with redirect_stdout(out), redirect_stderr(err):
-            code = _precheck(command, args)
-            if code is None:
-                with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-                    try:
-                        cfg, runtime = _compose(command, args, Path(cwd).resolve())
-                    except Exception as composing:  # noqa: BLE001 - the shell's exit 2 with Hydra's text
-                        print(f"error: {composing}", file=sys.stderr)
-                        if composing.__cause__ is not None:  # as Hydra prints it: OmegaConf's reason
-                            print(composing.__cause__, file=sys.stderr)
-                        code = 2
-                    else:
-                        code = importlib.import_module(COMMANDS[command][2]).run(cfg, runtime)
+            try:
+                argv, sweeps = shell.prepare(entry, args)
+            except SystemExit as exit_:
+                return exit_.code, out.getvalue(), err.getvalue()
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                try:
+                    cfg, runtime = _compose(entry, argv, sweeps, Path(cwd).resolve())
+                except Exception as composing:  # noqa: BLE001 - the shell's exit 2 with Hydra's text
+                    print(f"error: {composing}", file=sys.stderr)
+                    if composing.__cause__ is not None:  # as Hydra prints it: OmegaConf's reason
+                        print(composing.__cause__, file=sys.stderr)
+                    code = 2
+                else:
+                    code = shell.call(entry, cfg, runtime)
     finally:
         os.chdir(saved_cwd)
         GlobalHydra.instance().clear()
         HydraConfig.instance().cfg = saved_hydra
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return code, out.getvalue(), err.getvalue()
 
 

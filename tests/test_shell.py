@@ -1,0 +1,117 @@
+"""The one shell of the five commands (:mod:`harness.shell`), in-process through the ``invoke``
+fixture, which calls the shell's own :func:`harness.shell.prepare` and :func:`harness.shell.call`:
+every command moves a tracking URI's password out of the command line before anything sees it,
+and every command's ``dry_run=true`` prints its plan and writes nothing."""
+
+from __future__ import annotations
+
+import ast
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness import shell
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "S3cr3t-pa55-7d1c"
+URI = f"tracking.uri=http://alice:{SECRET}@127.0.0.1:9"  # recorded as an override, never used: tracking=local
+TINY = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_val=32", "task.n_test=64",
+        "task.n_train=64", "seed=0"]
+ONE_ARM = 'zoo.arms=[{name: gla, target: "zoo.gla:GatedLinearAttention", kwargs: {causal: true}, paper: x}]'
+# each command at its smallest: a plan of a few trials; a real run of at most six
+ARGS = {"harness": ["+ablation=smoke", *TINY],
+        "analysis": ["+ablation=smoke", *TINY],
+        "analysis.report": ["scale=tiny", "report.suite=smoke", *TINY],
+        "analysis.scorecard": ["model=deepsets", "scale=tiny", "task=nearest", *TINY[:-2], "report.extend_lr=0"],
+        "analysis.zoo": ["scale=tiny", ONE_ARM, "task=nearest", *TINY[:-2], "report.extend_lr=0"]}
+
+
+def test_the_table_has_the_five_commands_and_each_module_runs_its_entry():
+    """Each command's ``python -m`` module hands its command line to the one shell, under its
+    own name, and its ``run`` is the table's."""
+    assert set(shell.COMMANDS) == set(ARGS)
+    for name, command in shell.COMMANDS.items():
+        path = ROOT / (name.replace(".", "/") + ("/__main__.py" if "." not in name else ".py"))
+        calls = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", None) == "main"]
+        assert [ast.literal_eval(c.args[0]) for c in calls] == [name], path
+        assert callable(command.function())
+        # Hydra writes no folder of its own (.hydra/, a log) on a dry run, nor ever for the
+        # commands that write their own (the compose API of the fixture writes none anyway)
+        quiet = set(shell.QUIET_HYDRA)
+        assert quiet <= set(shell.prepare(command, ["dry_run=true"])[0])
+        assert (quiet <= set(shell.prepare(command, [])[0])) == (name not in ("harness", "analysis"))
+
+
+@pytest.fixture()
+def seen(monkeypatch):
+    """What each command's ``run`` was given: ``[(cfg, runtime)]``."""
+    calls = []
+    original = shell.Command.function
+
+    def recording(self):
+        run = original(self)
+
+        def wrapped(cfg, runtime):
+            calls.append((cfg, runtime))
+            return run(cfg, runtime)
+        return wrapped
+
+    monkeypatch.setattr(shell.Command, "function", recording)
+    return calls
+
+
+@pytest.mark.parametrize("command", list(ARGS))
+def test_a_dry_run_prints_the_plan_writes_nothing_and_never_sees_the_password(tmp_path, invoke, seen, command):
+    from omegaconf import OmegaConf
+
+    code, out, err = invoke(command, [*ARGS[command], URI, "dry_run=true"], tmp_path)
+    assert code == 0, err[-3000:]
+    assert "== " in out and " trials" in out, out[-2000:]  # the trials it would run or read
+    assert "dry run" in out or command == "harness", out[-2000:]  # and what it would do
+    assert list(tmp_path.iterdir()) == []  # no store, no output folder, no page
+    assert SECRET not in out + err
+    (cfg, runtime), = seen
+    assert SECRET not in OmegaConf.to_yaml(cfg) + repr(runtime)
+
+
+@pytest.fixture(scope="module")
+def secret_folder(tmp_path_factory, run_in_process_module):
+    """A folder where ``python -m harness`` ran one tiny trial with a password in tracking.uri."""
+    folder = tmp_path_factory.mktemp("secret")
+    proc = run_in_process_module(["harness", *TINY, URI], folder)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return folder, proc
+
+
+def _with_secret(folder: Path) -> list[str]:
+    """Files under ``folder`` holding the secret, and the store's params and tags holding it."""
+    found = [str(p) for p in folder.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    with sqlite3.connect(folder / "mlflow.db") as con:
+        for table in ("params", "tags", "experiment_tags"):
+            found += [f"{table}: {key}" for key, in con.execute(
+                f"SELECT key FROM {table} WHERE value LIKE ?", (f"%{SECRET}%",))]
+    return found
+
+
+@pytest.mark.parametrize("command", list(ARGS))
+def test_a_password_in_the_uri_reaches_no_file_param_tag_or_line_on_the_success_path(secret_folder, invoke, command):
+    """Each command run for real (the trials of the scorecard and the zoo at their smallest, the
+    report from the store without running its suite) with ``tracking.uri=http://USER:PASSWORD@…``
+    on its command line: exit 0, and the password is nowhere: not printed, not in a file (the
+    page's command line, ``plan.json``, ``.hydra/``), not in a run's params or tags (the parent
+    run's ``overrides``)."""
+    folder, proc = secret_folder
+    if command == "harness":
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    else:
+        args = [a for a in ARGS[command] if a != "+ablation=smoke"]
+        args += ["report.run=false"] if command == "analysis.report" else []
+        code, out, err = invoke(command, [*args, URI], folder)
+    assert code == 0, err[-3000:]
+    assert SECRET not in out + err
+    assert _with_secret(folder) == []
+    written = {"analysis.report": "report-tiny/report.md", "analysis.scorecard": "scorecard.md",
+               "analysis.zoo": "docs/zoo/plan.json"}.get(command)
+    assert written is None or any(str(p).endswith(written) for p in folder.rglob("*")), written
