@@ -204,15 +204,40 @@ def check_choices(args: Sequence[str], conf: Path | Sequence[Path] = CONF) -> st
     known = {g for c in confs if c.is_dir() for g in groups(c)}
     for override in parsed:
         group = override.key_or_group
-        if group not in known or override.is_delete() or override.is_sweep_override():
-            continue
-        value = override.value()
-        if not isinstance(value, str):
+        if group not in known or override.is_delete():
             continue
         allowed = sorted({o for c in confs for o in options(group, c)})
-        if value not in allowed:
-            return (f"{override.input_line}: no {group} {value!r}{suggest(value, allowed)} "
-                    f"(allowed: {', '.join(allowed)})")
+        error = sweep_problem(override, allowed)
+        if error:
+            return error
+        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
+        for value in values:
+            if isinstance(value, str) and value not in allowed:
+                return (f"{override.input_line}: no {group} {value!r}{suggest(value, allowed)} "
+                        f"(allowed: {', '.join(allowed)})")
+    return None
+
+
+def sweep_problem(override, allowed: Sequence[str] | None = None) -> str | None:
+    """Why the harness cannot run the sweep ``override`` (a parsed override; ``allowed``: its
+    group's options, None for a key), as one line; None if it can. Hydra's ``interval()`` is a
+    range for optimiser sweepers to sample, ``glob()`` selects a group's options (not expanded
+    here), and ``+ablation=a,b`` would sweep the ablation itself, which the harness never did:
+    it ran one default trial per value, and neither ablation's grid."""
+    from hydra.core.override_parser.types import Glob, IntervalSweep
+
+    value = override.value()
+    line = override.input_line
+    if isinstance(value, IntervalSweep):
+        return (f"{line}: interval() is a range for Hydra's optimiser sweepers to sample; the harness runs "
+                f"lists and ranges ({override.key_or_group}=0,1,2 or {override.key_or_group}=range(0,3))")
+    if isinstance(value, Glob):
+        matched = value.filter(list(allowed or []))
+        hint = f"; name them: {override.key_or_group}={','.join(matched)}" if matched else ""
+        return f"{line}: glob() is not expanded by the harness{hint}"
+    if override.key_or_group == "ablation" and override.is_sweep_override():
+        return (f"{line}: one ablation per command; run several with a suite (an ablation file with "
+                "suite: [NAME, ...], as conf/ablation/paper.yaml) or one command per ablation")
     return None
 
 
@@ -230,6 +255,74 @@ def schema_fields(source: Path = Path(__file__).with_name("config.py")) -> dict[
                                    and f.annotation.id in names else None)
                      for f in c.body if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)}
             for c in classes}
+
+
+@functools.lru_cache(maxsize=None)
+def schema_types(source: Path = Path(__file__).with_name("config.py")) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """``(class → {field → its annotation as written}, enum class → its members)`` of
+    :mod:`harness.config`, read from its source as :func:`schema_fields` is (no torch)."""
+    tree = ast.parse(source.read_text())
+    fields, enums = {}, {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if any(getattr(b, "id", None) == "Enum" for b in node.bases):
+            enums[node.name] = [t.id for a in node.body if isinstance(a, ast.Assign)
+                                for t in a.targets if isinstance(t, ast.Name)]
+        else:
+            fields[node.name] = {f.target.id: ast.unparse(f.annotation) for f in node.body
+                                 if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name)}
+    return fields, enums
+
+
+_BOOLS = ("true", "false", "yes", "no", "on", "off", "y", "n", "1", "0")  # what OmegaConf reads as bool
+
+
+def type_problem(annotation: str, value: Any, enums: dict[str, list[str]]) -> str | None:
+    """Why Hydra's parsed ``value`` cannot be a field annotated ``annotation`` (``int``,
+    ``Optional[float]``, an enum of :mod:`harness.config`), as OmegaConf would refuse it: e.g.
+    ``"takes an integer, not 'abc'"``; None if it can (or the annotation is not one checked here, or the
+    value is an interpolation left to OmegaConf)."""
+    optional = annotation.startswith("Optional[")
+    kind = annotation[len("Optional["):-1] if optional else annotation
+    if value is None:
+        return None if optional or kind not in ("int", "float", "bool", *enums) else "cannot be null"
+    if isinstance(value, str) and "${" in value:
+        return None
+    if kind == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)  # OmegaConf refuses 1e3 too
+        return None if ok or (isinstance(value, str) and value.strip().lstrip("+-").isdigit()) else f"takes an integer, not {value!r}"
+    if kind == "float":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None
+        try:
+            float(value)
+            return None
+        except (TypeError, ValueError):
+            return f"takes a number, not {value!r}"
+    if kind == "bool":
+        ok = isinstance(value, bool) or value in (0, 1) or str(value).lower() in _BOOLS
+        return None if ok else f"takes true or false, not {value!r}"
+    if kind in enums:
+        members = enums[kind]
+        return None if str(value) in members else f"takes one of {', '.join(members)}, not {value!r}{suggest(str(value), members)}"
+    return None
+
+
+def check_types(override, node: str, field: str) -> str | None:
+    """The value (each value of a sweep) of ``override`` that field ``field`` of schema ``node``
+    cannot hold, as an error naming it; None if all can (:func:`type_problem`)."""
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    fields, enums = schema_types()
+    annotation = fields.get(node, {}).get(field, "")
+    value = override.value()
+    values = value.list if isinstance(value, ChoiceSweep) else [] if override.is_sweep_override() else [value]
+    for one in values:
+        problem = type_problem(annotation, one, enums)
+        if problem:
+            return f"{override.input_line}: {override.key_or_group} {problem}"
+    return None
 
 
 def preset_family(group: str, preset: str, conf: Sequence[Path] = (CONF,)) -> str | None:
@@ -339,6 +432,9 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
         key = override.key_or_group
         if override.is_delete() or override.package or key in known_groups:
             continue
+        error = sweep_problem(override)
+        if error:
+            return error
         node = "Config"
         for i, part in enumerate(key.split(".")):
             fields = schemas[node]
@@ -347,8 +443,12 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
                 hint = suggest(part, list(fields))
                 return (f"{override.input_line}: no key {part!r} in {where}{hint} "
                         f"(allowed: {', '.join(fields)})")
-            node = fields[part]
+            parent, node = node, fields[part]
             if node is None:
+                if i == len(key.split(".")) - 1:  # a leaf of a schema: its type is known
+                    error = check_types(override, parent, part)
+                    if error:
+                        return error
                 break
         if node is None and key.split(".")[0] in ("task", "model") and "." in key:
             error = _check_preset_key(override, parsed, conf)

@@ -386,16 +386,33 @@ def experiment_name(cfg: DictConfig, trials: Sequence[Trial]) -> str:
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a mapping that repeats a key (PyYAML keeps the last value
+    silently; OmegaConf refuses it later with a 73-line traceback and no line number)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark)
+            seen.setdefault(key, key_node.start_mark.line)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_yaml(path: Path) -> Any:
-    """``path`` parsed, or :class:`SweepError` naming the file and line of a syntax error."""
+    """``path`` parsed, or :class:`SweepError` naming the file and line of a syntax error or of
+    a key given twice in one mapping."""
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as err:
         # where the broken construct starts (an unclosed "[" opened there), else where it broke
         mark = getattr(err, "context_mark", None) or getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = " ".join(str(getattr(err, "problem", None) or err).split())
-        raise SweepError(f"{where}: YAML syntax error: {problem}") from None
+        kind = "YAML error" if problem.startswith("duplicate key") else "YAML syntax error"
+        raise SweepError(f"{where}: {kind}: {problem}") from None
 
 
 def check_config_files(args: Sequence[str], conf: Path = CONF) -> None:

@@ -115,3 +115,31 @@ def test_a_password_in_the_uri_reaches_no_file_param_tag_or_line_on_the_success_
     written = {"analysis.report": "report-tiny/report.md", "analysis.scorecard": "scorecard.md",
                "analysis.zoo": "docs/zoo/plan.json"}.get(command)
     assert written is None or any(str(p).endswith(written) for p in folder.rglob("*")), written
+
+
+BAD = [("model=softmax,sofmax", "no model 'sofmax'; did you mean softmax?"),
+       ("seed=interval(0,1)", "interval() is a range for Hydra's optimiser sweepers"),
+       ("model=glob(soft*)", "glob() is not expanded by the harness; name them: model=softmax,"),
+       ("+ablation=smoke,load", "one ablation per command"),
+       ("train.max_steps=abc", "train.max_steps takes an integer, not 'abc'"),
+       ("seed=0,x", "seed takes an integer, not 'x'"),
+       ("train.optimizer=adm", "did you mean adam?"),
+       ("+ablation=twice", "twice.yaml:4: YAML error: duplicate key 'seed' (first on line 3)")]
+
+
+@pytest.mark.parametrize("command", list(ARGS))
+@pytest.mark.parametrize("bad, said", BAD, ids=[b for b, _ in BAD])
+def test_bad_input_is_one_line_and_exit_2_before_the_command_runs(tmp_path, invoke, seen, command, bad, said):
+    """Each command refuses a misspelled value inside a sweep, a sweep function it cannot run,
+    a sweep over the ablation (which ran one default trial per name and exited 0), a value of
+    the wrong type and a key given twice in an ablation file: one line, exit 2, nothing written,
+    from the shell's checks alone (the command's ``run`` is never reached)."""
+    conf = tmp_path / "conf" / "ablation"
+    conf.mkdir(parents=True)
+    (conf / "twice.yaml").write_text("name: twice\ngrid:\n  seed: range(2)\n  seed: range(3)\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    args = [bad, f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
+    code, out, err = invoke(command, args, work)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and said in err, err[-2000:]
+    assert list(work.iterdir()) == [] and seen == []
