@@ -457,6 +457,43 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
     return None
 
 
+def check_user_code(args: Sequence[str]) -> str | None:
+    """A ``model.target=package.module:Class`` among ``args`` that does not import, names no
+    such class (with "did you mean" among the module's ``nn.Module`` classes), or whose
+    constructor has no parameter for a ``model.kwargs.KEY`` given beside it (with "did you
+    mean"), as one line; None if none is given or all check out. Imports torch and the user's
+    module, and only then: the rest of the command line is checked already, and the mixer's
+    own code is the only place these names can be checked."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    lines = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra.")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception:  # noqa: BLE001 - Hydra reports its own grammar errors with their position
+        return None
+    targets = [o for o in parsed if o.key_or_group == "model.target" and not o.is_sweep_override()]
+    if not targets or not isinstance(targets[-1].value(), str):
+        return None
+    kwargs = [o.key_or_group.split(".", 2)[2].split(".")[0] for o in parsed
+              if o.key_or_group.startswith("model.kwargs.") and not o.is_delete()]
+    import inspect
+
+    from harness.models.external import _kwarg_hint, load_target
+
+    try:
+        cls = load_target(targets[-1].value())
+    except ValueError as err:
+        return " ".join(str(err).split())
+    params = inspect.signature(cls).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    for key in kwargs:
+        if key not in params:
+            return (f"model.kwargs.{key}: {cls.__name__}{inspect.signature(cls)} has no parameter {key!r}"
+                    f"{_kwarg_hint(cls, {key: None})}")
+    return None
+
+
 def check_names(args: Sequence[str]) -> str | None:
     """The first ``ablation.name=NAME`` among ``args`` (with ``+``/``++``, quoted or not) that
     cannot name an ablation (:func:`harness.paths.name_problem`: not UTF-8, over-long), as an
@@ -532,7 +569,8 @@ def precheck(usage: str, argv: Sequence[str] | None = None) -> None:
         print(help_text(usage), end="")
         sys.exit(0)
     dirs = config_dirs(args)
-    error = check_names(args) or (None if dirs is None else check_choices(args, dirs) or check_keys(args, dirs))
+    error = (check_names(args) or (None if dirs is None else check_choices(args, dirs) or check_keys(args, dirs))
+             or check_user_code(args))
     if error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

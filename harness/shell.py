@@ -13,7 +13,7 @@ In order, before anything heavy is imported (:func:`prepare`):
    function (``interval``, ``glob``) and value a schema can type-check (:func:`harness.cli.precheck`):
    exit 2 in one line, with "did you mean" where a name is close;
 3. the YAML files the command selects parse, without duplicate keys
-   (:func:`harness.expansion.check_config_files`): exit 2 naming file and line;
+   (:func:`harness.config_files.check_config_files`): exit 2 naming file and line;
 4. the command line's sweeps are taken out (:func:`harness.cli.take_sweeps`), and a dry run
    writes nothing of Hydra's (:data:`QUIET_HYDRA`).
 
@@ -103,11 +103,11 @@ def prepare(command: Command, args: Sequence[str]) -> tuple[list[str], list[str]
     except CredentialsError as err:
         _refuse(str(err))
     cli.precheck(command.usage, args)
-    from harness.expansion import SweepError, check_config_files
+    from harness.config_files import ConfigFileError, check_config_files
 
     try:  # a YAML syntax error or a duplicate key: one line with file and line
         check_config_files(args)
-    except SweepError as err:
+    except ConfigFileError as err:
         _refuse(str(err))
     argv, sweeps = cli.take_sweeps(["python", *args])
     argv = argv[1:]

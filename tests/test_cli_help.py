@@ -52,6 +52,22 @@ def test_cli_answers_help_and_typos_without_heavy_imports(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().endswith("[]"), out.stdout + out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # the one shell (harness.shell.prepare) of each of the five commands refuses a sweep value, a
+    # sweep function, an ablation sweep, a type and a key twice in a file without loading torch,
+    # Ray, MLflow or pandas (benchmarks/refusal_cpu.py measures what that costs)
+    conf = tmp_path.parent / f"{tmp_path.name}-conf" / "ablation"
+    conf.mkdir(parents=True)
+    (conf / "twice.yaml").write_text("name: twice\ngrid:\n  seed: 0\n  seed: 1\n")
+    bad = ["model=softmax,sofmax", "seed=interval(0,1)", "+ablation=smoke,load", "train.max_steps=abc",
+           "model=glob(soft*)", "+ablation=twice"]
+    probe = ("import sys; from harness import shell\n"
+             f"for name in shell.COMMANDS:\n    for bad in {bad!r}:\n"
+             f"        try:\n            shell.prepare(shell.COMMANDS[name], [bad, 'hydra.searchpath=[file://{conf.parent}]'])\n"
+             "        except SystemExit as e:\n            print(e.code)\n"
+             "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.stdout.split() == ["2"] * 30 + ["[]"], out.stdout + out.stderr
+    assert len(out.stderr.strip().splitlines()) == 30 and "Traceback" not in out.stderr
 
 
 def test_cuda_is_checked_where_trials_run(hydra_conf):

@@ -143,3 +143,21 @@ def test_bad_input_is_one_line_and_exit_2_before_the_command_runs(tmp_path, invo
     code, out, err = invoke(command, args, work)
     assert code == 2 and err.strip().splitlines() == [err.strip()] and said in err, err[-2000:]
     assert list(work.iterdir()) == [] and seen == []
+
+
+MIXER = [("model.target=zoo.linear_attention:LinearAtention", "did you mean 'LinearAttention'?"),
+         ("model.target=zoo.linear_atention:LinearAttention", "cannot import 'zoo.linear_atention'"),
+         ("model.kwargs.causl=true", "has no parameter 'causl'; did you mean model.kwargs.causal?")]
+
+
+@pytest.mark.parametrize("command", ["harness", "analysis.scorecard"])
+@pytest.mark.parametrize("bad, said", MIXER, ids=["class", "module", "keyword"])
+def test_a_misspelled_mixer_is_refused_before_any_trial_is_composed(tmp_path, invoke, seen, monkeypatch,
+                                                                    command, bad, said):
+    """The mixer's module, class and constructor keyword are checked by importing the mixer
+    alone, before the command composes its trials (the scorecard composed its 648 first)."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    args = ["model=external", "model.target=zoo.linear_attention:LinearAttention", bad, "scale=tiny"]
+    code, _, err = invoke(command, args, tmp_path)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and said in err, err[-2000:]
+    assert seen == [] and list(tmp_path.iterdir()) == []
