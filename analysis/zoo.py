@@ -222,16 +222,33 @@ def out_folder(cfg: DictConfig, cwd: Path) -> Path:
     return out if out.is_absolute() else cwd / out
 
 
+def check_out(out: Path, given) -> None:
+    """Refuse, before any trial, a ``zoo.out`` that cannot be the bundle's and pages' folder: a
+    file stands where it or a folder above it goes (the zoo used to run its whole sweep, then
+    fail with ``NotADirectoryError``).
+
+    Raises:
+        ZooInputError: naming the file.
+    """
+    files = [p for p in (out / FOLDER, out, *out.parents) if p.exists() and not p.is_dir()]
+    if files:
+        raise ZooInputError(f"zoo.out={given or 'docs'!r} cannot be written: {files[-1]} is a file where "
+                            "a folder goes; name a folder (the leaderboard is zoo.md inside it)")
+
+
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Run (or, with ``zoo.runs``, regenerate) as the module docstring says; the exit status."""
     from analysis import zoo_page
 
     out = out_folder(cfg, runtime.cwd)
     try:
+        check_out(out, cfg.zoo.out)
         if cfg.zoo.runs:
             given = Path(cfg.zoo.runs)
             given = given if given.is_absolute() else runtime.cwd / given
-            paths = zoo_page.render(given.parent, out)
+            # the file named is the one read (a folder: its runs.csv.gz), symmetry.csv and plan.json beside it
+            folder, runs = (given, None) if given.is_dir() else (given.parent, given)
+            paths = zoo_page.render(folder, out, runs)
         else:
             status, paths = _run(cfg, runtime, out)
             if status == 2 or cfg.dry_run:

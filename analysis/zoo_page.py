@@ -27,14 +27,15 @@ class BundleError(ValueError):
     """A bundle folder that cannot be read (exit 2, one line)."""
 
 
-def read(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """``(runs with arm and the error columns, symmetry rows, plan)`` of a bundle folder.
+def read(folder: Path, runs: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """``(runs with arm and the error columns, symmetry rows, plan)`` of a bundle folder; the
+    runs from the file ``runs`` where one is named (default ``folder/runs.csv.gz``).
 
     Raises:
         BundleError: a file of the bundle is missing or does not parse.
     """
     try:
-        bundle = read_bundle(folder / BUNDLE)
+        bundle = read_bundle(runs or folder / BUNDLE)
         sym = pd.read_csv(folder / SYMMETRY, keep_default_na=False, na_values=[""])
         plan = json.loads((folder / PLAN).read_text())
     except (OSError, ValueError, EOFError) as err:
@@ -158,14 +159,14 @@ def _header(df: pd.DataFrame, plan: dict) -> str:
             f"`{plan['commit']}`.")
 
 
-def render(folder: Path, out: Path) -> list[Path]:
-    """Write ``out/zoo.md`` and ``out/zoo/<arm>.md`` from the bundle in ``folder``; returns
-    their paths, the leaderboard first.
+def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
+    """Write ``out/zoo.md`` and ``out/zoo/<arm>.md`` from the bundle in ``folder`` (its runs
+    from the file ``runs`` where one is named); returns their paths, the leaderboard first.
 
     Raises:
         BundleError: as :func:`read`.
     """
-    df, sym, plan = read(folder)
+    df, sym, plan = read(folder, runs)
     header = _header(df, plan)
     parts, ref = plan["parts"], plan["reference"]
     board = [p for p in parts if p.get("leaderboard")]

@@ -44,6 +44,14 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     assert out2.strip() == f"zoo: {offline / 'again' / 'zoo.md'} (2 mixer pages)"
     assert _files(offline / "again") == _files(run / "out")  # identical Markdown, every page
     assert sorted(p.name for p in offline.iterdir()) == ["again"]
+    # zoo.runs naming a file reads that file, not the runs.csv.gz of its folder (there is none)
+    import shutil
+
+    shutil.copytree(run / "out" / "zoo", offline / "b")
+    (offline / "b" / "runs.csv.gz").rename(offline / "b" / "other.csv.gz")
+    code, out4, err4 = invoke("analysis.zoo", ["zoo.runs=b/other.csv.gz", "zoo.out=named"], offline)
+    assert code == 0 and err4 == "", err4[-2000:]
+    assert _files(offline / "named") == _files(run / "out")
 
     code, out3, err3 = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)  # the resume: nothing left
     assert code == 0, err3[-2000:]
@@ -106,3 +114,15 @@ def test_a_pipe_in_a_leaderboard_cell_is_escaped_and_keeps_the_rows_columns():
     row = _row(["`retnet_bidir`", "Sun et al. 2023, decay γ^|n−m| (bidirectional)", "512"])
     assert row == "| `retnet_bidir` | Sun et al. 2023, decay γ^\\|n−m\\| (bidirectional) | 512 |"
     assert len(re.split(r"(?<!\\)\|", row.strip("|"))) == 3
+
+
+@pytest.mark.parametrize("out", ["afile", "afile/below"])
+def test_a_zoo_out_that_is_a_file_is_refused_before_any_trial(tmp_path, invoke, out):
+    """``zoo.out`` naming a file (or a folder under one) ran the whole sweep, then ended in
+    ``NotADirectoryError``; now one line and exit 2 before the store is opened or an arm built."""
+    (tmp_path / "afile").write_text("")
+    code, out_, err = invoke("analysis.zoo", [*BASE, ARMS, f"zoo.out={out}"], tmp_path)
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: zoo.out='{out}' cannot be written: {tmp_path / 'afile'} is a file where a folder goes; "
+        "name a folder (the leaderboard is zoo.md inside it)"], err[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
