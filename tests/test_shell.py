@@ -161,3 +161,29 @@ def test_a_misspelled_mixer_is_refused_before_any_trial_is_composed(tmp_path, in
     code, _, err = invoke(command, args, tmp_path)
     assert code == 2 and err.strip().splitlines() == [err.strip()] and said in err, err[-2000:]
     assert seen == [] and list(tmp_path.iterdir()) == []
+
+
+DAMAGED = {"harness": [*TINY, "dry_run=true"], "analysis": TINY,
+           "analysis.report": ["scale=tiny", "report.suite=smoke", "report.run=false", *TINY],
+           "analysis.scorecard": ["model=deepsets", "scale=tiny", "task=nearest", "dry_run=true", *TINY[:-2]],
+           "analysis.zoo": ["scale=tiny", ONE_ARM, "task=nearest", "dry_run=true", *TINY[:-2]]}
+
+
+@pytest.mark.parametrize("command", list(DAMAGED))
+def test_a_damaged_store_is_one_line_and_exit_2_for_every_command(tmp_path, populated, invoke, command):
+    """A store whose pages are overwritten (``database disk image is malformed``): the sweep
+    said so in one line, but ``python -m analysis``, the report from the store and every dry
+    run ended in SQLite's traceback; now every command names the store and what to do."""
+    from conftest import copy_populated
+
+    copy_populated(populated, tmp_path)
+    db = tmp_path / "mlflow.db"
+    data = bytearray(db.read_bytes())
+    for page in range(2 * 4096, len(data), 4096):  # every page past the first two: its cells overwritten
+        data[page + 100:page + 400] = b"\xff" * 300
+    db.write_bytes(bytes(data))
+    before = db.read_bytes()
+    code, out, err = invoke(command, DAMAGED[command], tmp_path)
+    assert code == 2 and err.strip().splitlines() == [err.strip()], err[-3000:]
+    assert f"tracking store {db} is damaged" in err and "database disk image is malformed" in err
+    assert db.read_bytes() == before and not (tmp_path / "outputs").exists()
