@@ -244,6 +244,29 @@ class Setup:
     augment: torch.Generator | None = None
 
 
+def check_finite(sets: dict[str, list[Batch]]) -> None:
+    """Every float ``x`` and ``y`` of ``sets`` (split name → its batches) is finite: checked on
+    the preflight's sample (:func:`harness.validate.check_data`) and on every set a trial builds
+    (:func:`prepare`), so that a NaN or inf anywhere in a task's data is named as the data's
+    fault, not trained on and reported as "diverged" or as missing metrics. Token ids
+    (integers) are not checked.
+
+    Raises:
+        ValueError: naming the split, the tensor, how many values are not finite, and that the
+            task's data (its ``sample``), not the training, is at fault.
+    """
+    for split, batches in sets.items():
+        for batch in batches:
+            for name in ("x", "y"):
+                tensor = getattr(batch, name)
+                if tensor is not None and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    bad = int((~torch.isfinite(tensor)).sum())
+                    raise ValueError(f"the task's generated data is not finite: {bad} of {tensor.numel()} values "
+                                     f"of its {split} {name} (shape {tuple(tensor.shape)}) are NaN or inf; "
+                                     "the data, not the training, is at fault (the task's sample()); "
+                                     "allowed: finite values only")
+
+
 def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setup:
     """Build a trial's task (with its learned ``E``/``U`` initialised), data, model and minibatch
     stream on ``dev`` from the independent streams described in :func:`run_trial`. ``shared``:
@@ -251,7 +274,9 @@ def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setu
     whose validation and test sets are taken instead of built again (the same data).
 
     Raises:
-        ValueError: for non-positive train sizes, or impossible task/model sizes.
+        ValueError: for non-positive train sizes, impossible task/model sizes, or data that is
+            not finite (:func:`check_finite`; shared validation and test sets were checked
+            where they were built).
     """
     dtype = DTYPES[cfg.train.dtype]
     if cfg.train.max_steps <= 0 or cfg.train.batch_size <= 0 or cfg.train.eval_every <= 0:
@@ -263,6 +288,8 @@ def prepare(cfg: Config, dev: torch.device, shared: Setup | None = None) -> Setu
         task.share_data(shared.task)
     train, val = task.train_set(cfg.seed), task.val_set()
     tests = task.test_sets()
+    check_finite({"train": train, **({} if shared is not None else {"val": val, **{
+        f"test{'/' + key if key else ''}": batches for key, batches in tests.items()}})})
     model = build_model(cfg.model, task.d, task.n_max, generator(cfg.seed, "init")).to(dtype)
     rotation = cfg.task.rotation
     Q = rotation_matrix(cfg, task.d, dtype) if rotation is not Rotation.none else None

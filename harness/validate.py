@@ -18,7 +18,7 @@ from harness.external_check import check as check_external
 from harness.pack import resolve_pack_size
 from harness.pairs import check_pairs
 from harness.expansion import SweepError, Trial
-from harness.trial import DTYPES, STEPS_TO_TARGETS, resolve_device
+from harness.trial import DTYPES, STEPS_TO_TARGETS, check_finite, resolve_device
 from tasks import TASKS, build_task
 from tasks.base import resolve_eval_seed
 
@@ -114,16 +114,7 @@ def check_data(task, seed: int) -> None:
                "test": (sorted({*task.lengths, *task.test_ns}), cfg.n_test)}
     sets = {split: [task.sample_split(split, n, min(size, PREFLIGHT_N), seed) for n in ns]
             for split, (ns, size) in lengths.items() if size > 0}
-    for split, batches in sets.items():
-        for batch in batches:
-            for name in ("x", "y"):
-                tensor = getattr(batch, name)
-                if tensor is not None and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                    bad = int((~torch.isfinite(tensor)).sum())
-                    raise ValueError(f"the task's generated data is not finite: {bad} of {tensor.numel()} values "
-                                     f"of its {split} {name} (shape {tuple(tensor.shape)}) are NaN or inf; "
-                                     "the data, not the training, is at fault (the task's sample()); "
-                                     "allowed: finite values only")
+    check_finite(sets)
 
 
 def _streams(task_cfg):

@@ -140,3 +140,44 @@ def test_a_task_whose_data_is_not_finite_is_refused_by_the_preflight(hydra_conf,
     assert len(message.splitlines()) == 1
     good = compose_trial(["task.n_train=16", "task.n_val=8", "task.n_test=8"], [])
     preflight([good], "cpu")  # a task of the paper passes
+
+
+LATE_NAN_TASK = '''
+import torch
+from tasks.base import Batch, RegressionTask
+
+
+class LateNan(RegressionTask):
+    """Finite in the first 256 examples of a set (all the preflight draws), a NaN target in
+    example 300 of a larger one (a user's bug in sample() that the sample does not reach)."""
+
+    def __init__(self, cfg, dtype=torch.float32):
+        super().__init__(cfg, dtype)
+        self.d = 4
+        self.set_lengths([3])
+
+    def sample(self, g, size, n):
+        x = torch.randn(size, n, self.d, generator=g, dtype=self.dtype)
+        y = x.clone()
+        if size > 300:
+            y[300, 0, 0] = float("nan")
+        return Batch(x=x, y=y)
+'''
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("split", ["task.n_train", "task.n_test"])
+def test_a_nan_beyond_the_preflights_sample_is_named_as_the_datas_fault(tmp_path, invoke, monkeypatch, split):
+    """Before: trained on and reported as DIVERGED with exit 0 (a NaN in the training set), or
+    as ``KeyError: metrics have neither 'rel_mse' nor 'acc'`` (in the test set). Now the trial
+    fails (exit 1) naming the data, the split and the tensor."""
+    (tmp_path / "late_nan_task.py").write_text(LATE_NAN_TASK)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sizes = {"task.n_train": 32, "task.n_val": 16, "task.n_test": 16, split: 512}
+    code, out, err = invoke("harness", ["cluster=serial", "task=external", "task.target=late_nan_task:LateNan",
+                                        "train.max_steps=4", "train.eval_every=2", "summary=false",
+                                        *(f"{k}={v}" for k, v in sizes.items())], tmp_path)
+    where = "train y" if split == "task.n_train" else "test y"
+    assert code == 1, (out + err)[-3000:]
+    assert f"of its {where} (shape" in err and "the data, not the training, is at fault" in err, err[-3000:]
+    assert "KeyError" not in err and "diverged" not in (out + err).lower().replace("0 diverged", "")
