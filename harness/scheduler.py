@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import torch
 
 from harness.config import ClusterConfig, SchedulerKind
+from harness.ray_job import driver_runtime_env
 from tasks.user_code import runtime_env
 from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
 from harness.records import Outcome, Trial
@@ -337,7 +338,8 @@ class RayScheduler:
             # its workers at cluster.worker_niceness, not Ray's 15 (harness/config.py says why)
             self._start_local()
         else:
-            ray.init(address=self.cfg.address or "auto", log_to_driver=False, runtime_env=runtime_env())
+            ray.init(address=self.cfg.address or "auto", log_to_driver=False,
+                     runtime_env=driver_runtime_env(runtime_env()))  # merged with a Ray job's own
             total = ray.cluster_resources()
             print(f"joined Ray cluster at {ray.get_runtime_context().gcs_address} "
                   f"({sum(1 for n in ray.nodes() if n.get('Alive'))} nodes, "

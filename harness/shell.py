@@ -122,12 +122,18 @@ def _refuse(message: str) -> NoReturn:
 
 
 def call(command: Command, cfg, runtime: cli.Runtime) -> int:
-    """``command``'s run on the composed ``cfg``: its exit status. A damaged SQLite store met
-    by any command (``database disk image is malformed``) is exit 2 in one line naming the
-    store and what to do (:func:`harness.store.check_sqlite`), not a traceback."""
+    """``command``'s run on the composed ``cfg``: its exit status. Refused first (exit 2, one
+    line): a local store inside a Ray job's copy of its working folder, where its runs would be
+    lost (:func:`harness.ray_job.store_in_job_copy`). A damaged SQLite store met by any command
+    (``database disk image is malformed``) is exit 2 in one line naming the store and what to
+    do (:func:`harness.store.check_sqlite`), not a traceback."""
     if command.summary and runtime.summarise is None:
         module, name = command.summary.split(":")
         runtime = cli.Runtime(**{**runtime.__dict__, "summarise": getattr(importlib.import_module(module), name)})
+    problem = _store_in_job_copy(cfg, runtime)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         return command.function()(cfg, runtime)
     except Exception as err:  # noqa: BLE001 - only a damaged store is answered, the rest re-raised
@@ -136,6 +142,23 @@ def call(command: Command, cfg, runtime: cli.Runtime) -> int:
             raise
         print(f"error: {damage}", file=sys.stderr)
         return 2
+
+
+def _store_in_job_copy(cfg, runtime: cli.Runtime) -> str | None:
+    """:func:`harness.ray_job.store_in_job_copy` for the configured local store (the SQLite
+    file and its artifact folder, as :func:`harness.store.resolve_store` places them); None
+    for a tracking server, or where a bundle is read instead of a store (``report.runs``,
+    ``zoo.runs``)."""
+    from harness.ray_job import store_in_job_copy
+
+    tracking = cfg.get("tracking")
+    kind = tracking.get("kind") if tracking is not None else None
+    offline = any((cfg.get(group) or {}).get("runs") for group in ("report", "zoo"))
+    if getattr(kind, "name", kind) != "local" or offline:
+        return None
+    db = runtime.cwd / str(tracking.db_path)
+    artifacts = runtime.cwd / str(tracking.artifact_root) if tracking.get("artifact_root") else db.parent / "mlartifacts"
+    return store_in_job_copy({"tracking store": db, "artifact folder": artifacts}, runtime.cwd)
 
 
 def _damaged_store(cfg, runtime: cli.Runtime, err: BaseException) -> str | None:

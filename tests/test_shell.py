@@ -187,3 +187,58 @@ def test_a_damaged_store_is_one_line_and_exit_2_for_every_command(tmp_path, popu
     assert code == 2 and err.strip().splitlines() == [err.strip()], err[-3000:]
     assert f"tracking store {db} is damaged" in err and "database disk image is malformed" in err
     assert db.read_bytes() == before and not (tmp_path / "outputs").exists()
+
+
+def _as_ray_job(monkeypatch, runtime_env: dict) -> None:
+    """This process as a Ray job's driver: the variable Ray's job supervisor sets."""
+    import json
+
+    from harness.ray_job import JOB_CONFIG_ENV
+
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": runtime_env,
+                                                   "metadata": {"job_submission_id": "raysubmit_x"}}))
+
+
+@pytest.mark.parametrize("command", list(DAMAGED))
+def test_a_store_in_a_ray_jobs_working_dir_copy_is_refused_before_any_trial(tmp_path, invoke, seen,
+                                                                             monkeypatch, command):
+    """Under ``ray job submit --working-dir .`` the default store was created inside Ray's copy
+    of the folder (``…/runtime_resources/working_dir_files/…/mlflow.db``): results nobody finds,
+    an empty store after any resubmission, deleted by Ray. Now every command refuses it in one
+    line naming the fixes; a store at an absolute path outside the copy, or a bundle, is used."""
+    _as_ray_job(monkeypatch, {"working_dir": "gcs://_ray_pkg_0123.zip"})
+    copy = tmp_path / "runtime_resources" / "working_dir_files" / "_ray_pkg_0123"
+    copy.mkdir(parents=True)
+    code, _, err = invoke(command, DAMAGED[command], copy)
+    assert code == 2 and err.strip().splitlines() == [err.strip()], err[-2000:]
+    assert f"tracking store {copy / 'mlflow.db'} lies in this Ray job's copy" in err
+    assert "tracking=server" in err and "tracking.db_path=/shared/mlflow.db" in err
+    assert seen == [] and list(copy.iterdir()) == []
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    code, _, err = invoke(command, [*DAMAGED[command], f"tracking.db_path={shared / 'mlflow.db'}",
+                                    f"tracking.artifact_root={shared / 'mlartifacts'}"], copy)
+    assert code == (2 if command == "analysis" else 0), err[-2000:]  # analysis: no runs there yet
+    assert "lies in this Ray job's copy" not in err
+
+
+def test_a_ray_jobs_py_modules_and_the_drivers_merge_without_the_override_variable(monkeypatch):
+    """``ray job submit --runtime-env-json '{"py_modules": [...]}'`` with a user mixer: Ray
+    refused the driver's own ``py_modules`` (exit 2 naming RAY_OVERRIDE_JOB_RUNTIME_ENV=1); the
+    driver now passes both lists and sets the variable itself, only in that case."""
+    from ray.runtime_env.runtime_env import _merge_runtime_env
+
+    from harness.ray_job import OVERRIDE_ENV, driver_runtime_env
+
+    own = {"py_modules": ["/work/examples/my_mixers"]}
+    environ: dict[str, str] = {}
+    assert driver_runtime_env(own, environ) == own and environ == {}  # not a job
+    _as_ray_job(monkeypatch, {"py_modules": ["gcs://_ray_pkg_job.zip"], "working_dir": "gcs://_ray_pkg_w.zip"})
+    environ = dict(__import__("os").environ)
+    job = {"py_modules": ["gcs://_ray_pkg_job.zip"], "working_dir": "gcs://_ray_pkg_w.zip"}
+    assert _merge_runtime_env(job, own) is None  # what Ray does with the driver's list alone
+    merged = driver_runtime_env(own, environ)
+    assert merged == {"py_modules": ["gcs://_ray_pkg_job.zip", "/work/examples/my_mixers"]}
+    assert environ[OVERRIDE_ENV] == "1"
+    assert _merge_runtime_env(job, merged, override=environ[OVERRIDE_ENV] == "1") == {**job, **merged}
+    assert driver_runtime_env(None, environ) is None  # no user module: nothing passed, nothing set
