@@ -58,6 +58,7 @@ from analysis.decision import Reason, Step
 from analysis.load import load_runs
 from analysis.trials import restrict
 from harness.cli import Runtime
+from harness.console import load_note
 
 ABLATION, MIXER, ALPHA = "scorecard", "MIXER", 0.05
 # the symmetry names of harness.models.common.SYMMETRIES → the metric each trial logs on its weights
@@ -341,7 +342,10 @@ def _minutes(seconds: float) -> str:
 def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: int,
                    command: str = "scorecard", what: str = "the mixer") -> None:
     """One line before the first trial: what is left to run and its expected CPU time (the
-    references' too when they are not in the store yet), and the wall time on ``cores`` free cores.
+    references' too when they are not in the store yet), and the wall time if ``cores`` cores
+    are free, with the load average where it is above this machine's cores
+    (:func:`harness.console.load_note`); the sweep replaces it with the measured rate once a
+    tenth of its trials are back.
     ``command``, ``what``: the line's prefix and the name of ``mine`` (the zoo: "the mixers")."""
     todo_refs = [t for t in refs if t.trial_id not in done]
     todo_mine = [t for t in mine if t.trial_id not in done]
@@ -349,8 +353,8 @@ def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: in
     refs_text = (f"references {len(todo_refs)} of {len(refs)} trials ≈ {_minutes(a)}; " if todo_refs
                  else f"references in the store ({len(refs)} trials); ")
     print(f"{command}: expected {refs_text}{what} {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
-          f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall on {cores} free cores, plus lr-edge reruns "
-          f"(costs: {COST_TABLE.name})", flush=True)
+          f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall if {cores} cores are free, plus lr-edge reruns "
+          f"(costs: {COST_TABLE.name}){load_note(os.cpu_count() or 1)}", flush=True)
 
 
 def _expand(cli: list[str], sweeps: list[str]) -> tuple[DictConfig, list, list, list[str], list[str]]:

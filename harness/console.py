@@ -9,6 +9,31 @@ from typing import TYPE_CHECKING, Collection
 
 from harness.records import SweepSummary
 
+MEASURED_AT = 0.1  # the share of a sweep's trials back when its measured rate replaces the estimate
+MEASURED_MIN_TRIALS = 10  # a shorter sweep prints no rate: its first trials include Ray's start-up
+
+
+def load_note(cores: int, load: float | None = None) -> str:
+    """What a printed duration assumes: ``""`` on a machine whose 1-minute load average is at
+    most ``cores``, else ``"; the load average is L on C cores: expect longer"``. ``load``:
+    the load average (default: this machine's now)."""
+    import os
+
+    load = os.getloadavg()[0] if load is None else load
+    return f"; the load average is {load:.1f} on {cores} cores: expect longer" if load > cores else ""
+
+
+def measured_line(name: str, back: int, total: int, elapsed_s: float, cores: int,
+                  load: float | None = None) -> str:
+    """The line that replaces a sweep's printed estimate once :data:`MEASURED_AT` of its
+    ``total`` trials are back (``back`` of them after ``elapsed_s`` seconds): the measured rate
+    on this machine as it is, and the time left at that rate (:func:`load_note` with it)."""
+    rate = back / max(elapsed_s, 1e-9) * 60
+    left = (total - back) / rate if rate > 0 else float("inf")
+    return (f"{name}: measured {back} of {total} trials in {elapsed_s / 60:.1f} min ({rate:.3g} trials/min on "
+            f"this machine as it is now): ≈ {left:.1f} min left, replacing the estimate above"
+            f"{load_note(cores, load)}")
+
 if TYPE_CHECKING:
     from harness.expansion import Trial
 

@@ -20,6 +20,8 @@ inside a call to the store.
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,7 @@ from typing import Callable, ContextManager, Mapping, Optional, Sequence
 
 from tqdm import tqdm
 
+from harness.console import MEASURED_AT, MEASURED_MIN_TRIALS, measured_line
 from harness.leases import lease_lost, now_ms
 from harness.records import Outcome, SweepSummary, Trial
 from harness.scheduler import RayScheduler, SerialScheduler
@@ -209,12 +212,18 @@ class Queue:
 
     def _tick(self) -> None:
         """One more trial back (recorded, or another invocation's): the bar's count and its
-        parts, which add up to it (done + failed + elsewhere = the count)."""
+        parts, which add up to it (done + failed + elsewhere = the count); once a tenth of a
+        sweep of at least ten trials is back, one line with the measured rate and the time left
+        (:func:`harness.console.measured_line`), which replaces any estimate printed before."""
         self.bar.update(1)
         parts = dict(done=self.bar.n - self.n_failed - self.n_elsewhere, failed=self.n_failed)
         if self.n_elsewhere:
             parts["elsewhere"] = self.n_elsewhere
         self.bar.set_postfix(**parts, remaining=self.bar.total - self.bar.n)
+        total = self.bar.total
+        if total >= MEASURED_MIN_TRIALS and self.bar.n == max(1, math.ceil(MEASURED_AT * total)):
+            tqdm.write(measured_line(self.bar.desc, self.bar.n, total, self.bar.format_dict["elapsed"],
+                                     os.cpu_count() or 1))
 
     def end(self, sweep: _Ablation) -> None:
         """The ablation's last trial is back: tally it, close its parent (FAILED if a record
