@@ -27,6 +27,7 @@ run, nothing recorded), 130 interrupted.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sqlite3
 import sys
@@ -37,6 +38,7 @@ from harness import cli
 
 # Hydra writes nothing of its own: no outputs/<name>/<time>/ folder, no .hydra/ copy, no log
 # file (a dry run of python -m harness and python -m analysis; the other three always).
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # a folder that turned read-only
 QUIET_HYDRA = ("hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=none")
 
 
@@ -136,6 +138,15 @@ def call(command: Command, cfg, runtime: cli.Runtime) -> int:
         return 2
     try:
         return command.function()(cfg, runtime)
+    except OSError as err:
+        if err.errno not in UNWRITABLE:
+            raise
+        # a folder that turned read-only under a running sweep (its artifact folder): the sweep
+        # has closed what it had open; one line, and the same command resumes once it is writable
+        print(f"error: cannot write {err.filename or 'a file'}: {err.strerror}; the sweep stopped (the trials "
+              "it recorded stay; the rest run when the same command is run again once that folder is "
+              "writable)", file=sys.stderr)
+        return 1
     except Exception as err:  # noqa: BLE001 - only a damaged store is answered, the rest re-raised
         damage = _damaged_store(cfg, runtime, err)
         if damage is None:

@@ -242,3 +242,31 @@ def test_a_ray_jobs_py_modules_and_the_drivers_merge_without_the_override_variab
     assert environ[OVERRIDE_ENV] == "1"
     assert _merge_runtime_env(job, merged, override=environ[OVERRIDE_ENV] == "1") == {**job, **merged}
     assert driver_runtime_env(None, environ) is None  # no user module: nothing passed, nothing set
+
+
+def test_an_artifact_folder_turned_read_only_mid_sweep_is_one_line_and_the_resume_completes(tmp_path, invoke,
+                                                                                           monkeypatch):
+    """An ``OSError`` (read-only file system) out of a claim ended the driver in a traceback;
+    now one ``error:`` line and exit 1, the parent closed KILLED, and the same command, once the
+    folder is writable, runs both trials."""
+    import errno
+
+    from harness import tracking
+
+    claim = tracking.Tracker.claim_batch
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(errno.EROFS, "Read-only file system", str(tmp_path / "mlartifacts"))
+
+    args = [*TINY[:-1], "task.n_train=16", "train.max_steps=4", "train.eval_every=2", "seed=0,1", "summary=false"]
+    monkeypatch.setattr(tracking.Tracker, "claim_batch", read_only)
+    code, out, err = invoke("harness", args, tmp_path)
+    errors = [line for line in err.splitlines() if line.startswith("error:") or "Traceback" in line]
+    assert code == 1 and errors == [f"error: cannot write {tmp_path / 'mlartifacts'}: Read-only file system; the "
+                                    "sweep stopped (the trials it recorded stay; the rest run when the same command "
+                                    "is run again once that folder is writable)"], err[-3000:]
+    with sqlite3.connect(tmp_path / "mlflow.db") as con:
+        assert con.execute("SELECT status FROM runs").fetchall() == [("KILLED",)]  # the parent, closed
+    monkeypatch.setattr(tracking.Tracker, "claim_batch", claim)
+    code, out, err = invoke("harness", args, tmp_path)
+    assert code == 0 and "2 trials: 0 already finished (skipped), 2 finished now" in out, err[-3000:]
