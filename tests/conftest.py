@@ -240,17 +240,28 @@ def shared_postgres_mlflow_server(postgres, tmp_path_factory):
 # ``pytest -m "not e2e"`` is the in-process tier whatever a new test forgets to mark.
 E2E_MODULES = {"test_cli_help", "test_cluster_recipe", "test_concurrency", "test_ray_lifetime",
                "test_signals", "test_slurm", "test_mlflow_ui", "test_faults"}
-E2E_FIXTURES = {"run_cli", "run_cli_module"}
+# the fixtures that start a driver process, a server or a Ray instance: a test asking for one
+# (itself or through another fixture) starts processes, so it is e2e
+E2E_FIXTURES = {"run_cli", "run_cli_module", "shared_ray", "shared_mlflow_server", "shared_postgres_mlflow_server",
+                "mlflow_server_uri", "postgres", "postgres_database", "postgres_mlflow_server_uri"}
+# the fixtures that open a store or call a command in-process: a test asking for one is
+# integration (marked here, never by hand: a hand-kept list drifted, 47 marked and ~58 not)
+INTEGRATION_FIXTURES = {"invoke", "run_in_process", "run_in_process_module", "populated", "migrated_store",
+                        "migrated_store_template", "trial_runs", *E2E_FIXTURES}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the process tests ``e2e`` (:data:`E2E_MODULES`, :data:`E2E_FIXTURES`); run the
+    """Mark the process tests ``e2e`` (:data:`E2E_MODULES`, :data:`E2E_FIXTURES`) and the tests
+    of a store, server, Ray or command ``integration`` (:data:`INTEGRATION_FIXTURES`); run the
     ``slow`` end-to-end tests first (under ``-n 2`` the long ones then overlap instead of ending
     the run on one worker); skip tests marked ``gpu`` where CUDA is unavailable."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
-        if module in E2E_MODULES or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if module in E2E_MODULES or E2E_FIXTURES & fixtures:
             item.add_marker(pytest.mark.e2e)
+        if INTEGRATION_FIXTURES & fixtures or "e2e" in item.keywords:
+            item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: "slow" not in item.keywords)  # stable: file order otherwise
     if torch.cuda.is_available():
         return
@@ -258,6 +269,45 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# What a test outside the e2e tier may not start (harness.shell's commands, Ray, an MLflow
+# server, PostgreSQL, Slurm, a browser): matched on a started process's command line. Short
+# helpers (git, uname) and torch's compile workers are not what the tier is about.
+PROCESS_WORDS = ("-m harness", "-m analysis", "-m benchmarks", "-m mlflow", "mlflow server", "mlflow ui", "raylet",
+                 "gcs_server", "ray/_private", "-m ray", "postgres", "initdb", "srun", "sbatch", "slurm",
+                 "chrom", "gunicorn", "uvicorn")
+
+
+def started_processes(argv) -> str | None:
+    """The command line of a started process if it is one of :data:`PROCESS_WORDS`', else None."""
+    line = " ".join(map(str, argv)) if isinstance(argv, (list, tuple)) else str(argv)
+    return line if any(word in line for word in PROCESS_WORDS) else None
+
+
+@pytest.fixture(autouse=True)
+def _processes_only_in_e2e(request, monkeypatch):
+    """Fail a test outside the ``e2e`` tier that starts a driver, Ray, a server or a daemon (a
+    test leaves that tier only by moving in-process); Ray's own ``ray.init`` counts as a start."""
+    if "e2e" in request.node.keywords:
+        yield
+        return
+    import subprocess
+
+    started: list[str] = []
+    popen_init = subprocess.Popen.__init__
+
+    def watched(self, args, *rest, **kwargs):
+        line = started_processes(args)
+        if line:
+            started.append(line)
+        popen_init(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", watched)
+    yield
+    if started:
+        pytest.fail(f"{request.node.nodeid} is not marked e2e but started {started[0][:200]!r} "
+                    f"({len(started)} processes): move it in-process or into the e2e tier (tests/conftest.py)")
 
 
 STALL_S = 600  # a subprocess of a test fails after this long without a byte of new output

@@ -8,6 +8,7 @@ from mlflow.tracking import MlflowClient
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # Ray's scheduler is what it tests: it starts a local instance
 def test_ablations_share_one_queue_and_each_is_recorded_as_its_own_sweep(tmp_path, hydra_conf, trial_runs):
     from harness.config import ClusterConfig, SchedulerKind
     from harness.loop import run_sweeps
