@@ -173,6 +173,14 @@ def test_readme_cluster_recipe_on_a_local_head(tmp_path, postgres):
             (count,) = conn.execute("SELECT count(*) FROM runs").fetchone()
             (owner,) = conn.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'runs'").fetchone()
         assert count == len(runs) and owner == "mlflow"
+
+        # the same job with the default store: it would record into Ray's copy of the working
+        # folder, which Ray deletes; refused before any trial, naming the fixes (harness.ray_job)
+        local = submit.split(" -- ", 1)[0] + " -- python -m harness +ablation=smoke dry_run=true"
+        job = shell(f"{activate} && {export} && {local}", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log, _ = job.communicate(timeout=600)
+        assert "lies in this Ray job's copy of its working folder" in log and "tracking=server" in log, log[-4000:]
+        assert job.returncode != 0 and "succeeded" not in log, log[-4000:]
     finally:
         for proc in reversed(started):
             _stop(proc)
