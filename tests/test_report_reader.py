@@ -22,10 +22,9 @@ ABLATION = "knowledge_size"  # 75 trials: small enough to draw in seconds, and i
 MARK = 1.234e-05  # a stored measurement no computation gives: proves the E rows are read back
 
 
-@pytest.fixture(scope="module")
-def regenerated(tmp_path_factory, run_cli_module):
-    """``(process, report text, out folder, cwd)`` of one regeneration from a one-ablation bundle."""
-    work = tmp_path_factory.mktemp("reader")
+def _regenerate(work: Path, run) -> tuple:
+    """``(process, report text, out folder, cwd)`` of one regeneration from a one-ablation
+    bundle in ``work``, the command called by ``run`` (a process, or in-process)."""
     full = bundle_mod.read_bundle(ROOT / "docs" / "report" / "runs.csv.gz")
     small = full[(full["ablation"] == ABLATION) | (full["role"] == "plan")]
     measured = bundle_mod.measurements()
@@ -36,12 +35,20 @@ def regenerated(tmp_path_factory, run_cli_module):
     cwd = work / "cwd"
     cwd.mkdir()
     out = work / "out"
-    proc = run_cli_module(["analysis.report", f"report.runs={path}", f"report.out={out}/r.md"], cwd)
+    proc = run(["analysis.report", f"report.runs={path}", f"report.out={out}/r.md"], cwd)
     return proc, (out / "r.md").read_text() if (out / "r.md").exists() else "", out, cwd
 
 
-def test_regeneration_prints_only_its_results_and_writes_only_into_its_folder(regenerated):
-    proc, report, out, cwd = regenerated
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory, run_in_process_module):
+    """:func:`_regenerate` in-process: what the report says (the process is tested once, by
+    :func:`test_regeneration_prints_only_its_results_and_writes_only_into_its_folder`)."""
+    return _regenerate(tmp_path_factory.mktemp("reader"), run_in_process_module)
+
+
+def test_regeneration_prints_only_its_results_and_writes_only_into_its_folder(tmp_path, run_cli):
+    """As a process: what it prints (no matplotlib INFO, no Hydra log lines) and writes."""
+    proc, report, out, cwd = _regenerate(tmp_path, run_cli)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:-1]] == [c.id for c in __import__("analysis.paper").paper.CLAIMS]
