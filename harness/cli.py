@@ -1,8 +1,10 @@
 """What the command lines do before anything heavy is imported: ``--help``, and a check of every
-config-group choice (``model=…``, ``task=…``, ``+ablation=…``) against the files in ``conf/`` and
-of every key of a schema-backed node (``train.max_steps``, ``seed``, with or without ``+``)
-against its dataclass, with "did you mean" for a misspelling, and of ``ablation.name`` (UTF-8, at
-most MLflow's 500 characters). Imports only the standard library, PyYAML and Hydra's override
+config-group choice (``model=…``, ``task=…``, ``+ablation=…``, each value of a sweep too) against
+the files in ``conf/``, of every key of a schema-backed node (``train.max_steps``, ``seed``, with
+or without ``+``) against its dataclass and of its value against the field's type, with "did you
+mean" for a misspelling, of the sweep functions the harness cannot run (``interval``, ``glob``,
+a sweep over ``+ablation``), and of ``ablation.name`` (UTF-8, at most MLflow's 500 characters).
+A ``model.target`` is checked by importing the mixer alone (:func:`check_user_code`, torch with it). Imports only the standard library, PyYAML and Hydra's override
 parser, so ``--help`` and a typo's message come back without loading torch, Ray or MLflow; only
 a ``task.KEY``/``model.KEY`` override loads the task and model registries (torch) to read the
 presets' schemas.

@@ -18,8 +18,9 @@ In order, before anything heavy is imported (:func:`prepare`):
    writes nothing of Hydra's (:data:`QUIET_HYDRA`).
 
 Then the command runs under Hydra (:func:`harness.cli.hydra_shell`) through :func:`call`: a
-``dry_run=true`` is the command's own plan (every command reads ``cfg.dry_run``); a damaged
-store met on the way is one line and exit 2, whichever command read it.
+``dry_run=true`` is the command's own plan (every command reads ``cfg.dry_run``); a store in
+a Ray job's working-dir copy is refused, and a damaged store met on the way is one line and
+exit 2, whichever command read it.
 
 Exit status of every command: 0 done (or a dry run), 1 some trials failed, 2 bad input (nothing
 run, nothing recorded), 130 interrupted.
@@ -128,7 +129,9 @@ def call(command: Command, cfg, runtime: cli.Runtime) -> int:
     line): a local store inside a Ray job's copy of its working folder, where its runs would be
     lost (:func:`harness.ray_job.store_in_job_copy`). A damaged SQLite store met by any command
     (``database disk image is malformed``) is exit 2 in one line naming the store and what to
-    do (:func:`harness.store.check_sqlite`), not a traceback."""
+    do (:func:`harness.store.check_sqlite`), not a traceback; a file or folder that turned
+    read-only under a running sweep (``EACCES``, ``EPERM``, ``EROFS``) is exit 1 in one line
+    (the sweep has closed what it had open; the same command resumes)."""
     if command.summary and runtime.summarise is None:
         module, name = command.summary.split(":")
         runtime = cli.Runtime(**{**runtime.__dict__, "summarise": getattr(importlib.import_module(module), name)})
