@@ -270,3 +270,15 @@ def test_an_artifact_folder_turned_read_only_mid_sweep_is_one_line_and_the_resum
     monkeypatch.setattr(tracking.Tracker, "claim_batch", claim)
     code, out, err = invoke("harness", args, tmp_path)
     assert code == 0 and "2 trials: 0 already finished (skipped), 2 finished now" in out, err[-3000:]
+
+
+def test_the_refusal_benchmark_times_every_command_against_its_baseline(tmp_path):
+    """benchmarks/refusal_cpu.py (run by hand: it starts processes) covers the five commands of
+    the table and holds each case to the baseline its budget names."""
+    from benchmarks import refusal_cpu
+
+    cases = refusal_cpu.cases(tmp_path)
+    assert set(refusal_cpu.COMMANDS) == set(shell.COMMANDS)
+    assert sum(against == "pass" for _, against in cases.values()) == 5 * len(refusal_cpu.REFUSALS)
+    assert sum(against == "torch" for _, against in cases.values()) == 2 * len(refusal_cpu.MIXER)
+    assert set(refusal_cpu.BUDGET_S) == {"pass", "torch"}
