@@ -8,9 +8,10 @@ case alike), the CPU seconds (user + sys of the child, ``getrusage``) of:
 * each refusal the shell answers from the command line alone (a misspelled key, preset, value
   in a sweep, sweep function, ablation sweep, value of the wrong type, a key twice in an
   ablation file), on each of the five commands: budget ≤ 1.0 CPU-s over ``python -c pass``;
-* a mixer's misspelled module, class and constructor keyword (``model=external``), on
-  ``python -m harness`` and ``python -m analysis.scorecard``: budget ≤ 1.5 CPU-s over
-  ``python -c 'import torch'`` (the mixer's own module imports torch).
+* a mixer's misspelled module, class and constructor keyword (``model=external``) and a user
+  task's misspelled class (``task=external``), on ``python -m harness`` and ``python -m
+  analysis.scorecard``: budget ≤ 1.5 CPU-s over ``python -c 'import torch'`` (the user's own
+  module imports torch).
 
 Each refusal must exit 2 with one ``error:`` line (asserted). Prints a Markdown table: median
 CPU-s, the median excess over its baseline, the budget, and whether it holds; and the load
@@ -45,6 +46,7 @@ MIXER = {  # refusals only the mixer's code can answer: its module is imported (
     "mixer module": ["model=external", "model.target=zoo.linear_atention:LinearAttention"],
     "mixer class": ["model=external", "model.target=zoo.linear_attention:LinearAtention"],
     "mixer keyword": ["model=external", "model.target=zoo.linear_attention:LinearAttention", "model.kwargs.causl=true"],
+    "task class": ["task=external", "task.target=my_tasks:RuningMean"],
 }
 BUDGET_S = {"pass": 1.0, "torch": 1.5}
 

@@ -460,12 +460,12 @@ def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | Non
 
 
 def check_user_code(args: Sequence[str]) -> str | None:
-    """A ``model.target=package.module:Class`` among ``args`` that does not import, names no
-    such class (with "did you mean" among the module's ``nn.Module`` classes), or whose
-    constructor has no parameter for a ``model.kwargs.KEY`` given beside it (with "did you
-    mean"), as one line; None if none is given or all check out. Imports torch and the user's
-    module, and only then: the rest of the command line is checked already, and the mixer's
-    own code is the only place these names can be checked."""
+    """A ``model.target``/``task.target=package.module:Class`` among ``args`` that does not
+    import, names no such class (with "did you mean" among the module's classes of that kind),
+    or whose constructor has no parameter for a ``model.kwargs.KEY``/``task.kwargs.KEY`` given
+    beside it (with "did you mean"), as one line; None if none is given or all check out.
+    Imports torch and the user's module, and only then: the rest of the command line is checked
+    already, and the user's own code is the only place these names can be checked."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     lines = [a for a in args if not a.startswith("-") and "=" in a and not a.startswith("hydra.")]
@@ -473,26 +473,41 @@ def check_user_code(args: Sequence[str]) -> str | None:
         parsed = OverridesParser.create().parse_overrides(lines)
     except Exception:  # noqa: BLE001 - Hydra reports its own grammar errors with their position
         return None
-    targets = [o for o in parsed if o.key_or_group == "model.target" and not o.is_sweep_override()]
-    if not targets or not isinstance(targets[-1].value(), str):
-        return None
-    kwargs = [o.key_or_group.split(".", 2)[2].split(".")[0] for o in parsed
-              if o.key_or_group.startswith("model.kwargs.") and not o.is_delete()]
+    for group in ("model", "task"):
+        targets = [o for o in parsed if o.key_or_group == f"{group}.target" and not o.is_sweep_override()]
+        if not targets or not isinstance(targets[-1].value(), str):
+            continue
+        kwargs = [o.key_or_group.split(".", 2)[2].split(".")[0] for o in parsed
+                  if o.key_or_group.startswith(f"{group}.kwargs.") and not o.is_delete()]
+        error = _check_target(group, targets[-1].value(), kwargs)
+        if error:
+            return error
+    return None
+
+
+def _check_target(group: str, target: str, kwargs: Sequence[str]) -> str | None:
+    """:func:`check_user_code` for one ``group`` (``model``: ``cls(d, n_max, generator,
+    **kwargs)``; ``task``: ``cls(cfg, dtype, **kwargs)``)."""
     import inspect
 
-    from harness.models.external import _kwarg_hint, load_target
+    from tasks.user_code import did_you_mean
 
+    if group == "model":
+        from harness.models.external import load_target
+    else:
+        from tasks.external import load_task_class as load_target
     try:
-        cls = load_target(targets[-1].value())
+        cls = load_target(target)
     except ValueError as err:
         return " ".join(str(err).split())
     params = inspect.signature(cls).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return None
+    names = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL][2 if group == "task" else 3:]
     for key in kwargs:
         if key not in params:
-            return (f"model.kwargs.{key}: {cls.__name__}{inspect.signature(cls)} has no parameter {key!r}"
-                    f"{_kwarg_hint(cls, {key: None})}")
+            hint = did_you_mean(key, names).replace("mean '", f"mean {group}.kwargs.").replace("'?", "?")
+            return f"{group}.kwargs.{key}: {cls.__name__}{inspect.signature(cls)} has no parameter {key!r}{hint}"
     return None
 
 

@@ -272,6 +272,18 @@ def test_an_artifact_folder_turned_read_only_mid_sweep_is_one_line_and_the_resum
     assert code == 0 and "2 trials: 0 already finished (skipped), 2 finished now" in out, err[-3000:]
 
 
+@pytest.mark.parametrize("bad, said", [
+    ("task.target=my_tasks:RuningMean", "did you mean 'RunningMean'?"),
+    ("task.kwargs.nn=6", "has no parameter 'nn'; did you mean task.kwargs.n?")], ids=["class", "keyword"])
+def test_a_misspelled_task_class_or_keyword_is_refused_before_any_trial_is_composed(tmp_path, invoke, seen,
+                                                                                    monkeypatch, bad, said):
+    """A user task's class and constructor keywords are checked as a mixer's are."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    code, _, err = invoke("harness", ["task=external", "task.target=my_tasks:RunningMean", bad], tmp_path)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and said in err, err[-2000:]
+    assert seen == [] and list(tmp_path.iterdir()) == []
+
+
 def test_the_refusal_benchmark_times_every_command_against_its_baseline(tmp_path):
     """benchmarks/refusal_cpu.py (run by hand: it starts processes) covers the five commands of
     the table and holds each case to the baseline its budget names."""
