@@ -20,6 +20,7 @@ def _state(path: Path) -> tuple:
     return (path.exists(), *((path.stat().st_size, path.stat().st_mtime_ns) if path.exists() else ()))
 
 
+@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
 @pytest.mark.slow
 def test_smoke_ablation_end_to_end_on_ray(tmp_path):
     # the README's first command may have left a store in the checkout: it must stay untouched
@@ -106,6 +107,7 @@ def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke, migrated_st
     assert "3 trials: 2 already finished (skipped), 1 finished now" in out, err[-3000:]
 
 
+@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
 def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
     extra = tmp_path / "myconf"
     (extra / "ablation").mkdir(parents=True)
@@ -119,6 +121,7 @@ def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
     assert "dir: outputs/" in proc.stdout
 
 
+@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
 @pytest.mark.parametrize("searchpath", [False, True])
 def test_cfg_hydra_resolve_prints_the_resolved_output_folder(tmp_path, searchpath):
     """Issue 12: ``--cfg hydra --resolve`` failed on ``hydra.run.dir`` (its ``${ablation.name}``
@@ -138,6 +141,7 @@ def test_cfg_hydra_resolve_prints_the_resolved_output_folder(tmp_path, searchpat
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
 # one folder with all three (it was two cases, one sweep and two analyses each: 55 CPU-s a case)
 @pytest.mark.parametrize("folder", ["My Experiments é 100%41 sure"])
 def test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started(tmp_path, folder):
