@@ -408,9 +408,38 @@ def _check_preset_key(override, parsed: Sequence, conf: Sequence[Path]) -> str |
         return None
     allowed = sorted({f for names in fields.values() for f in names})
     if key in allowed:
-        return None
+        return _check_preset_type(override, group, key, presets, conf) if rest == key else None
     return (f"{override.input_line}: no key {key!r} in {group} preset {', '.join(presets)}"
             f"{suggest(key, allowed)} (allowed: {', '.join(allowed)})")
+
+
+def _check_preset_type(override, group: str, key: str, presets: Sequence[str], conf: Sequence[Path]) -> str | None:
+    """The value (each value of a sweep) of ``override`` that field ``key`` of the presets'
+    schemas cannot hold (:func:`type_problem`; checked where every preset that has the field
+    gives it one type), as an error naming it; None otherwise."""
+    import dataclasses
+
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    if group == "task":
+        from tasks.registry import TASKS as registry
+    else:
+        from harness.models.registry import MODELS as registry
+    kinds = set()
+    for preset in presets:
+        schema = registry[preset_family(group, preset, conf)].schema
+        kinds |= {f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+                  for f in dataclasses.fields(schema) if f.name == key}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    value = override.value()
+    values = value.list if isinstance(value, ChoiceSweep) else [] if override.is_sweep_override() else [value]
+    for one in values:
+        problem = type_problem(kind, one, schema_types()[1])
+        if problem:
+            return f"{override.input_line}: {override.key_or_group} {problem}"
+    return None
 
 
 def check_keys(args: Sequence[str], conf: Sequence[Path] = (CONF,)) -> str | None:

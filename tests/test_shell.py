@@ -294,3 +294,12 @@ def test_the_refusal_benchmark_times_every_command_against_its_baseline(tmp_path
     assert sum(against == "pass" for _, against in cases.values()) == 5 * len(refusal_cpu.REFUSALS)
     assert sum(against == "torch" for _, against in cases.values()) == 2 * len(refusal_cpu.MIXER)
     assert set(refusal_cpu.BUDGET_S) == {"pass", "torch"}
+
+
+@pytest.mark.parametrize("bad", ["task.n_train=many", "task.n_train=64,x", "+task.n_train=abc"])
+def test_a_presets_value_of_the_wrong_type_is_one_line(tmp_path, invoke, seen, bad):
+    """A task or model preset's field is typed by its family's schema: Hydra's 7-line error,
+    after the imports, was what a wrong type there got."""
+    code, _, err = invoke("harness", ["+ablation=smoke", bad], tmp_path)
+    assert code == 2 and err.strip().splitlines() == [err.strip()] and "task.n_train takes an integer, not '" in err
+    assert seen == [] and list(tmp_path.iterdir()) == []
