@@ -25,7 +25,7 @@ def _files(folder: Path) -> dict[str, str]:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle(tmp_path, run_in_process):
-    proc = run_in_process(["analysis.report", "scale=tiny"], tmp_path)
+    proc = run_in_process(["analysis.report", "scale=tiny", "cluster=serial"], tmp_path)  # no Ray: in-process
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "outputs" / "report-tiny"
     report = (out / "report.md").read_text()
