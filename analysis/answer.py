@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 from scipy import stats as sps
 
-from analysis import prose, protocol, render, stability
-from analysis.decision import BlownUp, Interval, Label, Rule, Step
+from analysis import protocol, render, render_prose, stability
+from analysis.decision import Block, BlownUp, Decide, Flip, Interval, Label, Remedy, Rule, Step
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
 ALPHA = protocol.ALPHA
@@ -146,24 +146,23 @@ def seeds_needed(effect: float, sd: float, one_sided_alpha: float, power: float 
     return None
 
 
-def _at_floor(result: protocol.PartResult) -> str:
-    """Why both arms sit at their floor, or ''."""
+def _at_floor(result: protocol.PartResult) -> Decide | None:
+    """Why both arms sit at their floor, or None."""
     spec, delta = result.spec, float(result.spec["delta"])
     for rule in (Rule.RESOLUTION, Rule.AT_FLOOR):  # the analysis's resolution rule; the no-power floor clause
         fired = next((x for x in result.reasons if x.rule is rule), None)
         if fired:
-            return render.reason(fired)
+            return Decide(Remedy.FLOOR_RULE, (fired,))
     resolution = getattr(result, "resolution", None)
     if resolution is not None and not math.isnan(resolution) and resolution < delta:
-        return f"the largest effect this measurement can show is {resolution:.3g}, below δ = {delta:g}"
+        return Decide(Remedy.FLOOR_RESOLUTION, values=(float(resolution), delta))
     if str(spec["value"]) in ("error", "absent_error") and max(result.mean_a, result.mean_b) < delta:
-        return f"both arms within δ of 0 error ({_num(result.mean_a)}, {_num(result.mean_b)})"
-    return ""
+        return Decide(Remedy.FLOOR_ZERO, values=(float(result.mean_a), float(result.mean_b)))
+    return None
 
 
-REMEDIES = {Step.BUDGET: "a longer budget (×4 steps)", Step.LR_EDGE: "an lr past the grid edge",
-            Step.DIVERGED: "an lr at which no seed diverges", Step.NOT_LEARNED: "a budget or size at which the arms learn",
-            Step.NO_POWER: "a positive control that the same test contradicts"}
+REMEDIES = (Step.BUDGET, Step.LR_EDGE, Step.DIVERGED, Step.NOT_LEARNED, Step.NO_POWER)  # what lifts each:
+# analysis.render.REMEDY_WORDS
 
 
 def _threshold(result: protocol.PartResult) -> float:
@@ -173,41 +172,37 @@ def _threshold(result: protocol.PartResult) -> float:
     return delta
 
 
-def what_would_decide(result: protocol.PartResult) -> tuple[str, str]:
-    """``(why undecided, what would decide it)`` of an inconclusive part (module docstring's
-    rules, in order); ``("", "")`` for a decided one."""
+def what_would_decide(result: protocol.PartResult) -> Decide | None:
+    """Why an inconclusive part is undecided and what would decide it (module docstring's rules,
+    in order), as a :class:`analysis.decision.Decide` (:func:`analysis.render.decide` words it);
+    None for a decided one."""
     if result.verdict != protocol.INCONCLUSIVE:
-        return "", ""
+        return None
     if math.isnan(result.effect):
-        return render.reasons(result.reasons) or "no interval", "the missing runs"
+        return Decide(Remedy.NO_INTERVAL, tuple(result.reasons))
     floor = _at_floor(result)
     if floor:
-        return floor, "a harder task (not more seeds)"
+        return floor
     blown = next((r for r in result.reasons if r.rule.step is Step.BLOWUP), None)
     if blown:
-        return render.reason(blown), "an lr at which no seed blows up (the part decided without them agrees)"
+        return Decide(Remedy.BLOWUP, (blown,))
     steps = list(dict.fromkeys(r.rule.step for r in result.reasons))
     if result.test_alone in (protocol.SUPPORTED, protocol.CONTRADICTED):
-        failed = [s for s in steps if s in REMEDIES]
-        return (f"{', '.join(render.STEP_NAMES[s] for s in failed) or 'a precondition'} voids a "
-                f"{result.test_alone} interval", "; ".join(REMEDIES[s] for s in failed) or "the failed precondition lifted")
+        return Decide(Remedy.VOIDED, steps=tuple(s for s in steps if s in REMEDIES), verdict=result.test_alone)
     half = (result.hi95 - result.lo95) / 2
     n_now, sd = result.n_pairs, result.se * math.sqrt(max(result.n_pairs, 1))
+    threshold = 0.0
     if result.spec["test"] == "difference":
-        why = "the 95% interval includes 0"
         n = seeds_needed(abs(result.effect), sd, ALPHA / 2)
     else:
         threshold = _threshold(result)
         distance = abs(result.effect - threshold)
-        why = f"the interval straddles {'δ' if threshold > 0 else '−δ'}"
         if distance <= half:
-            return (f"the estimate {_num(result.effect)} sits within one half-width ({_num(half)}) of "
-                    f"{'δ' if threshold > 0 else '−δ'} = {_num(threshold)}", "not more seeds: the effect is about δ")
+            return Decide(Remedy.AT_MARGIN, values=(float(result.effect), float(half), threshold), threshold=threshold)
         inside = abs(result.effect) < float(result.spec["delta"])
         n = seeds_needed(distance, sd, ALPHA if inside else ALPHA / 2)
-    if n is None:
-        return why, f"more than {MAX_SEEDS:,} seeds at the observed spread (sd {_num(sd)})"
-    return why, f"about {max(n, n_now + 1)} paired seeds (now {n_now}; 80% power at the observed sd {_num(sd)})"
+    return Decide(Remedy.SEEDS, threshold=threshold, seeds=None if n is None else max(n, n_now + 1), now=n_now,
+                  sd=float(sd), most=MAX_SEEDS)
 
 
 def _key(result: protocol.PartResult) -> tuple:
@@ -297,11 +292,11 @@ class Line:
     preconditions: tuple[tuple[Step, float], ...]  # preconditions under FRAGILE δ from firing
     blocks: tuple[tuple[str, str], ...]  # (block, its label) where it differs from the verdict
     scale: str  # the scale column's label where it was run, else ""
-    scale_effect: str  # the scale column's estimate (the stability table's words)
-    loo: str  # a leave-one-seed-out flip (the stability table's words)
+    scale_effect: Block | None  # the scale column's decision where it was run
+    loo: Flip | None  # a leave-one-seed-out flip (the stability table's ``loo``)
     blown_up: tuple[BlownUp, ...]
     choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
-    result: protocol.PartResult = field(default=None, compare=False, repr=False)  # for what would decide it
+    decide: Decide | None = None  # why undecided and what would decide it (:func:`what_would_decide`)
 
 
 @dataclass(frozen=True)
@@ -375,6 +370,12 @@ def _blocks(result: protocol.PartResult, row: Mapping[str, Any] | None) -> tuple
                  if row.get(f"{b}_runs") and isinstance(row.get(b), str) and row[b] != result.verdict)
 
 
+def _typed(row: Mapping[str, Any] | None, key: str, kind: type) -> Any:
+    """A stability row's typed cell (``loo``, ``scale_block``), None where it has none."""
+    value = row.get(key) if row is not None else None
+    return value if isinstance(value, kind) else None
+
+
 def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, row: Mapping[str, Any] | None,
          units: Mapping[str, str]) -> Line:
     """One part's :class:`Line` on its component's row."""
@@ -386,10 +387,10 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
     return Line(tuple(labels), _task_code(spec), str(spec["role"]), result.verdict, has, lacks, str(spec["value"]),
                 _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
                 expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
-                scale if ran else "", str(row.get("scale_effect", "")) if ran else "",
-                str(row.get("loo_flip", "") or "") if row is not None else "", tuple(result.blown_up),
+                scale if ran else "", _typed(row, "scale_block", Block) if ran else None,
+                _typed(row, "loo", Flip), tuple(result.blown_up),
                 tuple(str(x) for x in spec.get("chosen_among") or spec["choose_b"]) if lacks == str(spec["b"]) else (),
-                result)
+                what_would_decide(result) if label_of(result, has) is Label.UNDECIDED else None)
 
 
 def augmentation(parts: Sequence[protocol.PartResult], units: Mapping[str, str]) -> Augmentation | None:
@@ -420,57 +421,70 @@ def rows(parts: Sequence[protocol.PartResult], stab: Mapping[tuple[str, str], Ma
     return out
 
 
-def trust_paragraph(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
-                    processors: Mapping[str, str], scale: str = "") -> str:
+@dataclass(frozen=True)
+class Scale:
+    """The scale the report measured at: the largest n_train, the steps per trial, the budget
+    reruns' factor, and the parts rerun at the larger scale (how many, at which n_train and steps)."""
+
+    n_train_max: int
+    steps: int
+    factor: int
+    at_scale: int = 0
+    scale_n_train: int = 0
+    scale_steps: int = 0
+
+
+@dataclass(frozen=True)
+class Trust:
+    """*How far to trust this* as values (:func:`trust`; :func:`analysis.render.trust` words it):
+    the deciding parts decided on a confirmation block (how many of how many, the seed spans,
+    how many keep their exploratory label; None without a stability table), the re-registered
+    deciding parts, the processor models, the scale, the parts rerun at the larger scale and
+    those that lose their verdict there (claim, part's headline, verdict → at scale; None
+    without a scale column), and the deciding parts against the distinct comparisons."""
+
+    confirmed: tuple[int, int, tuple[str, ...], int] | None
+    marked: int
+    deciding: int
+    models: tuple[str, ...]
+    scale: Scale | None
+    rerun: int | None
+    lost: tuple[tuple[str, str, str, str], ...]
+    distinct: int
+
+
+def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
+          processors: Mapping[str, str], scale: Scale | None = None) -> Trust:
     """*How far to trust this*: the confirmation block, what re-registration means here, the
     processors (and the scale, where given), from the parts and the stability table."""
     deciding = [r for r in parts if r.spec["role"] == "deciding"]
-    n = len(merge_shared(deciding))
-    out = ["**How far to trust this.**"]
+    confirmed = None
     if not stab.empty and "decided_on" in stab:
         block = stab[stab["decided_on"] == "confirmation"]
         same = int((block["exploratory"] == block["confirmation"]).sum())
         seeds = sorted({protocol.seed_span(r.paired) for r in deciding if r.paired and
                         (r.spec["claim"], r.spec["name"]) in set(zip(block["claim"], block["part"]))})
-        out.append(f"{len(block)} of {len(stab)} deciding parts are decided on a confirmation block (seeds "
-                   f"{', '.join(seeds) or '–'}, fresh evaluation sets, each arm at the lr frozen from the "
-                   f"exploratory block, so neither the lr nor the verdict was chosen on those seeds); {same} of "
-                   f"them get the same label on the exploratory seeds.")
+        confirmed = (len(block), len(stab), tuple(seeds), same)
     marked = sum((r.spec["claim"], r.spec["name"]) in rereg for r in deciding)
-    if marked:
-        out.append(f"{marked} of {len(deciding)} deciding parts are *re-registered after a verdict run*: their "
-                   "design (arms, task, margin or test) was changed after an earlier verdict on them had been seen; "
-                   "their first design and its outcome are printed beside them, the confirmation block ran after "
-                   "the last change, so a re-registered verdict confirms the revised design on unused seeds but "
-                   "was not planned before any outcome was known.")
-    models = sorted({m.rsplit(" (", 1)[0] for names in processors.values() for m in names.split(", ")
-                     if m and m != "not recorded"})
-    if models:
-        out.append(f"Every run ran on {'one processor model' if len(models) == 1 else f'{len(models)} processor models'} "
-                   f"({', '.join(models)}); results reproduce bit for bit only per model, so a part near a "
-                   "threshold may change its label on another.")
-    if scale:
-        out.append(f"Measured at {scale}; no verdict here speaks for another scale.")
+    # a processor is recorded as "model (n runs)": the model is what reproduces bit for bit
+    models = tuple(sorted({m.rsplit(" (", 1)[0] for names in processors.values() for m in names.split(", ")
+                           if m and m != "not recorded"}))
+    rerun, lost = None, ()
     if not stab.empty and "scale" in stab:
         ran = stab[stab["scale"] != stability.NOT_RUN]
         moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
-        if len(ran):
-            names = "; ".join(f"{r['claim']} {prose.headline(r['part'])} ({r[r['decided_on']]} → {r['scale']})"
-                              for _, r in moved.iterrows())
-            out.append(f"At the larger scale {len(moved)} of the {len(ran)} parts rerun there lose their verdict"
-                       + (f": {names}." if len(moved) else "."))
-    if n != len(deciding):
-        out.append(f"{len(deciding)} deciding parts are {n} distinct comparisons: a comparison that bears on two "
-                   "claims is listed once.")
-    return " ".join(out)
+        rerun = len(ran)
+        lost = tuple((str(r["claim"]), render_prose.headline(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))
+                     for _, r in moved.iterrows())
+    return Trust(confirmed, marked, len(deciding), models, scale, rerun, lost, len(merge_shared(deciding)))
 
 
-def section(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
-            processors: Mapping[str, str], units: Mapping[str, str], scale: str = "",
+def section(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, units: Mapping[str, str], said: Trust,
             table: Sequence[Row] | None = None) -> list[str]:
     """The report's opening section: the heading, how to read a row, the component table (``table``
-    where built, else :func:`rows`) and the trust paragraph (:func:`analysis.render.first_screen`)."""
+    where built, else :func:`rows`) and the trust paragraph ``said`` (:func:`trust`), worded by
+    :func:`analysis.render.first_screen`."""
     if table is None:
         by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
         table = rows(parts, by_part, units)
-    return render.first_screen(table, what_would_decide, trust_paragraph(parts, stab, rereg, processors, scale))
+    return render.first_screen(table, render.trust(said))

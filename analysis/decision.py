@@ -169,6 +169,110 @@ class Check:
         return self.judged and not self.failures
 
 
+@dataclass(frozen=True)
+class Flip:
+    """What leaving one seed out changes (:func:`analysis.stability.loo_flip`): the first seed,
+    in order, whose removal changes the part's verdict (``before`` → ``after``) or, the verdict
+    holding, a precondition's status (``steps``)."""
+
+    seed: int
+    before: str
+    after: str
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.before != self.after
+
+
+@dataclass(frozen=True)
+class Unstable:
+    """Why a claim is unstable (:func:`analysis.stability.claim_unstable`): its deciding parts
+    with opposite decisive labels on the exploratory and the confirmation block, or else the part
+    whose leave-one-seed-out flip changes the claim's verdict, with that flip."""
+
+    opposite: tuple[str, ...] = ()
+    part: str = ""
+    flip: Flip | None = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block's decision as the stability table's cells state it (:mod:`analysis.stability`):
+    its verdict, whether that is decisive, d with its 95% interval and its reasons."""
+
+    verdict: str
+    decisive: bool
+    interval: Interval
+    reasons: tuple[Reason, ...] = ()
+
+
+class Move(Enum):
+    """How a condition block's decision differs from the part's verdict (paper.md §13
+    "Conditions travel with the verdict")."""
+
+    REVERSED = "opposite decisive labels"
+    NOT_SHOWN = "a decisive verdict inconclusive there"
+    DECISIVE = "an inconclusive verdict decisive there"
+    ESTIMATE = "inconclusive both, the estimate moves by δ/2 or more"
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One condition block that moves the verdict: how, the block (``x4``, ``readout=<name>``),
+    its decision, and the main estimate where its 95% interval excludes it (NaN: it does not)."""
+
+    move: Move
+    block: str
+    result: Block
+    excludes: float = math.nan
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """The conditions that travel with a deciding part's verdict (:func:`analysis.stability.conditions`):
+    the verdict, its registered readout, the blocks where it holds and those that move it."""
+
+    verdict: str
+    registered: str | None
+    same: tuple[str, ...]
+    moved: tuple[Moved, ...]
+
+
+class Remedy(Enum):
+    """Why a part is undecided and what would decide it (:func:`analysis.answer.what_would_decide`),
+    the rules of that function in order."""
+
+    NO_INTERVAL = "no interval: the missing runs"
+    FLOOR_RULE = "a floor rule fired (resolution, no-power floor): a harder task"
+    FLOOR_RESOLUTION = "the resolution is below δ: a harder task"
+    FLOOR_ZERO = "both arms within δ of 0 error: a harder task"
+    BLOWUP = "decided by blown-up runs: an lr at which no seed blows up"
+    VOIDED = "a precondition voids a decisive interval: what lifts it"
+    AT_MARGIN = "the estimate within one half-width of the threshold: not more seeds"
+    SEEDS = "the interval decides neither way: more paired seeds"
+
+
+@dataclass(frozen=True)
+class Decide:
+    """An undecided part's :class:`Remedy` with its facts: the reasons it cites, the failed
+    preconditions and the verdict they void (VOIDED), the numbers it compares (FLOOR_RESOLUTION:
+    resolution, δ; FLOOR_ZERO: the arms' means; AT_MARGIN: estimate, half-width, threshold), the
+    threshold of an equivalence (0 for a difference), and the paired seeds needed (None: more
+    than ``most``), the seeds now and the observed sd (SEEDS)."""
+
+    remedy: Remedy
+    reasons: tuple[Reason, ...] = ()
+    steps: tuple[Step, ...] = ()
+    verdict: str = ""
+    values: tuple[float, ...] = ()
+    threshold: float = 0.0
+    seeds: int | None = None
+    now: int = 0
+    sd: float = 0.0
+    most: int = 0
+
+
 class Label(Enum):
     """A component's answer on the first screen (issue 60 item 3)."""
 

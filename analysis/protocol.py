@@ -91,7 +91,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import stats
-from analysis.decision import BlownUp, Check, Control, Interval, Reason, Robust, Rule, Step
+from analysis.decision import BlownUp, Check, Conditions, Control, Interval, Reason, Robust, Rule, Step
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
 PRECONDITIONS = (Step.NOT_LEARNED, Step.BUDGET, Step.DIVERGED, Step.LR_EDGE)
@@ -132,7 +132,7 @@ class PartResult:
     control: Control | None = None  # an equivalence's positive control, decided by the same test (step 4)
     se: float = np.nan  # standard error of the mean paired difference, sd(d)/√n
     n_runs: int = 0  # runs of both arms at their chosen lr and the decided size(s)
-    conditions: str = ""  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
+    conditions: Conditions | None = None  # the verdict under other readouts / ×4 where it moves (verdicts.annotate)
     blowups: int = 0  # blown-up runs (stats.blowup) among the part's pairs
     blown_runs: tuple[tuple[str, int, str], ...] = ()  # those runs as (arm, seed, trial id), sorted
     d: tuple[float, ...] = ()  # the per-seed paired differences value(b) − value(a), in seed order

@@ -10,12 +10,12 @@ trials; ``tests/test_layering.py`` checks it). A new rule adds one entry to :dat
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from analysis.decision import Check, Control, Label, Reason, Robust, Rule, Step
+from analysis.decision import Block, Check, Conditions, Control, Decide, Flip, Label, Move, Reason, Remedy, Robust, Rule, Step, Unstable
 
 if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
-    from analysis.answer import Augmentation, Line, Row
+    from analysis.answer import Augmentation, Line, Row, Trust
 
 
 def lr(x: float) -> str:
@@ -188,6 +188,88 @@ def check(step: Step, c: Check) -> str:
     return "fails: " + "; ".join(reason(x) for x in c.failures)
 
 
+def flip(f: Flip | None) -> str:
+    """A leave-one-seed-out flip (:func:`analysis.stability.loo_flip`): ``without seed 3: verdict
+    supported → inconclusive`` or ``without seed 3: precondition diverged``; '' for none."""
+    if f is None:
+        return ""
+    what = (f"verdict {f.before} → {f.after}" if f.verdict_changed
+            else f"precondition {', '.join(STEP_NAMES[k] for k in f.steps)}")
+    return f"without seed {f.seed}: {what}"
+
+
+def unstable(u: Unstable | None) -> str:
+    """Why a claim is unstable (:func:`analysis.stability.claim_unstable`), '' where it is not."""
+    if u is None or not isinstance(u, Unstable):
+        return ""
+    if u.opposite:
+        return f"opposite decisive labels on the exploratory and confirmation seeds: {list(u.opposite)}"
+    return f"leaving one seed out of {u.part!r} changes the claim ({flip(u.flip)})"
+
+
+# ----------------------------------------------------------------------------- the stability table
+def block_interval(b: Block) -> str:
+    """A block's d with its 95% interval (``d = 0.0225 [0.016, 0.029]``, or that it has none)."""
+    i = b.interval
+    if math.isnan(i.lo):
+        return f"d = {i.estimate:.3g}, no interval" if math.isfinite(i.estimate) else "no interval"
+    return f"d = {i.estimate:.3g} [{i.lo:.3g}, {i.hi:.3g}]"
+
+
+def block_why(b: Block) -> str:
+    """An inconclusive block's reasons in a few words: the rules' names, or that the interval
+    decides neither way."""
+    return ", ".join(short_names(b.reasons)) or OPEN
+
+
+def scale_effect(b: Block | None) -> str:
+    """The scale column's estimate, led by why where it is inconclusive; '' where not run."""
+    if b is None:
+        return ""
+    return ("" if b.decisive else f"{block_why(b)}; ") + block_interval(b)
+
+
+def _where(block: str) -> str:
+    """A condition block as a reader names it: ``readout=tied`` → ``the tied readout``, ``x4`` →
+    ``×4 budget``."""
+    return f"the {block.split('=', 1)[1]} readout" if block.startswith("readout=") else "×4 budget"
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
+
+
+def _conditions_head(c: Conditions) -> str:
+    """'contradicted under the scaled and tied readouts' (and at ×4 budget): where the verdict holds."""
+    readouts = ([c.registered] if c.registered else []) + [b.split("=", 1)[1] for b in c.same
+                                                           if b.startswith("readout=")]
+    where = f"under the {_listed(readouts)} readout{'s' if len(readouts) > 1 else ''}" if readouts else "as registered"
+    return f"{c.verdict} {where}" + (" and at ×4 budget" if "x4" in c.same else "")
+
+
+MOVE_WORDS = {Move.REVERSED: "reversed under {where}", Move.NOT_SHOWN: "not shown under {where}",
+              Move.DECISIVE: "{verdict} under {where}", Move.ESTIMATE: "the estimate moves under {where}"}
+
+
+def conditions(c: Conditions | None, details: bool = True) -> str:
+    """The condition sentence of a deciding part (:func:`analysis.stability.conditions`), '' for
+    none: "contradicted under the scaled and tied readouts; not shown under the learned readout
+    (the interval decides neither way; d = …)"; ``details=False`` leaves out the parenthesised
+    details (the summary and the verdict table)."""
+    if c is None:
+        return ""
+    out = [_conditions_head(c)]
+    for m in c.moved:
+        text = MOVE_WORDS[m.move].format(where=_where(m.block), verdict=m.result.verdict)
+        if details:
+            estimate = block_interval(m.result) + (f", excluding the main estimate {m.excludes:.3g}"
+                                                   if not math.isnan(m.excludes) else "")
+            text += {Move.REVERSED: f" ({m.result.verdict}, {estimate})",
+                     Move.NOT_SHOWN: f" ({block_why(m.result)}; {estimate})"}.get(m.move, f" ({estimate})")
+        out.append(text)
+    return "; ".join(out)
+
+
 def checks(pre: dict[Step, Check], sep: str = "; ") -> str:
     """Every precondition's status, ``name: status`` joined by ``sep``."""
     return sep.join(f"{STEP_NAMES[k]}: {check(k, v)}" for k, v in pre.items())
@@ -233,12 +315,52 @@ def _amount(x: Line) -> str:
     return f"`{x.has}` {verb} {noun} by {num(abs(g.estimate))} [{num(lo)}, {num(hi)}] against `{x.lacks}`{among}"
 
 
-def _answer(x: Line, decide: Callable[[Any], tuple[str, str]]) -> str:
+# what lifts each precondition that voided a decisive interval (Remedy.VOIDED)
+REMEDY_WORDS = {Step.BUDGET: "a longer budget (×4 steps)", Step.LR_EDGE: "an lr past the grid edge",
+                Step.DIVERGED: "an lr at which no seed diverges",
+                Step.NOT_LEARNED: "a budget or size at which the arms learn",
+                Step.NO_POWER: "a positive control that the same test contradicts"}
+HARDER = "a harder task (not more seeds)"
+
+
+def _sign(threshold: float) -> str:
+    return "δ" if threshold > 0 else "−δ"
+
+
+def decide(d: Decide | None) -> tuple[str, str]:
+    """``(why undecided, what would decide it)`` (:func:`analysis.answer.what_would_decide`);
+    ``("", "")`` for a decided part."""
+    if d is None:
+        return "", ""
+    m, v = d.remedy, d.values
+    if m is Remedy.NO_INTERVAL:
+        return reasons(d.reasons) or "no interval", "the missing runs"
+    if m is Remedy.FLOOR_RULE:
+        return reason(d.reasons[0]), HARDER
+    if m is Remedy.FLOOR_RESOLUTION:
+        return f"the largest effect this measurement can show is {v[0]:.3g}, below δ = {v[1]:g}", HARDER
+    if m is Remedy.FLOOR_ZERO:
+        return f"both arms within δ of 0 error ({num(v[0])}, {num(v[1])})", HARDER
+    if m is Remedy.BLOWUP:
+        return reason(d.reasons[0]), "an lr at which no seed blows up (the part decided without them agrees)"
+    if m is Remedy.VOIDED:
+        return (f"{', '.join(STEP_NAMES[s] for s in d.steps) or 'a precondition'} voids a {d.verdict} interval",
+                "; ".join(REMEDY_WORDS[s] for s in d.steps) or "the failed precondition lifted")
+    if m is Remedy.AT_MARGIN:
+        return (f"the estimate {num(v[0])} sits within one half-width ({num(v[1])}) of {_sign(v[2])} = {num(v[2])}",
+                "not more seeds: the effect is about δ")
+    why = "the 95% interval includes 0" if d.threshold == 0 else f"the interval straddles {_sign(d.threshold)}"
+    if d.seeds is None:
+        return why, f"more than {d.most:,} seeds at the observed spread (sd {num(d.sd)})"
+    return why, f"about {d.seeds} paired seeds (now {d.now}; 80% power at the observed sd {num(d.sd)})"
+
+
+def _answer(x: Line) -> str:
     within = (f"less than δ = {x.delta:g}" if x.label is Label.NO_MATTER else "")
     head = f"**{LABEL_WORDS[x.label]}**" + (f" ({x.role})" if x.label is Label.NO_VERDICT else "")
     text = f"{head}: {_amount(x)}" + (f", {within}" if within else "") + f" ({x.units}, δ {x.delta:g})"
     if x.label is Label.UNDECIDED:
-        why, what = decide(x.result)
+        why, what = decide(x.decide)
         text += f"; why: {why} → {what}"
     return text
 
@@ -259,9 +381,9 @@ def _firm(x: Line) -> str:
     out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from firing" for step, m in x.preconditions]
     out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {v}" for b, v in x.blocks]
     if x.scale:
-        out.append(f"at scale: {x.scale}" + (f" ({x.scale_effect})" if x.scale != x.verdict else ", holds"))
+        out.append(f"at scale: {x.scale}" + (f" ({scale_effect(x.scale_effect)})" if x.scale != x.verdict else ", holds"))
     if x.loo:
-        out.append(x.loo)
+        out.append(flip(x.loo))
     if x.blown_up:
         out.append(f"{len(x.blown_up)} blown-up run(s): " + ", ".join(
             f"`{b.arm}` seed {b.seed}" for b in x.blown_up))
@@ -282,7 +404,7 @@ def _name(x: Line, named: Sequence[str]) -> str:
     return f"{name} · `{x.has}`" if named.count(name) > 1 else name
 
 
-def first_screen(rows: Sequence[Row], decide: Callable[[Any], tuple[str, str]], trust: str) -> list[str]:
+def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
     """The report's opening: heading, how to read a row, one row per component (each part a line:
     its answer, the paper's verdict, how firm), and the trust paragraph."""
     lines = ["| component | part (task) | answer: amount [95% interval] | paper | how firm |", "|---|---|---|---|---|"]
@@ -292,8 +414,43 @@ def first_screen(rows: Sequence[Row], decide: Callable[[Any], tuple[str, str]], 
             lines.append(f"| {row.component} | not measured: no registered part compares arms that differ by it "
                          "| – | – | – |")
             continue
-        cells = [(_name(x, named), _answer(x, decide), _paper(x), _firm(x)) for x in row.lines]
+        cells = [(_name(x, named), _answer(x), _paper(x), _firm(x)) for x in row.lines]
         if row.augmentation is not None:
             cells.append(("C9 augmentation", _augmentation(row.augmentation), "–", "–"))
         lines.append(f"| {row.component} | " + " | ".join("<br>".join(c[i] for c in cells) for i in range(4)) + " |")
     return [HEADING, "", READ_ROW, "", *lines, "", trust, ""]
+
+
+def trust(t: Trust) -> str:
+    """*How far to trust this* (:func:`analysis.answer.trust`)."""
+    out = ["**How far to trust this.**"]
+    if t.confirmed is not None:
+        n, of, seeds, same = t.confirmed
+        out.append(f"{n} of {of} deciding parts are decided on a confirmation block (seeds "
+                   f"{', '.join(seeds) or '–'}, fresh evaluation sets, each arm at the lr frozen from the "
+                   f"exploratory block, so neither the lr nor the verdict was chosen on those seeds); {same} of "
+                   f"them get the same label on the exploratory seeds.")
+    if t.marked:
+        out.append(f"{t.marked} of {t.deciding} deciding parts are *re-registered after a verdict run*: their "
+                   "design (arms, task, margin or test) was changed after an earlier verdict on them had been seen; "
+                   "their first design and its outcome are printed beside them, the confirmation block ran after "
+                   "the last change, so a re-registered verdict confirms the revised design on unused seeds but "
+                   "was not planned before any outcome was known.")
+    if t.models:
+        out.append(f"Every run ran on {'one processor model' if len(t.models) == 1 else f'{len(t.models)} processor models'} "
+                   f"({', '.join(t.models)}); results reproduce bit for bit only per model, so a part near a "
+                   "threshold may change its label on another.")
+    if t.scale is not None:
+        c = t.scale
+        where = (f"n_train up to {c.n_train_max} and {c.steps} steps per trial (×{c.factor} in the budget reruns"
+                 + (f"; {c.at_scale} parts again at n_train {c.scale_n_train} and {c.scale_steps} steps, "
+                    "the stability table's scale column, a flag)" if c.at_scale else ")"))
+        out.append(f"Measured at {where}; no verdict here speaks for another scale.")
+    if t.rerun:
+        names = "; ".join(f"{claim} {part} ({was} → {now})" for claim, part, was, now in t.lost)
+        out.append(f"At the larger scale {len(t.lost)} of the {t.rerun} parts rerun there lose their verdict"
+                   + (f": {names}." if t.lost else "."))
+    if t.distinct != t.deciding:
+        out.append(f"{t.deciding} deciding parts are {t.distinct} distinct comparisons: a comparison that bears on "
+                   "two claims is listed once.")
+    return " ".join(out)

@@ -19,7 +19,7 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, prose, protocol, render, rounds, stability, stats, trail
+from analysis import answer, calibration, phases, protocol, render, render_prose, rounds, stability, stats, trail
 from analysis.decision import Step
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
@@ -318,9 +318,9 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
     for i, r in enumerate(results, 1):
         s = r.spec
         kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
-        short = list(dict.fromkeys(prose.reason_name(x) for x in r.reasons))  # the deciding rule first
+        short = list(dict.fromkeys(render_prose.reason_name(x) for x in r.reasons))  # the deciding rule first
         verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "") + \
-            (f"; {r.conditions}" if r.conditions else "")
+            (f"; {render.conditions(r.conditions)}" if r.conditions else "")
         shared = f"<br>*the same runs as {'; '.join(r.shared_with)}*" if r.shared_with else ""
         rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)}{shared} | `{s['a']}` {_num(r.mean_a)} vs "
                     f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
@@ -342,7 +342,7 @@ def _part_rows(results: list[protocol.PartResult], tiny: bool,
         if r.blowups:
             detail.append(f"   * blown-up runs among the pairs: {render.robust(r.robust) if r.robust else ''}")
         if r.conditions:
-            detail.append(f"   * conditions: {r.conditions}")
+            detail.append(f"   * conditions: {render.conditions(r.conditions)}")
         if r.shared_with:
             detail.append(f"   * one comparison, one part: built from the same trial ids as {'; '.join(r.shared_with)}")
         if not tiny and (r.reasons or r.test_alone):
@@ -357,7 +357,7 @@ def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
     claims' parts rest on (the same trial ids) counts once."""
     rows = []
     for r in verdicts_of.distinct(decided):  # a comparison several claims rest on counts once
-        reasons = [prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
+        reasons = [render_prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
         rows.append({"role": r.spec["role"], "verdict": r.verdict,
                      "reason": ", ".join(sorted(set(reasons))) or "–"})
     if not rows:
@@ -466,7 +466,7 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
             out["checks"][claim.id] = verdict
         else:
             verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
-            moved = [f"{verdicts_of.short_label(r.spec)}: {stability.compact(r.conditions)}" for r in mine
+            moved = [f"{verdicts_of.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}" for r in mine
                      if r.conditions and r.spec["role"] == "deciding"]
             why += "; conditions: " + " · ".join(moved) if moved else ""
             out["decided"][claim.id] = (verdict, why)
@@ -476,7 +476,7 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
             why += f"; re-registered after a verdict run: {', '.join(marks)}" if marks else ""
         shown = PATH_CHECK if tiny else verdict
         out["shown"][claim.id] = shown
-        row = f'| {claim.id} | <a id="{prose.anchor(claim.id)}"></a>{claim.statement} |'
+        row = f'| {claim.id} | <a id="{render_prose.anchor(claim.id)}"></a>{claim.statement} |'
         if exact:
             out["check_rows"].append(f"{row} {len(checks)} | **{shown}** |")
         else:
@@ -575,6 +575,7 @@ class Report:
     rows: list[answer.Row]  # the first screen
     calibration: pd.DataFrame | None  # None at a path-check scale
     health: Any
+    trust: answer.Trust  # *How far to trust this*
 
 
 def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame) -> Report:
@@ -597,9 +598,13 @@ def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
              for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
     by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
     health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
+    at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0
+    scale = answer.Scale(cfg.scale.n_train_max, cfg.scale.steps, int(cfg.report.budget_factor), at_scale,
+                         cfg.report.scale_n_train, cfg.report.scale_steps)
+    trust = answer.trust(parts, stab, _reregistered(configs), trail.processors(runs, longer), scale)
     return Report(runs, longer, shown, sweeps, presets, identities, parts, stab, units,
                   answer.rows(parts, by_part, units), None if tiny else calibration.comparisons(configs, runs, parts),
-                  health)
+                  health, trust)
 
 
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
@@ -632,8 +637,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         *_completeness(runs, planned(bundle)),
         *([f"**This is a check of the path at scale `{cfg.scale.name}`, not evidence**: budgets and seeds "
            "are far too small for any verdict.", ""] if tiny else []),
-        *(prose.what_matters(CLAIMS, claims["decided"], parts, claims["checks"]) if not tiny else []),
-        *prose.legend(presets.to_dict("records")),
+        *(render_prose.what_matters(CLAIMS, claims["decided"], parts, claims["checks"]) if not tiny else []),
+        *render_prose.legend(presets.to_dict("records")),
         "## Verdicts (statistical claims)", "",
         "| claim | statement | deciding parts | verdict | why |", "|---|---|---|---|---|",
         *claims["claim_rows"], "",
@@ -662,25 +667,18 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
 def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], report: Report) -> tuple[list[str], list[str]]:
     """The report's opening (:func:`analysis.answer.section`) and its calibration section
     (:mod:`analysis.calibration`), from the report's values."""
-    stab = report.stability
-    scale = (f"n_train up to {cfg.scale.n_train_max} and {cfg.scale.steps} steps per trial "
-             f"(×{int(cfg.report.budget_factor)} in the budget reruns")
-    at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0
-    scale += (f"; {at_scale} parts again at n_train {cfg.report.scale_n_train} and {cfg.report.scale_steps} steps, "
-              "the stability table's scale column, a flag)" if at_scale else ")")
-    opening = answer.section(report.parts, stab, _reregistered(configs), trail.processors(report.runs, report.longer),
-                             report.units, scale, report.rows)
+    opening = answer.section(report.parts, report.stability, report.units, report.trust, report.rows)
     return opening, ["## Calibration: how often the rules decide when nothing differs", "",
                      *calibration.report_lines(report.calibration)]
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
-    """:func:`analysis.prose.for_reader` with theory.md linked relative to the report where the
+    """:func:`analysis.render_prose.for_reader` with theory.md linked relative to the report where the
     report is inside the repository (elsewhere it is named, not linked: no machine path)."""
     theory = ROOT / "docs" / "theory.md"
     inside = out.resolve().is_relative_to(ROOT)
     link = os.path.relpath(theory, out.resolve().parent) if inside else None
-    return prose.for_reader(text, OmegaConf.to_container(scale, resolve=True), theory, link)
+    return render_prose.for_reader(text, OmegaConf.to_container(scale, resolve=True), theory, link)
 
 
 def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], sweeps: pd.DataFrame,

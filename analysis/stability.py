@@ -28,7 +28,7 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 
 from __future__ import annotations
 
-import re
+import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -36,13 +36,14 @@ import numpy as np
 import pandas as pd
 
 from analysis import phases, protocol, render
-from analysis.decision import Reason, Rule
+from analysis.decision import Block, Conditions, Flip, Interval, Move, Moved, Reason, Rule, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
 STEPS, READOUT = "train.max_steps", "task.readout"
 DECISIVE = (SUPPORTED, CONTRADICTED)
+TYPED = ("loo", "scale_block", "moves", "unstable_of")  # the typed columns: the CSV holds their words (``loo_flip``, …)
 
 
 def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
@@ -85,20 +86,18 @@ def slack(result: protocol.PartResult) -> dict[str, float]:
             "contradict_delta": contradict / delta, "contradict_se": contradict / se}
 
 
-def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> str:
-    """'' or which seed, left out, changes the part's verdict or a precondition's status (each
-    seed in turn, the whole part decided again)."""
+def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> Flip | None:
+    """None, or which seed, left out, changes the part's verdict or a precondition's status
+    (each seed in turn, the whole part decided again); :func:`analysis.render.flip` words it."""
     full = protocol.decide_part(df, part, check_edge=check_edge)
     status = {k: v.fails for k, v in full.preconditions.items()}
     for seed in sorted(pd.to_numeric(df["seed"], errors="coerce").dropna().unique()):
         less = protocol.decide_part(df[pd.to_numeric(df["seed"], errors="coerce") != seed], part,
                                     check_edge=check_edge)
-        flipped = [render.STEP_NAMES[k] for k, v in less.preconditions.items() if v.fails != status.get(k, False)]
+        flipped = tuple(k for k, v in less.preconditions.items() if v.fails != status.get(k, False))
         if less.verdict != full.verdict or flipped:
-            what = f"verdict {full.verdict} → {less.verdict}" if less.verdict != full.verdict else \
-                f"precondition {', '.join(flipped)}"
-            return f"without seed {int(seed)}: {what}"
-    return ""
+            return Flip(int(seed), full.verdict, less.verdict, flipped)
+    return None
 
 
 def _block(df: pd.DataFrame, part: Any, check_edge: bool,
@@ -113,78 +112,45 @@ def _empty(result: protocol.PartResult) -> bool:
     return [x.rule for x in result.reasons] == [Rule.EMPTY_BLOCK]
 
 
-def _where(block: str) -> str:
-    """A condition block as a reader names it: ``readout=tied`` → ``the tied readout``, ``x4`` →
-    ``×4 budget``."""
-    return f"the {block.split('=', 1)[1]} readout" if block.startswith("readout=") else "×4 budget"
-
-
-def _listed(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
-
-
-def _head(verdict: str, registered: str | None, same: list[str]) -> str:
-    """'contradicted under the scaled and tied readouts' (and at ×4 budget) for the conditions
-    under which the main verdict holds."""
-    readouts = ([registered] if registered else []) + [b.split("=", 1)[1] for b in same if b.startswith("readout=")]
-    where = f"under the {_listed(readouts)} readout{'s' if len(readouts) > 1 else ''}" if readouts else "as registered"
-    return f"{verdict} {where}" + (" and at ×4 budget" if "x4" in same else "")
-
-
-def _interval(result: protocol.PartResult) -> str:
-    if np.isnan(result.lo95):
-        return f"d = {result.effect:.3g}, no interval" if np.isfinite(result.effect) else "no interval"
-    return f"d = {result.effect:.3g} [{result.lo95:.3g}, {result.hi95:.3g}]"
-
-
-def _why(result: protocol.PartResult) -> str:
-    """An inconclusive block's reasons in a few words: the rules' names, or that the interval
-    decides neither way."""
-    return ", ".join(render.short_names(result.reasons)) or render.OPEN
+def block_value(result: protocol.PartResult) -> Block:
+    """A block's decision as a typed value (its verdict, d [95%], reasons) for its words
+    (:func:`analysis.render.block_estimate`)."""
+    return Block(result.verdict, result.verdict in DECISIVE,
+                 Interval(float(result.effect), float(result.lo95), float(result.hi95), int(result.n_pairs or 0)),
+                 tuple(result.reasons))
 
 
 def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResult],
-               registered: str | None = None) -> str:
-    """The condition sentence of a deciding part (paper.md §13 "Conditions travel with the
-    verdict"), '' where no condition moves it: per condition block (``x4``, ``readout=<name>``,
-    :func:`split_blocks`) decided at the frozen lr, *reversed under X* (opposite decisive
-    labels), *not shown under X (reason)* (a decisive verdict inconclusive there: a
-    precondition, or a rerun with fewer seeds), *supported/contradicted under X* (an
-    inconclusive one decisive there), or, for an inconclusive verdict inconclusive there too,
-    the interval under X where its 95% interval excludes ``main.effect`` by at least δ/2; led
-    by the conditions under which the main verdict holds (the same label: a decisive verdict
-    holds there whatever its estimate), e.g. "contradicted under the scaled and tied readouts; not shown
-    under the learned readout (the 95% interval includes 0)". Blocks without runs say nothing."""
+               registered: str | None = None) -> Conditions | None:
+    """The conditions of a deciding part (paper.md §13 "Conditions travel with the verdict"),
+    None where no condition moves it: per condition block (``x4``, ``readout=<name>``,
+    :func:`split_blocks`) decided at the frozen lr, :attr:`Move.REVERSED` (opposite decisive
+    labels), :attr:`Move.NOT_SHOWN` (a decisive verdict inconclusive there: a precondition, or a
+    rerun with fewer seeds), :attr:`Move.DECISIVE` (an inconclusive one decisive there), or, for
+    an inconclusive verdict inconclusive there too, :attr:`Move.ESTIMATE` where its 95% interval
+    excludes ``main.effect`` and moves by at least δ/2; with the blocks under which the main
+    verdict holds (the same label: a decisive verdict holds there whatever its estimate).
+    Blocks without runs say nothing. :func:`analysis.render.conditions` words it ("contradicted
+    under the scaled and tied readouts; not shown under the learned readout (…)")."""
     same, moved = [], []
     for name, r in blocks.items():
         if _empty(r) or (r.verdict == INCONCLUSIVE and not r.n_runs):
             continue
-        where = _where(name)
         excludes = bool(np.isfinite(r.lo95) and np.isfinite(main.effect) and not r.lo95 <= main.effect <= r.hi95)
-        estimate = f"{_interval(r)}, excluding the main estimate {main.effect:.3g}" if excludes else _interval(r)
         material = abs(r.effect - main.effect) >= float(main.spec["delta"]) / 2  # a shift a reader acts on
         if r.verdict == main.verdict and (main.verdict in DECISIVE or not (excludes and material)):
             same.append(name)  # the verdict holds there (an estimate moving within one label is its table's)
-        elif {r.verdict, main.verdict} == set(DECISIVE):
-            moved.append(f"reversed under {where} ({r.verdict}, {estimate})")
+            continue
+        if {r.verdict, main.verdict} == set(DECISIVE):
+            move = Move.REVERSED
         elif main.verdict in DECISIVE:
-            moved.append(f"not shown under {where} ({_why(r)}; {estimate})")
+            move = Move.NOT_SHOWN
         elif r.verdict in DECISIVE:
-            moved.append(f"{r.verdict} under {where} ({estimate})")
+            move = Move.DECISIVE
         else:
-            moved.append(f"the estimate moves under {where} ({estimate})")
-    return "; ".join([_head(main.verdict, registered, same), *moved]) if moved else ""
-
-
-def compact(text: str) -> str:
-    """A condition sentence (:func:`conditions`) without its parenthesised details, for the
-    summary and the verdict table: "contradicted under the scaled and tied readouts; not shown
-    under the learned readout"."""
-    while True:
-        shorter = re.sub(r"\s*\([^()]*\)", "", text)
-        if shorter == text:
-            return text.strip()
-        text = shorter
+            move = Move.ESTIMATE
+        moved.append(Moved(move, name, block_value(r), float(main.effect) if excludes else math.nan))
+    return Conditions(main.verdict, registered, tuple(same), tuple(moved)) if moved else None
 
 
 def _lr_text(result: protocol.PartResult) -> str:
@@ -229,44 +195,47 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     row.update(slack(results[deciding]))
     frame = blocks.get(deciding, pd.DataFrame())
     again = part if deciding == "exploratory" else {**results["exploratory"].spec, "choose_b": []}
-    row["loo_flip"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else ""
+    row["loo"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else None
+    row["loo_flip"] = render.flip(row["loo"])  # its words, for the CSV and the flags column
     scale = results["scale"]
     row["scale"] = NOT_RUN if not scale.n_runs else scale.verdict
-    row["scale_effect"] = (f"{_why(scale)}; " if scale.verdict == INCONCLUSIVE else "") + _interval(scale) \
-        if scale.n_runs else ""
+    row["scale_block"] = block_value(scale) if scale.n_runs else None
+    row["scale_effect"] = render.scale_effect(row["scale_block"])
     row["scale_moved"] = bool(scale.n_runs) and scale.verdict != results[deciding].verdict
     row["opposite"] = {results["exploratory"].verdict, results["confirmation"].verdict} == set(DECISIVE)
     row["x4_moved"] = bool(results["x4"].n_runs) and results["x4"].verdict != results["exploratory"].verdict
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
                             and results[k].n_runs and results[k].verdict != results["exploratory"].verdict]
     main = results[deciding]
-    row["conditions"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
-                                   spec["readout"])
+    row["moves"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
+                              spec["readout"])
+    row["conditions"] = render.conditions(row["moves"])
     row["trial_ids"] = ",".join(main.trial_ids)
     row["blowups"] = main.blowups
     return row
 
 
-def claim_unstable(rows: list[dict[str, Any]]) -> str:
-    """'' or why a claim is unstable, from its deciding parts' stability rows: opposite decisive
-    labels on the exploratory and the confirmation block, or a leave-one-out flip of a verdict
-    that changes the claim's verdict (claims combine as in :func:`analysis.protocol.combine`,
-    unadjusted here)."""
-    opposite = [r["part"] for r in rows if r["opposite"]]
+def claim_unstable(rows: list[dict[str, Any]]) -> Unstable | None:
+    """None, or why a claim is unstable, from its deciding parts' stability rows: opposite
+    decisive labels on the exploratory and the confirmation block, or a leave-one-out flip
+    (the rows' typed ``loo``, never its words) of a verdict that changes the claim's verdict
+    (claims combine as in :func:`analysis.protocol.combine`, unadjusted here);
+    :func:`analysis.render.unstable` words it."""
+    opposite = tuple(r["part"] for r in rows if r["opposite"])
     if opposite:
-        return f"opposite decisive labels on the exploratory and confirmation seeds: {opposite}"
+        return Unstable(opposite=opposite)
 
     def verdict(labels: list[str]) -> str:
         return protocol.combine([protocol.PartResult({"role": "deciding"}, v) for v in labels])[0]
     labels = [r["confirmation"] if r["confirmation_runs"] else r["exploratory"] for r in rows]
     for i, r in enumerate(rows):
-        flip = r["loo_flip"]
-        if flip and "verdict" in flip:
+        flip = r.get("loo")
+        if isinstance(flip, Flip) and flip.verdict_changed:
             changed = labels.copy()
-            changed[i] = flip.rsplit("→ ", 1)[1]
+            changed[i] = flip.after
             if verdict(changed) != verdict(labels):
-                return f"leaving one seed out of {r['part']!r} changes the claim ({flip})"
-    return ""
+                return Unstable(part=r["part"], flip=flip)
+    return None
 
 
 def mark_once(frame: pd.DataFrame) -> pd.DataFrame:
@@ -294,6 +263,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     """Write the stability table (:func:`analysis.verdicts.stability_frame`) as CSV at ``path``
     (its folder created); list-valued cells as ``;``-joined text."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
     flat.to_csv(path, index=False)
     return path

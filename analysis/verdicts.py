@@ -22,8 +22,9 @@ from typing import Any, Mapping
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import phases, protocol, stability, stats
+from analysis import phases, protocol, render, stability, stats
 from analysis.confirm import seeds_of
+from analysis.decision import Conditions, Unstable
 
 UNSTABLE = "unstable"
 
@@ -147,15 +148,15 @@ def distinct(results: list[protocol.PartResult]) -> list[protocol.PartResult]:
 
 
 def annotate(results: list[protocol.PartResult], frame: pd.DataFrame) -> None:
-    """Fill each deciding part's ``conditions`` from the stability table
-    (:func:`stability_frame`, its ``conditions`` column: :func:`analysis.stability.conditions`),
-    in place, matched on claim and part name."""
-    if frame.empty or "conditions" not in frame:
+    """Fill each deciding part's ``conditions`` (a :class:`analysis.decision.Conditions`, or None)
+    from the stability table (:func:`stability_frame`, its ``moves`` column:
+    :func:`analysis.stability.conditions`), in place, matched on claim and part name."""
+    if frame.empty or "moves" not in frame:
         return
-    said = {(r["claim"], r["part"]): r["conditions"] for _, r in frame.iterrows()}
+    said = {(r["claim"], r["part"]): r["moves"] for _, r in frame.iterrows()}
     for r in results:
-        text = said.get((r.spec["claim"], r.spec["name"]))
-        r.conditions = text if isinstance(text, str) else ""
+        value = said.get((r.spec["claim"], r.spec["name"]))
+        r.conditions = value if isinstance(value, Conditions) else None
 
 
 def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
@@ -180,7 +181,8 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
     if frame.empty:
         return frame
     why = {claim: stability.claim_unstable(g.to_dict("records")) for claim, g in frame.groupby("claim", sort=False, dropna=False)}
-    return stability.mark_once(frame.assign(unstable=frame["claim"].map(why)))
+    typed = frame["claim"].map(why)
+    return stability.mark_once(frame.assign(unstable_of=typed, unstable=typed.map(render.unstable)))
 
 
 def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> tuple[str, str]:
@@ -191,5 +193,5 @@ def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> tu
     verdict, why = protocol.combine(results)
     claims = {r.spec.get("claim") for r in results}
     mine = frame[frame["claim"].isin(claims)] if not frame.empty else frame
-    reason = next((u for u in mine.get("unstable", pd.Series(dtype=str)) if u), "")
-    return (UNSTABLE, f"{reason} (on the parts alone: {verdict}; {why})") if reason else (verdict, why)
+    reason = next((u for u in mine.get("unstable_of", pd.Series(dtype=object)) if isinstance(u, Unstable)), None)
+    return (UNSTABLE, f"{render.unstable(reason)} (on the parts alone: {verdict}; {why})") if reason else (verdict, why)

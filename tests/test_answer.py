@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from analysis import answer, calibration, protocol, render, stats
-from analysis.decision import BlownUp, Interval, Reason, Robust, Rule
+from analysis.decision import Block, BlownUp, Interval, Reason, Robust, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
 
@@ -36,7 +36,7 @@ def _row(table: list[str], component: str) -> str:
 
 def _table(parts, stab=None, units=None) -> list[str]:
     rows = answer.rows(parts, stab or {}, units or {"nearest": "test error (1 − accuracy)"})
-    return render.first_screen(rows, answer.what_would_decide, "")
+    return render.first_screen(rows, "")
 
 
 def test_a_claim_contradicted_by_w_v_while_its_z_g2_pair_supports_it_reads_so_per_component():
@@ -60,7 +60,7 @@ def test_two_parts_with_one_label_are_told_apart_on_the_screen():
     assert _row(table, "the Z g2 term").startswith("| the Z g2 term | C8(a) T4a · `general` | ")
     assert _row(table, "W_V").startswith("| W_V | C8(a) T4a · `value` | ")
     assert _row(_table([WV]), "W_V").startswith("| W_V | C8(a) T4a | ")
-    from analysis import prose  # the claim's sentence names the contradicting part by its arms and its direction
+    from analysis import render_prose as prose  # the claim's sentence names the contradicting part by its arms and its direction
 
     assert prose._against(WV) == "(a) selection, `value` vs `softmax`: `value` lower by 0.0305"
 
@@ -86,10 +86,11 @@ def test_fragile_verdicts_say_so_on_the_row():
     column where it moves, and C9's augmentation control, all on the row."""
     stab = {("C8", ZG2.spec["name"]): {"decided_on": "confirmation", "exploratory": SUPPORTED, "x4": INCONCLUSIVE,
                                        "x4_runs": 10, "readout=tied": INCONCLUSIVE, "readout=tied_runs": 10,
-                                       "scale": INCONCLUSIVE, "scale_effect": "the measurement cannot show δ; d = 0.1"}}
+                                       "scale": INCONCLUSIVE, "scale_block": Block(INCONCLUSIVE, False, Interval(0.1, 0.05, 0.15),
+                                                                          (Reason(Rule.RESOLUTION, values=(0.05, 0.07)),))}}
     row = _row(_table([ZG2], stab), "the Z g2 term")
     assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at scale: inconclusive (the "
-                        "measurement cannot show δ; d = 0.1) |")
+                        "measurement cannot show δ; d = 0.1 [0.05, 0.15]) |")
     near = _part("C12", "(b) 1/√d1 (T3a)", "softmax", "softmax_unscaled", SUPPORTED, -0.05, -0.09, -0.01,
                  test="equivalence", value="steps_to_1e-06", delta=0.1, task="teacher")
     near.lo, near.hi = -0.08, -0.02
@@ -126,7 +127,7 @@ def test_no_cell_is_cut_mid_phrase():
     floor = _part("C12", "(a) W_V (M5) matches M4a where the target stays in span(X) (T3a)", "value", "softmax",
                   INCONCLUSIVE, 0.0, -1e-8, 1e-8, test="equivalence", task="teacher", mean=(0.22, 0.2201),
                   reasons=[Reason(Rule.AT_FLOOR, arm="xg", values=(0.22,))], test_alone=SUPPORTED)
-    assert answer.what_would_decide(floor) == ("both arms within δ of the floor arm `xg` (0.22)",
+    assert render.decide(answer.what_would_decide(floor)) == ("both arms within δ of the floor arm `xg` (0.22)",
                                                "a harder task (not more seeds)")
 
 
@@ -144,31 +145,31 @@ def test_what_would_decide_follows_its_rules_in_order():
     at_floor = _part("C12", "(c) knowledge k = 8 matches k = 4 within δ (T3a)", "softmax_free[k=8]",
                      "softmax_free[k=4]", INCONCLUSIVE, 6e-4, -8e-4, 2e-3, test="equivalence", task="teacher",
                      mean=(3e-7, 6e-4), reasons=[Reason(Rule.STRADDLES_DELTA)])
-    assert answer.what_would_decide(at_floor) == ("both arms within δ of 0 error (3e-07, 0.0006)",
+    assert render.decide(answer.what_would_decide(at_floor)) == ("both arms within δ of 0 error (3e-07, 0.0006)",
                                                   "a harder task (not more seeds)")
     resolution = _part("C12", "(b) the 1/√d1 scale (T3a)", "softmax", "softmax_unscaled", INCONCLUSIVE, 0.0, 0.0,
                        0.0, test="equivalence", value="steps_to_0.003", delta=0.1, mean=(0.1, 0.1),
                        reasons=[Reason(Rule.RESOLUTION, values=(0.0333, 0.12))])
     resolution.resolution = 0.0333
-    assert answer.what_would_decide(resolution) == (
+    assert render.decide(answer.what_would_decide(resolution)) == (
         "the measurement cannot show δ: the largest effect it could show is 0.0333 (the compared arm's distance from "
         "its floor, exploratory block) < δ + the 95% half-width = 0.12", "a harder task (not more seeds)")
     resolution.reasons = []  # no rule fired, but the measurement's resolution is below δ
-    assert answer.what_would_decide(resolution) == ("the largest effect this measurement can show is 0.0333, below "
+    assert render.decide(answer.what_would_decide(resolution)) == ("the largest effect this measurement can show is 0.0333, below "
                                                     "δ = 0.1", "a harder task (not more seeds)")
     blown = _part("C9", "(T3f′)", "coordwise", "softmax", INCONCLUSIVE, -0.129, -0.519, 0.262, value="auc",
                   reasons=[Reason(Rule.BLOWUP, values=(2,), robust=Robust(
                       (BlownUp("softmax", 1002, "t1"), BlownUp("softmax", 1005, "t2")), Interval(0.175, 0.17, 0.18, 8),
                       SUPPORTED, Interval(0.1, -0.3, 0.2, 10), INCONCLUSIVE))])
-    assert answer.what_would_decide(blown) == (
+    assert render.decide(answer.what_would_decide(blown)) == (
         "decided by 2 blown-up runs: 2 blown-up run(s) on seed(s) 1002, 1005; without them d = 0.175 [0.17, 0.18] "
         "(95%, 8 pairs): supported; Hodges–Lehmann 0.1 [-0.3, 0.2] (exact signed-rank 95%): inconclusive",
         "an lr at which no seed blows up (the part decided without them agrees)")
     at_margin = _part("C10", "(T4a)", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, 0.0204,
                       0.0138, 0.027, test="equivalence", sides=1)
-    assert answer.what_would_decide(at_margin) == (
+    assert render.decide(answer.what_would_decide(at_margin)) == (
         "the estimate 0.0204 sits within one half-width (0.0066) of δ = 0.02", "not more seeds: the effect is about δ")
-    assert answer.what_would_decide(ZG2) == ("", "")
+    assert render.decide(answer.what_would_decide(ZG2)) == ("", "")
     assert answer.seeds_needed(0.5, 1.0, 0.025) == 34 and answer.seeds_needed(1.0, 1.0, 0.025) == 10  # G*Power's
 
 

@@ -183,20 +183,24 @@ def test_conditions_travel_with_the_verdict():
     under a learned one; C10 T4a: inconclusive, with the sign reversed under the tied readout;
     a verdict that holds everywhere says nothing."""
     main = _r(CONTRADICTED, 0.0305, 0.025, 0.036)
-    text = stability.conditions(main, {"readout=learned": _r(INCONCLUSIVE, 0.0225, 0.016, 0.029,
+    text = render.conditions(stability.conditions(main, {"readout=learned": _r(INCONCLUSIVE, 0.0225, 0.016, 0.029,
                                                               [Reason(Rule.ONE_SIDED_OPEN, values=(0.027, 0.016))]),
-                                       "readout=tied": _r(CONTRADICTED, 0.044, 0.035, 0.052)}, "scaled")
+                                       "readout=tied": _r(CONTRADICTED, 0.044, 0.035, 0.052)}, "scaled"))
     assert text == ("contradicted under the scaled and tied readouts; not shown under the learned readout (the "
                     "interval decides neither way; d = 0.0225 [0.016, 0.029], excluding the main estimate 0.0305)")
-    flipped = stability.conditions(_r(INCONCLUSIVE, 0.020, 0.014, 0.027),
+    flipped = render.conditions(stability.conditions(_r(INCONCLUSIVE, 0.020, 0.014, 0.027),
                                    {"readout=tied": _r(SUPPORTED, -0.022, -0.042, -0.002), "x4": _r(INCONCLUSIVE, 0.02, 0.01, 0.03)},
-                                   "scaled")
+                                   "scaled"))
     assert flipped == ("inconclusive under the scaled readout and at ×4 budget; supported under the tied readout "
                        "(d = -0.022 [-0.042, -0.002], excluding the main estimate 0.02)")
-    reversed_ = stability.conditions(_r(SUPPORTED, 0.2, 0.1, 0.3), {"x4": _r(CONTRADICTED, -0.1, -0.2, -0.05)})
+    reversed_ = render.conditions(stability.conditions(_r(SUPPORTED, 0.2, 0.1, 0.3),
+                                                       {"x4": _r(CONTRADICTED, -0.1, -0.2, -0.05)}))
     assert reversed_.startswith("supported as registered; reversed under ×4 budget (contradicted")
-    assert stability.conditions(main, {"x4": _r(CONTRADICTED, 0.03, 0.02, 0.04)}, "scaled") == ""
-    assert stability.compact(text) == ("contradicted under the scaled and tied readouts; not shown under the "
+    assert stability.conditions(main, {"x4": _r(CONTRADICTED, 0.03, 0.02, 0.04)}, "scaled") is None
+    moved = stability.conditions(main, {"readout=learned": _r(INCONCLUSIVE, 0.0225, 0.016, 0.029,
+                                                              [Reason(Rule.ONE_SIDED_OPEN, values=(0.027, 0.016))]),
+                                        "readout=tied": _r(CONTRADICTED, 0.044, 0.035, 0.052)}, "scaled")
+    assert render.conditions(moved, details=False) == ("contradicted under the scaled and tied readouts; not shown under the "
                                        "learned readout")
     assert verdicts.short_label({"name": "(a) selection: adding W_V", "a": "value", "b": "softmax", "task": "t"}) \
         == "(a) selection, `value` vs `softmax`"

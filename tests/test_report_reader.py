@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis import bundle as bundle_mod
-from analysis import prose
+from analysis import render_prose as prose
 from tests import scratch_git
 
 ROOT = Path(__file__).resolve().parents[1]

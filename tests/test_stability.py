@@ -4,6 +4,7 @@ flag; a claim unstable on opposite decisive labels or on a flip that decides it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import stability, stats
-from analysis.decision import Step
+from analysis import render, stability, stats
+from analysis.decision import Flip, Interval, Step, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from tests import scratch_git
 
@@ -61,11 +62,11 @@ def test_a_stable_part_has_one_verdict_everywhere_and_its_slack():
     assert row["confirmation_lr"] == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
     assert row["confirmation_steps"] == "600" and row["readout=tied_readout"] == "tied" and row["readout_moved"] == []
     assert row["support_delta"] > 2 and row["support_se"] > 2 and row["contradict_delta"] < 0
-    assert not row["opposite"] and not row["x4_moved"] and row["loo_flip"] == ""
+    assert not row["opposite"] and not row["x4_moved"] and row["loo_flip"] == "" and row["loo"] is None
     learned = pd.concat([_all(), _runs({s: -g for s, g in EXPLORE.items()}, lrs=(0.003,), readout="learned")])
     moved = stability.stability_row(stability.split_blocks(learned, 600, "scaled"), PART)
     assert moved["readout=learned"] == CONTRADICTED and moved["readout_moved"] == ["learned"]
-    assert stability.claim_unstable([row]) == ""
+    assert stability.claim_unstable([row]) is None
 
 
 def test_slack_is_measured_in_delta_and_standard_errors():
@@ -82,7 +83,8 @@ def test_opposite_labels_on_the_confirmation_block_make_the_claim_unstable():
     flipped = {s: -g for s, g in CONFIRM.items()}  # b better on the fresh seeds
     row = stability.stability_row(stability.split_blocks(_all(confirm=flipped), 600, "scaled"), PART)
     assert row["exploratory"] == SUPPORTED and row["confirmation"] == CONTRADICTED and row["opposite"]
-    assert "opposite decisive labels" in stability.claim_unstable([row])
+    assert stability.claim_unstable([row]) == Unstable(opposite=(PART["name"],))
+    assert "opposite decisive labels" in render.unstable(stability.claim_unstable([row]))
 
 
 def test_a_leave_one_seed_out_flip_is_flagged_and_decides_the_claim():
@@ -95,7 +97,11 @@ def test_a_leave_one_seed_out_flip_is_flagged_and_decides_the_claim():
     row = stability.stability_row(blocks, PART)
     assert row["exploratory"] == SUPPORTED and row["decided_on"] == "exploratory"
     assert row["loo_flip"].startswith("without seed 0: verdict supported → inconclusive"), row["loo_flip"]
-    assert "changes the claim" in stability.claim_unstable([row])
+    assert row["loo"] == Flip(0, SUPPORTED, INCONCLUSIVE)  # claim_unstable reads this value, not the words
+    assert stability.claim_unstable([row]) == Unstable(part=PART["name"], flip=row["loo"])
+    assert "changes the claim" in render.unstable(stability.claim_unstable([row]))
+    worded = {**row, "loo_flip": "without seed 0: verdict supported → contradicted"}  # words alone decide nothing
+    assert stability.claim_unstable([worded]) == stability.claim_unstable([row])
     assert row["confirmation"] == "–" and row["confirmation_runs"] == 0  # no block: no verdict to show
 
 
@@ -393,5 +399,7 @@ def test_with_no_deciding_part_decided_the_section_says_so_and_the_csv_is_empty(
     path = stability.write_csv(empty, tmp_path / "stability.csv")
     assert path.read_text().strip() == ""
     nan = float("nan")
-    assert stability._interval(SimpleNamespace(effect=0.25, lo95=nan, hi95=nan)) == "d = 0.25, no interval"
-    assert stability._interval(SimpleNamespace(effect=nan, lo95=nan, hi95=nan)) == "no interval"
+    few = stability.block_value(SimpleNamespace(verdict=INCONCLUSIVE, effect=0.25, lo95=nan, hi95=nan, n_pairs=1,
+                                                reasons=[]))
+    assert render.block_interval(few) == "d = 0.25, no interval"
+    assert render.block_interval(dataclasses.replace(few, interval=Interval())) == "no interval"

@@ -1,4 +1,5 @@
-"""The report's text for a reader (issue 29 item 6, issue 28 item 9): the opening summary of
+"""The report's text for a reader (issue 29 item 6, issue 28 item 9; one of the render modules,
+issue 60 item 2): the opening summary of
 what the evidence says matters, the legend of variant codes, and the last pass over the
 Markdown that turns the code's own vocabulary into a reader's (config keys as the field's
 terms, Sphinx roles as file names, repr'd lists as lists, ``paper.md §N`` citations as links
@@ -14,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from analysis import protocol, render, stability, verdicts
+from analysis import protocol, render, verdicts
 from analysis.decision import Reason
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
@@ -151,7 +152,7 @@ def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]
         return f"{said}: unstable, {why} {link}."
     if verdict == protocol.SUPPORTED:
         return f"{said}: supported by the evidence ({why}) {link}."
-    moved = "".join(f"; {verdicts.short_label(r.spec)}: {stability.compact(r.conditions)}"
+    moved = "".join(f"; {verdicts.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}"
                     for r in deciding if r.conditions)
     if verdict == protocol.CONTRADICTED:
         return (f"{said}: the evidence goes against it ({len(against)} of {len(deciding)} deciding parts "
