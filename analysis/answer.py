@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 from scipy import stats as sps
 
-from analysis import protocol, render, render_prose, stability
+from analysis import protocol, render, stability
 from analysis.decision import Block, BlownUp, Decide, Flip, Interval, Label, Remedy, Rule, Step
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
@@ -440,7 +440,7 @@ class Trust:
     the deciding parts decided on a confirmation block (how many of how many, the seed spans,
     how many keep their exploratory label; None without a stability table), the re-registered
     deciding parts, the processor models, the scale, the parts rerun at the larger scale and
-    those that lose their verdict there (claim, part's headline, verdict → at scale; None
+    those that lose their verdict there (claim, part, verdict → at scale; None
     without a scale column), and the deciding parts against the distinct comparisons."""
 
     confirmed: tuple[int, int, tuple[str, ...], int] | None
@@ -474,7 +474,7 @@ def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mappi
         ran = stab[stab["scale"] != stability.NOT_RUN]
         moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
         rerun = len(ran)
-        lost = tuple((str(r["claim"]), render_prose.headline(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))
+        lost = tuple((str(r["claim"]), str(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))
                      for _, r in moved.iterrows())
     return Trust(confirmed, marked, len(deciding), models, scale, rerun, lost, len(merge_shared(deciding)))
 

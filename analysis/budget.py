@@ -10,7 +10,7 @@ too. The reruns are tagged ``extends`` with the grid trial they lengthen, so the
 them with that trial's arm; they are told apart from the grid by ``train.max_steps``
 (:func:`split_budget`) and never enter the main verdicts, figures or task health. The part is
 then decided again on the reruns alone (its lr is fixed, so the lr-edge precondition does not
-apply there) and :func:`budget_lines` tabulates both verdicts side by side.
+apply there) and :func:`compare` decides both (:func:`analysis.render_tables.budget` tabulates them side by side).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from analysis import phases, protocol, render
+from analysis import phases, protocol
 from analysis.decision import Reason, Rule
 
 STEPS = "train.max_steps"
@@ -53,15 +53,13 @@ def budget_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
     return rerun_trials(frozen, runs, ablations, cli, longer)
 
 
-def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
-                 longer: Mapping[str, pd.DataFrame], factor: int) -> list[str]:
-    """Markdown: per deciding part, the verdict and effect at ×1 and at ×``factor`` steps, and
-    whether the verdict moved (module docstring). Both columns leave the lr-edge precondition
-    out (the reruns have one lr), so a move is the budget's doing; the part's own verdict, with
-    every precondition, is in the claim's table."""
-    head = [f"| claim | part | task · n_train | ×1: effect [interval] | ×1 verdict (no lr-edge check) | ×{factor}: effect "
-            f"[interval] | ×{factor} verdict | moved |", "|---|---|---|---|---|---|---|---|"]
-    rows = []
+def compare(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
+            longer: Mapping[str, pd.DataFrame]) -> list[tuple[dict[str, Any], protocol.PartResult, protocol.PartResult]]:
+    """Per deciding part, ``(spec, at ×1, at ×factor)``: the part decided on its own runs and on
+    the budget reruns alone (module docstring). Both leave the lr-edge precondition out (the
+    reruns have one lr), so a move is the budget's doing; the part's own verdict, with every
+    precondition, is in the claim's table. :func:`analysis.render_tables.budget` words it."""
+    out = []
     for name, conf in configs.items():
         for part in conf.ablation.parts:
             spec = protocol.spec_dict(part)
@@ -73,14 +71,5 @@ def budget_lines(configs: Mapping[str, Any], main: Mapping[str, pd.DataFrame],
             # the reruns have one lr per arm: the edge precondition is the grid's, not theirs
             many = protocol.decide_part(long_runs, {**one.spec, "choose_b": []}, check_edge=False) \
                 if not long_runs.empty else protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.NO_RERUNS)])
-
-            def cell(r: protocol.PartResult) -> tuple[str, str]:
-                eff = "–" if pd.isna(r.effect) else f"{r.effect:.3g} [{r.lo:.3g}, {r.hi:.3g}]"
-                why = f" ({'; '.join(render.heads(r.reasons))})" if r.reasons else ""
-                return eff, f"{r.verdict}{why}"
-            e1, v1 = cell(one)
-            e4, v4 = cell(many)
-            moved = "no" if one.verdict == many.verdict else "**yes**"
-            rows.append(f"| {spec['claim']} | {spec['name']} | {spec['task']} · {one.n_train or '–'} | "
-                        f"{e1} | {v1} | {e4} | {v4} | {moved} |")
-    return head + rows if rows else []
+            out.append((spec, one, many))
+    return out

@@ -160,19 +160,7 @@ def rates(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def report_lines(table: pd.DataFrame) -> list[str]:
-    """The calibration section's body: what was done, the rates table and, folded, the count
-    per task and block."""
-    if table.empty:
-        return ["No deciding part has an arm with 4 or more seeds on one block: nothing to calibrate.", ""]
-    per = (table.groupby(["task", "block", "rule"], dropna=False)["decisive"].agg(["size", "sum"])
-           .rename(columns={"size": "n", "sum": "k"}).reset_index())
-    return ["Each deciding part's arms against themselves: on one block, the arm's seeds split into two disjoint "
-            "halves paired in order, decided by the part's own rules on its own value (the interval's label; "
-            "preconditions can only weaken it). Difference rule: the rate of decisive labels where nothing "
-            "differs. Equivalence rules: the same pairs with one half shifted by exactly δ, so the truth sits on "
-            "the margin: the rate of *equivalent*. Both against the nominal 5%; the interval is the exact binomial "
-            "95% interval of the rate. Descriptive, not a decision: a comparison counts once however many parts "
-            "share its runs, and the comparisons of one task share arms, so they are not independent.", "",
-            rates(table).to_markdown(index=False, floatfmt=".3f"), "",
-            "<details><summary>per task and block</summary>", "", per.to_markdown(index=False), "", "</details>", ""]
+def per_task(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons per task, block and rule: how many (``n``) and how many decisive (``k``)."""
+    return (table.groupby(["task", "block", "rule"], dropna=False)["decisive"].agg(["size", "sum"])
+            .rename(columns={"size": "n", "sum": "k"}).reset_index())

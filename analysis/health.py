@@ -42,16 +42,6 @@ REFERENCES = {  # logged column → (name, error from the logged value)
     "test/majority_acc": ("majority class", lambda v: 1.0 - v),
     "test/uniform_acc": ("uniform mixing", lambda v: 1.0 - v),
 }
-CAPTION = (
-    "Per task: its trivial reference predictors (mean test error over the task's runs; the best "
-    "one is the bar), the best and worst arm (seed-mean test error at the largest n_train of its "
-    "ablation and the lr chosen on validation), the margin = best reference − best arm (> 0: "
-    "something learns), and each deciding part on the task with its δ: ✓ if the best arm of "
-    "the part's ablation beats the best reference by ≥ δ (else the part is *not learned* "
-    "whatever its arms do). Judged on the test error, also for parts on another value (absent "
-    "answers, area under the curve).")
-
-
 def _references(df: pd.DataFrame) -> dict[str, float]:
     """``{name: mean error}`` of the reference predictors that ``df``'s runs logged; the zero
     predictor (error 1) is always one for a relative-MSE task."""
@@ -152,29 +142,3 @@ def task_health(runs: Mapping[str, pd.DataFrame], parts: Mapping[str, Sequence[A
     return curves.sort_rows(pd.DataFrame(rows, columns=[
         "task", "references", "reference", "reference_error", "n_train", "best", "best_error", "worst",
         "worst_error", "margin", "parts", "decidable", "status"]), ["task"])
-
-
-def health_lines(table: pd.DataFrame) -> list[str]:
-    """The report's "Task health" section body: the caption, a short Markdown table of
-    :func:`task_health` a viewer shows without scrolling (task, best reference, best arm,
-    margin, status; flagged tasks in bold) and the rest of each row below it, folded
-    (every reference predictor, n_train, worst arm, deciding parts); numbers to 3 significant
-    digits."""
-    if table.empty:
-        return ["No task has runs.", ""]
-    task = table["task"].map(lambda t: f"`{t}`")
-    shown = pd.DataFrame({
-        "task": task,
-        "best reference": [f"{n} {_fmt(e)}" for n, e in zip(table["reference"], table["reference_error"])],
-        "best arm": [f"{b} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
-        "margin": table["margin"].map(_fmt),
-        "status": [s if s == OK else f"**{s}**" for s in table["status"]],
-    })
-    detail = pd.DataFrame({
-        "task": task, "reference predictors (test error)": table["references"], "n_train": table["n_train"],
-        "worst arm": [f"{w} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
-        "deciding parts (δ: decidable?)": table["parts"],
-    })
-    return [CAPTION, "", shown.to_markdown(index=False), "",
-            "<details><summary>per task: every reference predictor, n_train, worst arm, deciding parts</summary>",
-            "", detail.to_markdown(index=False), "", "</details>", ""]

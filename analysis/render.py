@@ -421,6 +421,18 @@ def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
     return [HEADING, "", READ_ROW, "", *lines, "", trust, ""]
 
 
+def headline(name: str) -> str:
+    """A part's name up to its first colon outside brackets ("(a) selection: adding …" →
+    "(a) selection"); a colon inside a bracket ("… (T3a′: T3a with noisy targets)") is part of
+    the headline, which would otherwise end in an open bracket."""
+    depth = 0
+    for i, ch in enumerate(name):
+        depth += (ch in "([") - (ch in ")]")
+        if ch == ":" and depth == 0:
+            return name[:i]
+    return name
+
+
 def trust(t: Trust) -> str:
     """*How far to trust this* (:func:`analysis.answer.trust`)."""
     out = ["**How far to trust this.**"]
@@ -447,7 +459,7 @@ def trust(t: Trust) -> str:
                     "the stability table's scale column, a flag)" if c.at_scale else ")"))
         out.append(f"Measured at {where}; no verdict here speaks for another scale.")
     if t.rerun:
-        names = "; ".join(f"{claim} {part} ({was} → {now})" for claim, part, was, now in t.lost)
+        names = "; ".join(f"{claim} {headline(part)} ({was} → {now})" for claim, part, was, now in t.lost)
         out.append(f"At the larger scale {len(t.lost)} of the {t.rerun} parts rerun there lose their verdict"
                    + (f": {names}." if t.lost else "."))
     if t.distinct != t.deciding:

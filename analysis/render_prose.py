@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from analysis import protocol, render, verdicts
+from analysis.render import headline  # noqa: F401  (a part named by its headline; render words it)
 from analysis.decision import Reason
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
@@ -120,18 +121,6 @@ def _reason(results: Sequence[protocol.PartResult]) -> str:
     """Why a claim's deciding parts are inconclusive, in a few words: their preconditions' names."""
     names = sorted({reason_name(r) for x in results if x.verdict == protocol.INCONCLUSIVE for r in x.reasons} - {""})
     return ", ".join(names) or "the intervals are too wide for either verdict"
-
-
-def headline(name: str) -> str:
-    """A part's name up to its first colon outside brackets ("(a) selection: adding …" →
-    "(a) selection"); a colon inside a bracket ("… (T3a′: T3a with noisy targets)") is part of
-    the headline, which would otherwise end in an open bracket."""
-    depth = 0
-    for i, ch in enumerate(name):
-        depth += (ch in "([") - (ch in ")]")
-        if ch == ":" and depth == 0:
-            return name[:i]
-    return name
 
 
 def _against(result: protocol.PartResult) -> str:

@@ -19,16 +19,15 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, protocol, render, render_prose, rounds, stability, stats, trail
-from analysis.decision import Step
+from analysis import answer, calibration, phases, protocol, render, render_prose, render_tables, rounds, stability, stats, trail
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
-from analysis.budget import budget_lines, budget_trials, split_budget
+from analysis.budget import budget_trials, compare, split_budget
 from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials,
                               seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
-from analysis.health import health_lines, task_health
+from analysis.health import task_health
 from analysis.reuse import write_once
 from analysis.paper import CLAIMS
 from analysis.trail import processor_line
@@ -39,7 +38,7 @@ from harness.config import PartConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
-PATH_CHECK = "path check, not evidence"
+PATH_CHECK = render_tables.PATH_CHECK  # a claim's shown verdict at a path-check scale
 
 
 def _git(*args: str) -> str:
@@ -261,111 +260,6 @@ def confirm_enabled(cfg: DictConfig) -> bool:
 
 
 # ----------------------------------------------------------------------------- writing
-def _num(x: float) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
-
-
-def _pre(result: protocol.PartResult) -> str:
-    if not result.preconditions:
-        return "–"
-    return render.checks(result.preconditions, "<br>")
-
-
-def _also95(result: protocol.PartResult) -> str:
-    """An equivalence's 95% interval (its contradiction test) beside the printed 90% one."""
-    if result.spec["test"] == "difference" or math.isnan(result.lo95):
-        return ""
-    return f"; 95% [{_num(result.lo95)}, {_num(result.hi95)}]"
-
-
-def _params(result: protocol.PartResult, arm: str) -> str:
-    """An arm's parameter count (paper.md §13: every part prints both arms')."""
-    n = result.params.get(arm)
-    return f" ({int(n):,} params)" if n is not None and not math.isnan(n) else ""
-
-
-def _p_text(result: protocol.PartResult) -> str:
-    """'p (Holm p)'; the Holm-adjusted p only for deciding parts (protocol.adjust)."""
-    if math.isnan(result.p):
-        return "–"
-    return f"{result.p:.2g}" + (f" ({result.p_holm:.2g})" if not math.isnan(result.p_holm) else "")
-
-
-def _value_name(spec: dict[str, Any]) -> str:
-    value = str(spec["value"])
-    if value.startswith("steps_to_"):  # protocol's steps-to-target value kind
-        return f"steps to validation error ≤ {value.removeprefix('steps_to_')} (fraction of the step budget)"
-    return {"error": "test error", "auc": "mean log test error over n_train",
-            "absent_error": "test error on absent answers"}.get(
-        value, value.replace("error_n", "test error at length n = "))
-
-
-def _rereg(spec: dict[str, Any], rereg: dict[tuple[str, str], str]) -> str:
-    """The mark of a part re-registered after a verdict run, with its original design and outcome
-    (``PartConfig.reregistered``, issue 28 item 7); empty for a part registered once."""
-    note = rereg.get((spec["claim"], spec["name"]), "")
-    return f"<br>*re-registered after a verdict run; originally: {note}*" if note else ""
-
-
-def _part_rows(results: list[protocol.PartResult], tiny: bool,
-               rereg: dict[tuple[str, str], str] | None = None) -> list[str]:
-    """A claim's parts as a short table a Markdown viewer shows without scrolling (part, arms,
-    effect, δ, verdict) and every part's detail below it, folded (issue 29 item 6)."""
-    rereg = rereg or {}
-    rows = ["| part | arms a vs b (mean value) | effect d = b − a [interval] | δ | verdict |",
-            "|---|---|---|---|---|"]
-    detail = []
-    for i, r in enumerate(results, 1):
-        s = r.spec
-        kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
-        short = list(dict.fromkeys(render_prose.reason_name(x) for x in r.reasons))  # the deciding rule first
-        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "") + \
-            (f"; {render.conditions(r.conditions)}" if r.conditions else "")
-        shared = f"<br>*the same runs as {'; '.join(r.shared_with)}*" if r.shared_with else ""
-        rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)}{shared} | `{s['a']}` {_num(r.mean_a)} vs "
-                    f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
-                    f"{s['delta']} | {verdict} |")
-        lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
-        pre = render.checks(r.preconditions) or "–"
-        detail += [f"{i}. **{s['name']}** ({s['role']}): {kind} on {_value_name(s)}; task `{s['task']}`, n_train "
-                   f"{r.n_train or '–'}, seeds {r.seeds or '–'}",
-                   f"   * arms: `{s['a']}`{_params(r, s['a'])} vs `{s['b']}`{_params(r, s['b'])}",
-                   f"   * interval: {r.method or '–'}{_also95(r)}; p for contradiction (Holm within the "
-                   f"claim): {_p_text(r)}",
-                   f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
-        if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
-            detail.append(f"   * positive control (the same test must contradict it): {render.control(r.control)}")
-        if r.resolution is not None and not math.isnan(r.resolution):
-            detail.append(f"   * resolution (the largest effect the measurement could show, exploratory block): "
-                          f"{_num(r.resolution)}; " + (render.check(Step.RESOLUTION, r.preconditions[Step.RESOLUTION])
-                                                       if Step.RESOLUTION in r.preconditions else "not judged"))
-        if r.blowups:
-            detail.append(f"   * blown-up runs among the pairs: {render.robust(r.robust) if r.robust else ''}")
-        if r.conditions:
-            detail.append(f"   * conditions: {render.conditions(r.conditions)}")
-        if r.shared_with:
-            detail.append(f"   * one comparison, one part: built from the same trial ids as {'; '.join(r.shared_with)}")
-        if not tiny and (r.reasons or r.test_alone):
-            detail.append(f"   * why: {render.reasons(r.reasons) or '–'}"
-                          + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
-    return rows + ["", "<details><summary>each part in detail: test, arms' parameters, interval "
-                   "method, p, preconditions, lr</summary>", "", *detail, "", "</details>"]
-
-
-def _summary_table(decided: list[protocol.PartResult]) -> list[str]:
-    """Parts by role and verdict, and the inconclusive ones by reason; a comparison that several
-    claims' parts rest on (the same trial ids) counts once."""
-    rows = []
-    for r in verdicts_of.distinct(decided):  # a comparison several claims rest on counts once
-        reasons = [render_prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
-        rows.append({"role": r.spec["role"], "verdict": r.verdict,
-                     "reason": ", ".join(sorted(set(reasons))) or "–"})
-    if not rows:
-        return ["No statistical part was decided.", ""]
-    table = pd.DataFrame(rows).value_counts().rename("parts").reset_index()
-    return [table.sort_values(["role", "verdict", "reason"]).to_markdown(index=False), ""]
-
-
 def open_seconds(sweeps: pd.DataFrame) -> float:
     """Σ (end − start) over sweep runs, in seconds (NaN if none). Times are timestamps or the
     strings a bundle holds, where a time on a whole second has no fraction
@@ -488,7 +382,7 @@ def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
         if claim.paper:
             out["evidence"] += [f"*The paper*: {claim.paper}.", ""]
         if mine:
-            out["evidence"] += _part_rows(mine, tiny, rereg) + [""]
+            out["evidence"] += render_tables.part_rows(mine, tiny, rereg) + [""]
         if checks:
             out["evidence"] += ["Exact checks (implementation, not evidence):", "",
                                 "| check | status | measured |", "|---|---|---|",
@@ -621,7 +515,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     runs, longer, shown, sweeps = report.runs, report.longer, report.shown, report.sweeps
     parts, stab, presets = report.parts, report.stability, report.presets
     factor = int(cfg.report.budget_factor)
-    budget = budget_lines(configs, shown, longer, factor) if any(not d.empty for d in longer.values()) else []
+    budget = render_tables.budget(compare(configs, shown, longer), factor) if any(not d.empty for d in longer.values()) else []
     evidence = Evidence(shown, presets, enumerate_terms(6), report.identities)
     claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
     opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, report)
@@ -646,8 +540,8 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         *calibrated,
         '## <a id="checks"></a>Checks (exact identities: implementation checks, not evidence)', "",
         "| claim | statement | checks | status |", "|---|---|---|---|", *claims["check_rows"], "",
-        "## Parts by role, verdict and reason", "", *_summary_table(parts),
-        "## Task health", "", *health_lines(health),
+        "## Parts by role, verdict and reason", "", *render_tables.summary_table(parts),
+        "## Task health", "", *render_tables.health(health),
         *(["## Budget ablation: do the verdicts move with more steps?", "",
            f"Each deciding part's arms rerun at ×{factor} the steps (validation ×{factor} as far apart), "
            "at the size the part was decided at and each arm's lr chosen on validation, every seed; "
@@ -669,7 +563,7 @@ def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], report: Repor
     (:mod:`analysis.calibration`), from the report's values."""
     opening = answer.section(report.parts, report.stability, report.units, report.trust, report.rows)
     return opening, ["## Calibration: how often the rules decide when nothing differs", "",
-                     *calibration.report_lines(report.calibration)]
+                     *render_tables.calibration(report.calibration)]
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:

@@ -8,7 +8,8 @@ import pytest
 
 from analysis import stats
 from analysis.bundle import read_bundle, split, write_bundle
-from analysis.health import NO_RUNS, NOTHING, OK, UNDECIDABLE, arm_errors, health_lines, task_health
+from analysis.health import NO_RUNS, NOTHING, OK, UNDECIDABLE, arm_errors, task_health
+from analysis.render_tables import health as health_lines
 from tests import synthetic_runs
 
 

@@ -109,7 +109,8 @@ def test_the_checks_catch_an_upward_import_and_a_circle(tmp_path):
 # the analysis shells that run rounds of trials (the report, the scorecard, the zoo)
 STARTS_TRIALS = {"harness.scheduler", "harness.sweep", "harness.trial", "harness.pack", "harness.loop",
                  "analysis.reporting", "analysis.report", "analysis.scorecard", "analysis.zoo"}
-RENDER = ("analysis.render", "analysis.decision")  # the words of a decision, and the values they word
+RENDER = ("analysis.render", "analysis.render_prose", "analysis.render_tables",  # the words of the report
+          "analysis.decision")  # and the values they word
 
 
 def reach(graph: dict[str, set[str]], start: str) -> set[str]:

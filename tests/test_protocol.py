@@ -272,7 +272,8 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     and the decided size; those runs never enter the main verdicts (analysis/budget.py)."""
     from hydra import compose
 
-    from analysis.budget import budget_lines, budget_trials, split_budget
+    from analysis.budget import budget_trials, compare, split_budget
+    from analysis.render_tables import budget as budget_lines
     from analysis.trials import restrict
     from harness.expansion import expand
 
@@ -308,7 +309,7 @@ def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):
     both = stats.add_error(restrict(pd.concat([pd.DataFrame(rows), longer]), trials, "residual_value"))
     main, extra = split_budget(both, conf.train.max_steps)
     assert len(main) == len(trials) and len(extra) == len(new)
-    lines = budget_lines({"residual_value": conf}, {"residual_value": main}, {"residual_value": extra}, 4)
+    lines = budget_lines(compare({"residual_value": conf}, {"residual_value": main}, {"residual_value": extra}), 4)
     assert len(lines) == 2 + len(deciding), lines
     assert all("| no |" in line for line in lines[2:]), lines
 

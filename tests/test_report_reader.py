@@ -195,7 +195,7 @@ def test_first_registration_is_the_oldest_change_of_a_part(tmp_path, monkeypatch
 def test_a_reregistered_part_is_marked_with_its_original_design():
     from omegaconf import OmegaConf
 
-    from analysis import protocol, reporting
+    from analysis import protocol, render_tables, reporting
 
     note = "steps-to-target on T3a, was an equivalence of final errors (inconclusive: no power)"
     configs = {"practical": OmegaConf.create({"ablation": {"parts": [
@@ -204,8 +204,8 @@ def test_a_reregistered_part_is_marked_with_its_original_design():
     assert rereg == {("C12", "(b) 1/√d1"): note}
     spec = {"claim": "C12", "name": "(b) 1/√d1", "test": "difference", "sides": 2, "a": "x", "b": "y",
             "delta": 0.02, "role": "deciding", "value": "error", "task": "teacher"}
-    rows = reporting._part_rows([protocol.PartResult(spec, protocol.SUPPORTED),
-                                 protocol.PartResult({**spec, "name": "(a) W_V"}, protocol.SUPPORTED)], False, rereg)
+    rows = render_tables.part_rows([protocol.PartResult(spec, protocol.SUPPORTED),
+                                     protocol.PartResult({**spec, "name": "(a) W_V"}, protocol.SUPPORTED)], False, rereg)
     marked = [r for r in rows if r.startswith("| ") and "re-registered" in r]
     assert len(marked) == 1 and note in marked[0] and "(b) 1/√d1" in marked[0]
     assert all(r.count(" | ") == 4 for r in rows if r.startswith("| ") and "---" not in r)  # 5 columns

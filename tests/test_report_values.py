@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import render, render_prose
+from analysis import render, render_prose, render_tables
 from analysis.decision import Check, Reason, Step
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ ABLATIONS = ("practical", "knowledge_size")  # C12's parts: an equivalence with 
 # the stability table's words: each rendered from a typed column beside it (moves, scale_block, loo,
 # unstable_of), which the comparison keeps
 WORDS_OF_STABILITY = ["conditions", "scale_effect", "loo_flip", "unstable"]
-RENDER_MODULES = (render, render_prose)  # the render modules: every wording of the report
+RENDER_MODULES = (render, render_prose, render_tables)  # the render modules: every wording of the report
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,20 @@ def _values(report) -> dict:
     lines = [repr(x) for row in report.rows for x in row.lines]
     return {"parts": parts, "lines": lines, "rows": [(row.component, repr(row.augmentation)) for row in report.rows],
             "stability": report.stability.drop(columns=WORDS_OF_STABILITY),
-            "calibration": report.calibration}
+            "calibration": report.calibration, "trust": report.trust, "health": report.health}
+
+
+def _words(report) -> dict:
+    """The words rendered from the report's values: the first screen, the stability table's
+    sentence columns, the calibration, task health and part tables (each a render module's)."""
+    stab = report.stability
+    lines = {"first screen": render.first_screen(report.rows, render.trust(report.trust)),
+             "calibration": render_tables.calibration(report.calibration),
+             "health": render_tables.health(report.health),
+             "parts": render_tables.part_rows(report.parts, False, {}),
+             "summary": render_tables.summary_table(report.parts)}
+    columns = {c: list(stab[c]) for c in WORDS_OF_STABILITY if (stab[c].astype(str) != "").any()}
+    return {**lines, **columns}
 
 
 @pytest.mark.integration
@@ -103,14 +116,16 @@ def test_every_part_of_todays_bundle_holds_typed_reasons_and_preconditions(hydra
 def test_the_report_values_are_the_same_whatever_the_render_modules_words(hydra_conf, bundle, monkeypatch):
     """Rewording a sentence cannot change another module's conclusion: the values built with
     random words equal those built with the real ones; only the rendered text differs."""
-
     report = _build(bundle)
-    before, text = _values(report), render.first_screen(report.rows, "")
+    before = _values(report)
+    words = _words(report)
     _scramble(monkeypatch)
     scrambled = _build(bundle)
     after = _values(scrambled)
-    assert render.first_screen(scrambled.rows, "") != text  # the words did change
-    for key in ("parts", "lines", "rows"):
+    changed = _words(scrambled)
+    for key, text in words.items():  # the words did change, each of them
+        assert changed[key] != text, key
+    for key in ("parts", "lines", "rows", "trust"):
         assert before[key] == after[key], key
-    pd.testing.assert_frame_equal(before["stability"], after["stability"])
-    pd.testing.assert_frame_equal(before["calibration"], after["calibration"])
+    for key in ("stability", "calibration", "health"):
+        pd.testing.assert_frame_equal(before[key], after[key], obj=key)

@@ -1,0 +1,206 @@
+"""The report's tables in words (issue 60 item 2; one of the render modules with
+:mod:`analysis.render` and :mod:`analysis.render_prose`): each claim's parts and their details,
+the parts by role, verdict and reason, the calibration section, the task health section and the
+budget ablation's table. Each function words values computed elsewhere
+(:class:`analysis.protocol.PartResult`, :func:`analysis.calibration.rates`,
+:func:`analysis.health.task_health`, :func:`analysis.budget.compare`); nothing here decides.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import calibration as calibration_of
+from analysis import health as health_of
+from analysis import protocol, render, render_prose
+from analysis import verdicts as verdicts_of
+from analysis.decision import Step
+
+PATH_CHECK = "path check, not evidence"
+
+
+def _num(x: float) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def _pre(result: protocol.PartResult) -> str:
+    if not result.preconditions:
+        return "–"
+    return render.checks(result.preconditions, "<br>")
+
+
+def _also95(result: protocol.PartResult) -> str:
+    """An equivalence's 95% interval (its contradiction test) beside the printed 90% one."""
+    if result.spec["test"] == "difference" or math.isnan(result.lo95):
+        return ""
+    return f"; 95% [{_num(result.lo95)}, {_num(result.hi95)}]"
+
+
+def _params(result: protocol.PartResult, arm: str) -> str:
+    """An arm's parameter count (paper.md §13: every part prints both arms')."""
+    n = result.params.get(arm)
+    return f" ({int(n):,} params)" if n is not None and not math.isnan(n) else ""
+
+
+def _p_text(result: protocol.PartResult) -> str:
+    """'p (Holm p)'; the Holm-adjusted p only for deciding parts (protocol.adjust)."""
+    if math.isnan(result.p):
+        return "–"
+    return f"{result.p:.2g}" + (f" ({result.p_holm:.2g})" if not math.isnan(result.p_holm) else "")
+
+
+def _value_name(spec: dict[str, Any]) -> str:
+    value = str(spec["value"])
+    if value.startswith("steps_to_"):  # protocol's steps-to-target value kind
+        return f"steps to validation error ≤ {value.removeprefix('steps_to_')} (fraction of the step budget)"
+    return {"error": "test error", "auc": "mean log test error over n_train",
+            "absent_error": "test error on absent answers"}.get(
+        value, value.replace("error_n", "test error at length n = "))
+
+
+def _rereg(spec: dict[str, Any], rereg: dict[tuple[str, str], str]) -> str:
+    """The mark of a part re-registered after a verdict run, with its original design and outcome
+    (``PartConfig.reregistered``, issue 28 item 7); empty for a part registered once."""
+    note = rereg.get((spec["claim"], spec["name"]), "")
+    return f"<br>*re-registered after a verdict run; originally: {note}*" if note else ""
+
+
+def part_rows(results: list[protocol.PartResult], tiny: bool,
+               rereg: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """A claim's parts as a short table a Markdown viewer shows without scrolling (part, arms,
+    effect, δ, verdict) and every part's detail below it, folded (issue 29 item 6)."""
+    rereg = rereg or {}
+    rows = ["| part | arms a vs b (mean value) | effect d = b − a [interval] | δ | verdict |",
+            "|---|---|---|---|---|"]
+    detail = []
+    for i, r in enumerate(results, 1):
+        s = r.spec
+        kind = s["test"] if s["test"] == "difference" else f"equivalence ({s['sides']}-sided)"
+        short = list(dict.fromkeys(render_prose.reason_name(x) for x in r.reasons))  # the deciding rule first
+        verdict = PATH_CHECK if tiny else f"**{r.verdict}**" + (f" ({', '.join(short)})" if short else "") + \
+            (f"; {render.conditions(r.conditions)}" if r.conditions else "")
+        shared = f"<br>*the same runs as {'; '.join(r.shared_with)}*" if r.shared_with else ""
+        rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)}{shared} | `{s['a']}` {_num(r.mean_a)} vs "
+                    f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
+                    f"{s['delta']} | {verdict} |")
+        lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
+        pre = render.checks(r.preconditions) or "–"
+        detail += [f"{i}. **{s['name']}** ({s['role']}): {kind} on {_value_name(s)}; task `{s['task']}`, n_train "
+                   f"{r.n_train or '–'}, seeds {r.seeds or '–'}",
+                   f"   * arms: `{s['a']}`{_params(r, s['a'])} vs `{s['b']}`{_params(r, s['b'])}",
+                   f"   * interval: {r.method or '–'}{_also95(r)}; p for contradiction (Holm within the "
+                   f"claim): {_p_text(r)}",
+                   f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
+        if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
+            detail.append(f"   * positive control (the same test must contradict it): {render.control(r.control)}")
+        if r.resolution is not None and not math.isnan(r.resolution):
+            detail.append(f"   * resolution (the largest effect the measurement could show, exploratory block): "
+                          f"{_num(r.resolution)}; " + (render.check(Step.RESOLUTION, r.preconditions[Step.RESOLUTION])
+                                                       if Step.RESOLUTION in r.preconditions else "not judged"))
+        if r.blowups:
+            detail.append(f"   * blown-up runs among the pairs: {render.robust(r.robust) if r.robust else ''}")
+        if r.conditions:
+            detail.append(f"   * conditions: {render.conditions(r.conditions)}")
+        if r.shared_with:
+            detail.append(f"   * one comparison, one part: built from the same trial ids as {'; '.join(r.shared_with)}")
+        if not tiny and (r.reasons or r.test_alone):
+            detail.append(f"   * why: {render.reasons(r.reasons) or '–'}"
+                          + (f" (the interval alone: {r.test_alone})" if r.test_alone else ""))
+    return rows + ["", "<details><summary>each part in detail: test, arms' parameters, interval "
+                   "method, p, preconditions, lr</summary>", "", *detail, "", "</details>"]
+
+
+def summary_table(decided: list[protocol.PartResult]) -> list[str]:
+    """Parts by role and verdict, and the inconclusive ones by reason; a comparison that several
+    claims' parts rest on (the same trial ids) counts once."""
+    rows = []
+    for r in verdicts_of.distinct(decided):  # a comparison several claims rest on counts once
+        reasons = [render_prose.reason_name(x) for x in r.reasons] if r.verdict == protocol.INCONCLUSIVE else []
+        rows.append({"role": r.spec["role"], "verdict": r.verdict,
+                     "reason": ", ".join(sorted(set(reasons))) or "–"})
+    if not rows:
+        return ["No statistical part was decided.", ""]
+    table = pd.DataFrame(rows).value_counts().rename("parts").reset_index()
+    return [table.sort_values(["role", "verdict", "reason"]).to_markdown(index=False), ""]
+
+
+def calibration(table: pd.DataFrame) -> list[str]:
+    """The calibration section's body (:mod:`analysis.calibration`): what was done, the rates
+    table and, folded, the count per task and block."""
+    if table.empty:
+        return ["No deciding part has an arm with 4 or more seeds on one block: nothing to calibrate.", ""]
+    return ["Each deciding part's arms against themselves: on one block, the arm's seeds split into two disjoint "
+            "halves paired in order, decided by the part's own rules on its own value (the interval's label; "
+            "preconditions can only weaken it). Difference rule: the rate of decisive labels where nothing "
+            "differs. Equivalence rules: the same pairs with one half shifted by exactly δ, so the truth sits on "
+            "the margin: the rate of *equivalent*. Both against the nominal 5%; the interval is the exact binomial "
+            "95% interval of the rate. Descriptive, not a decision: a comparison counts once however many parts "
+            "share its runs, and the comparisons of one task share arms, so they are not independent.", "",
+            calibration_of.rates(table).to_markdown(index=False, floatfmt=".3f"), "",
+            "<details><summary>per task and block</summary>", "",
+            calibration_of.per_task(table).to_markdown(index=False), "", "</details>", ""]
+
+
+HEALTH_CAPTION = (
+    "Per task: its trivial reference predictors (mean test error over the task's runs; the best "
+    "one is the bar), the best and worst arm (seed-mean test error at the largest n_train of its "
+    "ablation and the lr chosen on validation), the margin = best reference − best arm (> 0: "
+    "something learns), and each deciding part on the task with its δ: ✓ if the best arm of "
+    "the part's ablation beats the best reference by ≥ δ (else the part is *not learned* "
+    "whatever its arms do). Judged on the test error, also for parts on another value (absent "
+    "answers, area under the curve).")
+
+
+def _fmt(x: float) -> str:
+    """A number to three significant digits, ``–`` for none or an infinite one."""
+    return "–" if x is None or not np.isfinite(x) else f"{x:.3g}"
+
+
+def health(table: pd.DataFrame) -> list[str]:
+    """The report's "Task health" section body: the caption, a short Markdown table of
+    :func:`task_health` a viewer shows without scrolling (task, best reference, best arm,
+    margin, status; flagged tasks in bold) and the rest of each row below it, folded
+    (every reference predictor, n_train, worst arm, deciding parts); numbers to 3 significant
+    digits."""
+    if table.empty:
+        return ["No task has runs.", ""]
+    task = table["task"].map(lambda t: f"`{t}`")
+    shown = pd.DataFrame({
+        "task": task,
+        "best reference": [f"{n} {_fmt(e)}" for n, e in zip(table["reference"], table["reference_error"])],
+        "best arm": [f"{b} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
+        "margin": table["margin"].map(_fmt),
+        "status": [s if s == health_of.OK else f"**{s}**" for s in table["status"]],
+    })
+    detail = pd.DataFrame({
+        "task": task, "reference predictors (test error)": table["references"], "n_train": table["n_train"],
+        "worst arm": [f"{w} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
+        "deciding parts (δ: decidable?)": table["parts"],
+    })
+    return [HEALTH_CAPTION, "", shown.to_markdown(index=False), "",
+            "<details><summary>per task: every reference predictor, n_train, worst arm, deciding parts</summary>",
+            "", detail.to_markdown(index=False), "", "</details>", ""]
+
+
+def budget(compared: list[tuple[dict[str, Any], protocol.PartResult, protocol.PartResult]], factor: int) -> list[str]:
+    """Markdown: per deciding part (:func:`analysis.budget.compare`), the verdict and effect at ×1
+    and at ×``factor`` steps, and whether the verdict moved; no lines where no part was compared."""
+    head = [f"| claim | part | task · n_train | ×1: effect [interval] | ×1 verdict (no lr-edge check) | ×{factor}: effect "
+            f"[interval] | ×{factor} verdict | moved |", "|---|---|---|---|---|---|---|---|"]
+
+    def cell(r: protocol.PartResult) -> tuple[str, str]:
+        eff = "–" if pd.isna(r.effect) else f"{r.effect:.3g} [{r.lo:.3g}, {r.hi:.3g}]"
+        why = f" ({'; '.join(render.heads(r.reasons))})" if r.reasons else ""
+        return eff, f"{r.verdict}{why}"
+    rows = []
+    for spec, one, many in compared:
+        e1, v1 = cell(one)
+        e4, v4 = cell(many)
+        moved = "no" if one.verdict == many.verdict else "**yes**"
+        rows.append(f"| {spec['claim']} | {spec['name']} | {spec['task']} · {one.n_train or '–'} | "
+                    f"{e1} | {v1} | {e4} | {v4} | {moved} |")
+    return head + rows if rows else []
