@@ -24,6 +24,7 @@ reference`` (margin ≤ 0), ``a deciding part cannot be decided`` (some deciding
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -42,6 +43,18 @@ REFERENCES = {  # logged column → (name, error from the logged value)
     "test/majority_acc": ("majority class", lambda v: 1.0 - v),
     "test/uniform_acc": ("uniform mixing", lambda v: 1.0 - v),
 }
+@dataclass(frozen=True)
+class Judged:
+    """A deciding part judged on its task: whether the best arm of its ablation beats the best
+    reference by its δ (``ok``), and whether that ablation has runs on the task (``ran``)."""
+
+    claim: str
+    ablation: str
+    delta: float
+    ok: bool
+    ran: bool
+
+
 def _references(df: pd.DataFrame) -> dict[str, float]:
     """``{name: mean error}`` of the reference predictors that ``df``'s runs logged; the zero
     predictor (error 1) is always one for a relative-MSE task."""
@@ -100,10 +113,12 @@ def task_health(runs: Mapping[str, pd.DataFrame], parts: Mapping[str, Sequence[A
             only deciding parts are judged.
 
     Returns:
-        Columns ``task``, ``references`` (text), ``reference`` (the best one's name),
-        ``reference_error``, ``n_train``, ``best``, ``best_error``, ``worst``, ``worst_error``,
-        ``margin``, ``parts`` (text, one entry per deciding part: claim, ablation, δ, ✓/✗),
-        ``decidable`` (deciding parts that can be decided, ``k of m``) and ``status``.
+        Columns ``task``, ``references`` (``((name, mean error), …)``), ``reference`` (the best
+        one's name), ``reference_error``, ``n_train`` (the sizes), ``best`` and ``worst`` (``(arm,
+        its ablation where the task has several, else "")``, None without runs), ``best_error``,
+        ``worst_error``, ``margin``, ``parts`` (a :class:`Judged` per deciding part),
+        ``decidable`` (``(k, m)``: k of the m deciding parts can be decided; None without any)
+        and ``status``. :func:`analysis.render_tables.health` words it.
     """
     arms = arm_errors(runs)
     specs = [(ablation, spec_dict(p)) for ablation, ps in parts.items() for p in ps]
@@ -117,27 +132,26 @@ def task_health(runs: Mapping[str, pd.DataFrame], parts: Mapping[str, Sequence[A
         ref = refs.get(ref_name, np.nan)
         mine = arms[arms["task"] == task].sort_values(["error", "arm"], kind="stable")
         several = mine["ablation"].nunique() > 1
-        label = lambda r: f"`{r['arm']}`" + (f" ({r['ablation']})" if several else "")  # noqa: E731
+        label = lambda r: (str(r["arm"]), str(r["ablation"]) if several else "")  # noqa: E731  an arm, its ablation
         best, worst = (mine.iloc[0], mine.iloc[-1]) if len(mine) else (None, None)
         margin = ref - best["error"] if best is not None else np.nan
         judged = []
         for ablation, spec in (x for x in deciding if x[1]["task"] == task):
             own = mine[mine["ablation"] == ablation]["error"]
             ok = bool(len(own)) and own.min() <= ref - float(spec["delta"])
-            mark = "✓" if ok else "✗" if len(own) else "✗ (no runs)"
-            judged.append((f"{spec['claim']} `{ablation}` δ={spec['delta']:g} {mark}", ok))
+            judged.append((Judged(str(spec["claim"]), ablation, spec["delta"], ok, bool(len(own))), ok))
         status = (NO_RUNS if mine.empty else NOTHING if not (margin > 0)
                   else UNDECIDABLE if not all(ok for _, ok in judged) else OK)
         rows.append({
-            "task": task, "references": " · ".join(f"{k} {_fmt(v)}" for k, v in refs.items()) or "–",
+            "task": task, "references": tuple(refs.items()),
             "reference": ref_name, "reference_error": ref,
-            "n_train": ", ".join(str(int(n)) for n in sorted(mine["n_train"].unique())) or "–",
-            "best": label(best) if best is not None else "–",
+            "n_train": tuple(int(n) for n in sorted(mine["n_train"].unique())),
+            "best": label(best) if best is not None else None,
             "best_error": best["error"] if best is not None else np.nan,
-            "worst": label(worst) if worst is not None else "–",
+            "worst": label(worst) if worst is not None else None,
             "worst_error": worst["error"] if worst is not None else np.nan, "margin": margin,
-            "parts": "<br>".join(t for t, _ in judged) or "–",
-            "decidable": f"{sum(ok for _, ok in judged)} of {len(judged)}" if judged else "–",
+            "parts": tuple(j for j, _ in judged),
+            "decidable": (sum(ok for _, ok in judged), len(judged)) if judged else None,
             "status": status})
     return curves.sort_rows(pd.DataFrame(rows, columns=[
         "task", "references", "reference", "reference_error", "n_train", "best", "best_error", "worst",

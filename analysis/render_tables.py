@@ -160,6 +160,16 @@ def _fmt(x: float) -> str:
     return "–" if x is None or not np.isfinite(x) else f"{x:.3g}"
 
 
+def _arm(arm: tuple[str, str] | None) -> str:
+    """A task health arm: `arm`, with its ablation where the task has several; ``–`` for none."""
+    return "–" if arm is None else f"`{arm[0]}`" + (f" ({arm[1]})" if arm[1] else "")
+
+
+def _judged(j: health_of.Judged) -> str:
+    """A deciding part on its task: ``C8 `forms` δ=0.02 ✓`` (✗, or ✗ (no runs) where its ablation has none)."""
+    return f"{j.claim} `{j.ablation}` δ={j.delta:g} {'✓' if j.ok else '✗' if j.ran else '✗ (no runs)'}"
+
+
 def health(table: pd.DataFrame) -> list[str]:
     """The report's "Task health" section body: the caption, a short Markdown table of
     :func:`task_health` a viewer shows without scrolling (task, best reference, best arm,
@@ -172,14 +182,16 @@ def health(table: pd.DataFrame) -> list[str]:
     shown = pd.DataFrame({
         "task": task,
         "best reference": [f"{n} {_fmt(e)}" for n, e in zip(table["reference"], table["reference_error"])],
-        "best arm": [f"{b} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
+        "best arm": [f"{_arm(b)} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
         "margin": table["margin"].map(_fmt),
         "status": [s if s == health_of.OK else f"**{s}**" for s in table["status"]],
     })
     detail = pd.DataFrame({
-        "task": task, "reference predictors (test error)": table["references"], "n_train": table["n_train"],
-        "worst arm": [f"{w} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
-        "deciding parts (δ: decidable?)": table["parts"],
+        "task": task, "reference predictors (test error)": [" · ".join(f"{k} {_fmt(v)}" for k, v in refs) or "–"
+                                                            for refs in table["references"]],
+        "n_train": [", ".join(str(n) for n in sizes) or "–" for sizes in table["n_train"]],
+        "worst arm": [f"{_arm(w)} {_fmt(e)}" for w, e in zip(table["worst"], table["worst_error"])],
+        "deciding parts (δ: decidable?)": ["<br>".join(_judged(j) for j in parts) or "–" for parts in table["parts"]],
     })
     return [HEALTH_CAPTION, "", shown.to_markdown(index=False), "",
             "<details><summary>per task: every reference predictor, n_train, worst arm, deciding parts</summary>",

@@ -454,8 +454,11 @@ class Report:
     """What the report says, as values (issue 60 item 2): the runs by block, every part's decision
     (:class:`analysis.protocol.PartResult`), the stability table, the first screen's rows
     (:class:`analysis.answer.Row`), the calibration table, the task health and the exact checks'
-    measurements. :func:`write_report` renders it; nothing here is a sentence of the report but
-    the stability table's condition columns (its own words, :func:`analysis.stability.conditions`)."""
+    measurements, the trust paragraph's facts. :func:`write_report` renders it with the render
+    modules (:mod:`analysis.render`, :mod:`analysis.render_prose`, :mod:`analysis.render_tables`);
+    the stability table's sentence columns (``conditions``, ``scale_effect``, ``loo_flip``,
+    ``unstable``) are their words for its typed columns (``moves``, ``scale_block``, ``loo``,
+    ``unstable_of``), kept for its CSV."""
 
     runs: dict[str, pd.DataFrame]  # per ablation: every run but the budget reruns, with ``error``
     longer: dict[str, pd.DataFrame]  # per ablation: the budget reruns

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import stats
 from analysis.bundle import read_bundle, split, write_bundle
-from analysis.health import NO_RUNS, NOTHING, OK, UNDECIDABLE, arm_errors, task_health
+from analysis.health import NO_RUNS, NOTHING, OK, UNDECIDABLE, Judged, arm_errors, task_health
 from analysis.render_tables import health as health_lines
 from tests import synthetic_runs
 
@@ -57,30 +57,31 @@ def test_a_task_where_nothing_beats_the_reference_is_flagged_and_one_that_learns
     quartic, teacher = table.loc["teacher_quartic"], table.loc["teacher"]
     assert quartic["status"] == NOTHING
     assert quartic["reference"] == "uniform mixing" and quartic["reference_error"] == pytest.approx(0.6)
-    assert quartic["margin"] < 0 and quartic["decidable"] == "0 of 1" and "✗" in quartic["parts"]
-    assert quartic["best"] == "`softmax_free`" and quartic["best_error"] == pytest.approx(4.101)
-    assert quartic["worst"] == "`higher_order`"
-    assert teacher["status"] == OK and teacher["decidable"] == "1 of 1"  # the observation is not judged
-    assert teacher["references"] == "uniform mixing 0.6 · identity 3.7 · zero predictor 1"
+    assert quartic["margin"] < 0 and quartic["decidable"] == (0, 1) and not quartic["parts"][0].ok
+    assert quartic["best"] == ("softmax_free", "") and quartic["best_error"] == pytest.approx(4.101)
+    assert quartic["worst"] == ("higher_order", "")
+    assert teacher["status"] == OK and teacher["decidable"] == (1, 1)  # the observation is not judged
+    assert [(k, round(v, 6)) for k, v in teacher["references"]] == [("uniform mixing", 0.6), ("identity", 3.7),
+                                                                    ("zero predictor", 1.0)]
     # at the lr chosen on validation (0.01), not the one with the lower test error
-    assert teacher["best"] == "`softmax`" and teacher["best_error"] == pytest.approx(0.201)
+    assert teacher["best"] == ("softmax", "") and teacher["best_error"] == pytest.approx(0.201)
     assert teacher["margin"] == pytest.approx(0.6 - 0.201)
-    assert teacher["n_train"] == "256"
+    assert teacher["n_train"] == (256,)
     tokens = table.loc["arithmetic"]  # no part uses it: only the learning check
     assert tokens["reference"] == "majority class" and tokens["reference_error"] == pytest.approx(0.8)
-    assert tokens["status"] == OK and tokens["parts"] == "–"
+    assert tokens["status"] == OK and tokens["parts"] == ()
     assert list(table.index) == ["arithmetic", "teacher", "teacher_quartic"]  # natural order
 
 
 def test_a_part_whose_margin_no_arm_reaches_makes_the_task_undecidable(runs):
     parts = {"forms": [{**PARTS["forms"][0], "delta": 0.5}]}  # 0.6 − 0.201 < 0.5
     row = task_health(runs, parts).set_index("task").loc["teacher"]
-    assert row["status"] == UNDECIDABLE and "δ=0.5 ✗" in row["parts"]
+    assert row["status"] == UNDECIDABLE and row["parts"] == (Judged("C9", "forms", 0.5, False, True),)
     base = PARTS["forms"][0]
     parts = {**PARTS, "size": [{**base, "claim": "C12"}], "absent": [{**base, "task": "teacher_control"}]}
     table = task_health(runs, parts).set_index("task")  # two parts whose ablations have no runs
     assert table.loc["teacher", "status"] == UNDECIDABLE
-    assert "C12 `size` δ=0.02 ✗ (no runs)" in table.loc["teacher", "parts"]
+    assert Judged("C12", "size", 0.02, False, False) in table.loc["teacher", "parts"]
     assert table.loc["teacher_control", "status"] == NO_RUNS
 
 
@@ -100,7 +101,7 @@ def test_diverged_and_failed_runs_are_left_out_and_arms_are_per_ablation(runs):
     assert "mlp" not in set(errs[errs["ablation"] == "forms"]["arm"])
     assert set(errs[errs["ablation"] == "other"]["arm"]) == {"softmax", "mlp"}
     row = task_health({"forms": df, "other": runs["forms"]}, {}).set_index("task").loc["teacher"]
-    assert row["best"] in ("`softmax` (forms)", "`softmax` (other)")
+    assert row["best"] in (("softmax", "forms"), ("softmax", "other"))
 
 
 def test_markdown_section_and_the_bundle_gives_the_same_table(runs, tmp_path):
@@ -108,6 +109,7 @@ def test_markdown_section_and_the_bundle_gives_the_same_table(runs, tmp_path):
     lines = health_lines(direct)
     text = "\n".join(lines)
     assert "| `teacher_quartic` |" in text and f"**{NOTHING}**" in text
+    assert "uniform mixing 0.6 · identity 3.7 · zero predictor 1" in text and "C6 `higher_order` δ=0.02 ✗" in text and "C9 `forms` δ=0.02 ✓" in text
     bundle = pd.concat([df.assign(ablation=name, role="trial") for name, df in runs.items()],
                        ignore_index=True)
     derived = [c for c in bundle if c.startswith(("error", "reference_", "lr_"))]  # the report adds them
