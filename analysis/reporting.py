@@ -394,7 +394,7 @@ def _stability(frame: pd.DataFrame, folder: Path) -> list[str]:
     """The stability section (paper.md §13, :func:`analysis.verdicts.stability_frame`); writes
     ``stability.csv`` beside the report."""
     stability.write_csv(frame, folder / "stability.csv")
-    return ["## Stability of the verdicts", "", *stability.report_lines(frame)]
+    return ["## Stability of the verdicts", "", *render_tables.stability(frame)]
 
 
 def _frozen(folder: Path) -> str:
@@ -545,11 +545,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
         "| claim | statement | checks | status |", "|---|---|---|---|", *claims["check_rows"], "",
         "## Parts by role, verdict and reason", "", *render_tables.summary_table(parts),
         "## Task health", "", *render_tables.health(health),
-        *(["## Budget ablation: do the verdicts move with more steps?", "",
-           f"Each deciding part's arms rerun at ×{factor} the steps (validation ×{factor} as far apart), "
-           "at the size the part was decided at and each arm's lr chosen on validation, every seed; "
-           "the part decided again on those runs alone (lr fixed: no lr-edge precondition). "
-           f"{n_longer} reruns.", "", *budget, ""] if budget else []),
+        *render_tables.budget_section(budget, factor, n_longer),
         "## How verdicts are decided", "", (protocol.__doc__ or "").split("\n\n", 1)[1].strip(), "",
         "## Evidence per claim", "", *claims["evidence"],
         "## Exact symmetry of every variant (random O(1) weights, float64)", "",
@@ -565,8 +561,7 @@ def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], report: Repor
     """The report's opening (:func:`analysis.answer.section`) and its calibration section
     (:mod:`analysis.calibration`), from the report's values."""
     opening = answer.section(report.parts, report.stability, report.units, report.trust, report.rows)
-    return opening, ["## Calibration: how often the rules decide when nothing differs", "",
-                     *render_tables.calibration(report.calibration)]
+    return opening, render_tables.calibration_section(report.calibration)
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:

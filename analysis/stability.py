@@ -22,7 +22,7 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
   (:func:`analysis.confirm.readout_trials`).
 
 :func:`analysis.verdicts.stability_frame` builds the table (one row per deciding part);
-:func:`report_lines` formats it for the report and :func:`write_csv` writes
+:func:`analysis.render_tables.stability` formats it for the report and :func:`write_csv` writes
 ``docs/report/stability.csv``.
 """
 
@@ -241,7 +241,7 @@ def claim_unstable(rows: list[dict[str, Any]]) -> Unstable | None:
 def mark_once(frame: pd.DataFrame) -> pd.DataFrame:
     """The table with ``claims`` (every claim a row's comparison bears on: rows of several
     claims with the same ``trial_ids``, joined) and ``repeat`` (True on every such row but the
-    first): *one comparison, one part*, so the report shows it once (:func:`report_lines`)."""
+    first): *one comparison, one part*, so the report shows it once (:func:`analysis.render_tables.stability`)."""
     if frame.empty or "trial_ids" not in frame:
         return frame
     key = frame["trial_ids"].fillna("").astype(str)
@@ -267,71 +267,3 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
     flat.to_csv(path, index=False)
     return path
-
-
-def _blocks_of(frame: pd.DataFrame) -> list[str]:
-    readouts = sorted({c.split("_")[0] for c in frame.columns if c.startswith("readout=")})
-    return ["exploratory", "confirmation", "x4", *readouts, *(["scale"] if "scale" in frame else [])]
-
-
-def _once(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per comparison (:func:`mark_once`), its ``claim`` naming every claim."""
-    if "repeat" not in frame:
-        return frame
-    return frame[~frame["repeat"].astype(bool)].assign(claim=frame["claims"])
-
-
-def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
-    rows = []
-    for _, r in _once(frame).iterrows():
-        row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
-        row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
-        if "scale" in row and isinstance(r.get("scale_effect"), str) and r["scale_effect"]:
-            row["scale"] = f"{row['scale']} ({r['scale_effect']})"
-        flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
-                 "opposite labels" if r.get("opposite") else "", r.get("loo_flip") or "",
-                 "×4 moved" if r.get("x4_moved") else "", "scale moved" if r.get("scale_moved") is True else "",
-                 f"readout moved: {', '.join(r['readout_moved'])}" if len(r.get("readout_moved") or []) else ""]
-        row["flags"] = "; ".join(f for f in flags if f) or "–"
-        row["conditions"] = r.get("conditions") or "–"
-        row["blown-up runs"] = int(r["blowups"]) if pd.notna(r.get("blowups")) else 0
-        rows.append(row)
-    return pd.DataFrame(rows).to_markdown(index=False)
-
-
-def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
-    rows = []
-    for _, r in _once(frame).iterrows():
-        for b in blocks:
-            if f"{b}_runs" not in r or not r[f"{b}_runs"] or pd.isna(r[f"{b}_runs"]):
-                continue
-            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": r[f"{b}_seeds"] or "–",
-                         "steps": r[f"{b}_steps"] or "–", "readout": r[f"{b}_readout"] or "–",
-                         "lr": r[f"{b}_lr"] or "–", "runs": int(r[f"{b}_runs"])})
-    return pd.DataFrame(rows).to_markdown(index=False) if rows else "No block has runs."
-
-
-def _slack_table(frame: pd.DataFrame) -> str:
-    cols = {"support_delta": "support (δ)", "support_se": "support (SE)",
-            "contradict_delta": "contradict (δ)", "contradict_se": "contradict (SE)"}
-    table = _once(frame)[["claim", "part", "decided_on", *cols]].rename(columns={**cols, "decided_on": "block"})
-    return table.to_markdown(index=False, floatfmt=".2f")
-
-
-def report_lines(frame: pd.DataFrame) -> list[str]:
-    """The stability table as the body of a Markdown section (module docstring): verdicts and
-    flags per block, what each block ran (seeds, steps, readout, lr, runs) and the slack to
-    each threshold, as three narrow tables rather than one too wide to read."""
-    if frame.empty:
-        return ["No deciding part was decided, so there is no stability table.", ""]
-    blocks = _blocks_of(frame)
-    return ["A part's verdict on each block of runs; the claim is *unstable* when a part gets opposite decisive "
-            "labels on the exploratory and the confirmation seeds, or a leave-one-seed-out flip decides it; "
-            "×4 steps and readout changes are flags only, and *conditions* states the verdict with the readouts "
-            "and budgets it holds under where one moves it. A comparison several claims rest on (the same "
-            "trial ids) is one row naming every claim; *blown-up runs* counts the deciding block's runs whose "
-            "validation error blew up.", "", _verdict_table(frame, blocks), "",
-            "<details><summary>what each block ran</summary>", "", _blocks_table(frame, blocks), "", "</details>", "",
-            "Slack of the deciding block's interval to each threshold (positive: on the side the rule needs), "
-            "in units of δ and of the standard error of the mean paired difference:", "",
-            _slack_table(frame), ""]

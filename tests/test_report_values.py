@@ -84,7 +84,8 @@ def _words(report) -> dict:
              "calibration": render_tables.calibration(report.calibration),
              "health": render_tables.health(report.health),
              "parts": render_tables.part_rows(report.parts, False, {}),
-             "summary": render_tables.summary_table(report.parts)}
+             "summary": render_tables.summary_table(report.parts),
+             "stability table": render_tables.stability(stab)}
     columns = {c: list(stab[c]) for c in WORDS_OF_STABILITY if (stab[c].astype(str) != "").any()}
     return {**lines, **columns}
 

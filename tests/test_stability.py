@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import render, stability, stats
+from analysis import render, render_tables, stability, stats
 from analysis.decision import Flip, Interval, Step, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from tests import scratch_git
@@ -304,7 +304,7 @@ def test_the_stability_frame_has_a_row_per_deciding_part_and_an_unstable_claim_s
     frame = verdicts.stability_frame({"abl": conf}, {"abl": df})
     assert len(frame) == 1 and frame["decided_on"].iloc[0] == "confirmation" and frame["unstable"].iloc[0] == ""
     assert frame["x4_runs"].iloc[0] == 10 and frame["readout=tied_runs"].iloc[0] == 10
-    lines = stability.report_lines(frame)
+    lines = render_tables.stability(frame)
     assert any(line.startswith("| claim") for line in lines) and max(len(x) for x in lines[2].splitlines()) < 200
     stability.write_csv(frame, tmp_path / "s" / "stability.csv")
     assert pd.read_csv(tmp_path / "s" / "stability.csv")["part"].tolist() == [PART["name"]]
@@ -395,7 +395,7 @@ def test_with_no_deciding_part_decided_the_section_says_so_and_the_csv_is_empty(
 
     empty = stability.mark_once(pd.DataFrame())
     assert empty.empty
-    assert stability.report_lines(empty) == ["No deciding part was decided, so there is no stability table.", ""]
+    assert render_tables.stability(empty) == ["No deciding part was decided, so there is no stability table.", ""]
     path = stability.write_csv(empty, tmp_path / "stability.csv")
     assert path.read_text().strip() == ""
     nan = float("nan")
