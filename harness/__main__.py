@@ -13,7 +13,11 @@ only once the command needs them.
 
 from __future__ import annotations
 
-from harness.shell import main
+from harness.signals import end_at_once_until_the_sweep
+
+end_at_once_until_the_sweep()  # before the shell's own imports: a signal there ends the process at once
+
+from harness.shell import main  # noqa: E402
 
 if __name__ == "__main__":
     main("harness")

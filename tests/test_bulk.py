@@ -232,6 +232,7 @@ tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(ru
 """
 
 
+@pytest.mark.e2e  # a driver process SIGKILLed inside a batch is what it tests
 def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, db_store, tmp_path):
     """A driver SIGKILLed inside a batch's transaction (its params, tags and metrics inserted,
     not committed) leaves those runs RUNNING without a row of the batch; the next invocation,

@@ -37,7 +37,10 @@ FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_tes
 LEASE_S = 3.0  # short, so that the dead drivers' leases expire within the test
 
 
-@pytest.fixture(params=["sqlite", "server", "postgresql", "postgres-direct"])
+# a server or a PostgreSQL instance is a process the test starts (through the shared fixtures,
+# asked for at run time, which collection cannot see): those cases are e2e
+@pytest.fixture(params=["sqlite", *(pytest.param(p, marks=pytest.mark.e2e)
+                                    for p in ("server", "postgresql", "postgres-direct"))])
 def store(request, tmp_path, monkeypatch):
     """The store under test; the servers are the test process's shared ones (conftest.py), each
     test in an experiment of its own; ``postgres-direct`` is a database of the session's
