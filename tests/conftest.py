@@ -631,3 +631,21 @@ def postgres_mlflow_server_uri(postgres_database, tmp_path):
     artifacts.mkdir()
     with mlflow_server(postgres_database, artifacts) as uri:
         yield uri
+
+
+@pytest.fixture(scope="module")
+def zoo_examples_on_path():
+    """``examples/`` first on ``sys.path`` for a module's tests (where a user's ``PYTHONPATH``
+    would put it), the ``zoo`` package imported afresh and forgotten after, so that no other
+    module sees the examples' ``zoo``."""
+    import sys
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m.split(".")[0] == "zoo"]:
+            del sys.modules[name]
+
+    forget()
+    sys.path.insert(0, str(ROOT / "examples"))
+    yield
+    sys.path.remove(str(ROOT / "examples"))
+    forget()

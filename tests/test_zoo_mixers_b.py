@@ -40,19 +40,7 @@ def _id(form) -> str:
     return form[0].split(":")[1] + "".join(f"[{k}={v}]" for k, v in form[1])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def zoo():
-    """``examples/`` on ``sys.path`` (where a user's ``PYTHONPATH`` would put it)."""
-    _forget()
-    sys.path.insert(0, str(ROOT / "examples"))
-    yield
-    sys.path.remove(str(ROOT / "examples"))
-    _forget()
-
-
-def _forget() -> None:
-    for name in [m for m in sys.modules if m.split(".")[0] == "zoo"]:
-        del sys.modules[name]
+pytestmark = pytest.mark.usefixtures("zoo_examples_on_path")  # examples/ on sys.path (tests/conftest.py)
 
 
 def build(form, seed: int = 0, d: int = D, n_max: int = N_MAX):

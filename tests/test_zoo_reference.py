@@ -44,19 +44,7 @@ FAMILIES = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def examples_on_path():
-    """``examples/`` on ``sys.path`` (where a user's ``PYTHONPATH`` would put it)."""
-    _forget()
-    sys.path.insert(0, str(ROOT / "examples"))
-    yield
-    sys.path.remove(str(ROOT / "examples"))
-    _forget()
-
-
-def _forget() -> None:
-    for name in [m for m in sys.modules if m.split(".")[0] == "zoo"]:
-        del sys.modules[name]
+pytestmark = pytest.mark.usefixtures("zoo_examples_on_path")  # examples/ on sys.path (tests/conftest.py)
 
 
 def load(family: str) -> dict:
