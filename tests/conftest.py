@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -238,12 +239,13 @@ def shared_postgres_mlflow_server(postgres, tmp_path_factory):
 # signals, imports before torch, Ray's and Slurm's lifetimes, concurrent drivers): marked ``e2e``
 # here, every test of these modules and every test that asks for a driver process, so that
 # ``pytest -m "not e2e"`` is the in-process tier whatever a new test forgets to mark.
-E2E_MODULES = {"test_cli_help", "test_cluster_recipe", "test_concurrency", "test_ray_lifetime",
-               "test_signals", "test_slurm", "test_mlflow_ui", "test_faults"}
+E2E_MODULES = {"test_cluster_recipe", "test_concurrency", "test_ray_lifetime", "test_faults"}
 # the fixtures that start a driver process, a server or a Ray instance: a test asking for one
-# (itself or through another fixture) starts processes, so it is e2e
-E2E_FIXTURES = {"run_cli", "run_cli_module", "shared_ray", "shared_mlflow_server", "shared_postgres_mlflow_server",
-                "mlflow_server_uri", "postgres", "postgres_database", "postgres_mlflow_server_uri"}
+# (itself or through another fixture) starts processes, so it is e2e; ``slurm``, ``mlflow_ui``
+# and ``chromium`` are test_slurm's and test_mlflow_ui's own (their other tests run in-process)
+E2E_FIXTURES = {"run_cli", "run_cli_module", "run_shells", "shared_ray", "shared_mlflow_server",
+                "shared_postgres_mlflow_server", "mlflow_server_uri", "postgres", "postgres_database",
+                "postgres_mlflow_server_uri", "slurm", "mlflow_ui", "chromium"}
 # the fixtures that open a store or call a command in-process: a test asking for one is
 # integration (marked here, never by hand: a hand-kept list drifted, 47 marked and ~58 not)
 INTEGRATION_FIXTURES = {"invoke", "run_in_process", "run_in_process_module", "populated", "migrated_store",
@@ -361,6 +363,82 @@ def _cli(args: list[str], cwd: Path, stall_s: float = STALL_S, env: dict[str, st
 def run_cli():
     """``run_cli(["harness", "+ablation=smoke"], cwd)``: the real CLI in a subprocess."""
     return _cli
+
+
+# One fresh interpreter runs each case through the shell's entry function, as ``python -m NAME``
+# runs it (harness/__main__.py and analysis/*'s shells are one line: harness.shell.main), its
+# stdout and stderr caught at the file descriptors (what C code and Hydra's logging write too).
+_SHELLS = r"""
+import json, os, sys, traceback
+from harness import shell
+
+cases, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+results = []
+for case in cases:
+    sys.stdout.flush(); sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(case["out"], "w") as out, open(case["err"], "w") as err:
+        os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+        os.chdir(case["cwd"])
+        try:
+            shell.main(case["command"], case["args"])
+            code = 0
+        except SystemExit as exit_:  # what the interpreter makes of it
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+            if not isinstance(exit_.code, (int, type(None))):
+                print(exit_.code, file=sys.stderr)
+        except BaseException:  # noqa: BLE001 - as the interpreter ends on it: a traceback, 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+            os.close(saved[0]); os.close(saved[1])
+    results.append({"code": code, "loaded": sorted(m for m in heavy if m in sys.modules)})
+print(json.dumps(results))
+"""
+HEAVY = ("torch", "ray", "mlflow", "pandas")
+
+
+@dataclass
+class ShellRun:
+    """One command line of :func:`run_shells`: its exit status and output, and which of
+    :data:`HEAVY` the interpreter had imported once it was answered."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    loaded: list[str]
+
+
+def _shells(cases: list[tuple[list[str], Path]]) -> list[ShellRun]:
+    """``[(["harness", *args], cwd), ...]`` run one after another in one fresh interpreter, each
+    through :func:`harness.shell.main` as ``python -m harness *args`` from ``cwd`` runs it: what a
+    process is needed for (the imports an answer takes, Hydra's own ``@hydra.main``: ``--cfg``,
+    ``--config-dir``, its output folder) at the cost of one interpreter for all of them. A case
+    sees what the ones before it imported: put those that must import nothing first."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="shells-") as logs:
+        spec = [{"command": args[0], "args": list(args[1:]), "cwd": str(cwd), "out": f"{logs}/{i}.out",
+                 "err": f"{logs}/{i}.err"} for i, (args, cwd) in enumerate(cases)]
+        proc = subprocess.run([sys.executable, "-c", _SHELLS, json.dumps(spec), json.dumps(HEAVY)],
+                              capture_output=True, text=True, timeout=1200, cwd=ROOT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+        return [ShellRun(r["code"], Path(c["out"]).read_text(), Path(c["err"]).read_text(), r["loaded"])
+                for r, c in zip(found, spec)]
+
+
+@pytest.fixture()
+def run_shells():
+    """``run_shells([(["harness", "--help"], cwd), ...])``: command lines in one fresh
+    interpreter (:func:`_shells`)."""
+    return _shells
 
 
 @pytest.fixture(scope="module")

@@ -32,10 +32,11 @@ BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-c
 
 
 @pytest.fixture(scope="module")
-def smoke_store(tmp_path_factory, run_cli_module):
-    """A store holding one short smoke sweep (18 trials, serial), made by the real CLI."""
+def smoke_store(tmp_path_factory, run_in_process_module):
+    """A store holding one short smoke sweep (18 trials, serial), made by the command called
+    in-process (the browser test's ``mlflow ui`` and Chromium are its processes)."""
     cwd = tmp_path_factory.mktemp("ui")
-    proc = run_cli_module(["harness", "+ablation=smoke", *FAST], cwd)
+    proc = run_in_process_module(["harness", "+ablation=smoke", *FAST], cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "View run" not in proc.stdout  # MLflow's per-run console link is silenced
     return cwd
@@ -333,9 +334,9 @@ def test_mlflow_ui_shows_the_sweep_in_the_training_runs_view(smoke_store, mlflow
     assert status[0] == 200 and status[1].startswith("image/png") and bytes(status[2]) == b"PNG"
 
 
-def test_dry_run_marks_finished_trials_and_writes_nothing(smoke_store, run_cli):
+def test_dry_run_marks_finished_trials_and_writes_nothing(smoke_store, run_in_process):
     before = sorted(str(p) for p in smoke_store.rglob("*"))
-    proc = run_cli(["harness", "+ablation=smoke", *FAST, "dry_run=true"], smoke_store)
+    proc = run_in_process(["harness", "+ablation=smoke", *FAST, "dry_run=true"], smoke_store)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "18 trials, 18 already finished (done)" in proc.stdout
     assert sorted(str(p) for p in smoke_store.rglob("*")) == before

@@ -130,6 +130,7 @@ print(json.dumps({"interrupts": interrupts, "leaked": leaked}))
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # a driver-like process interrupted 60 times (the other tests signal this one)
 def test_an_interrupt_during_store_calls_leaves_no_sqlite_lock(tmp_path):
     """A SIGINT at a random moment of a driver's store calls (60 times) never leaves the SQLite
     file locked for other drivers. When the handler raised at once, the interrupt landed inside
