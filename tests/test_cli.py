@@ -57,18 +57,6 @@ def test_smoke_ablation_end_to_end_on_ray(tmp_path):
     assert "18 trial runs" in proc.stdout
 
 
-@pytest.mark.e2e
-def test_dry_run_lists_trials_and_records_nothing(tmp_path):
-    """The one dry run through the real process (Hydra's output folder switched off by the
-    shell); ``tests/test_command.py`` runs the same listing in-process."""
-    proc = _run(["harness", "+ablation=smoke", "seed=0", "dry_run=true"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
-    assert lines[:2] == ["== smoke", "9 trials"]
-    assert any("mlp" in line and "task.n_train=1024" in line for line in lines[2:])
-    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
-
-
 @pytest.mark.integration
 def test_single_trial_of_the_defaults_serially(tmp_path, run_in_process):
     proc = run_in_process(["harness", "cluster=serial", "train.max_steps=20", "train.eval_every=10"], tmp_path)
@@ -107,38 +95,36 @@ def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke, migrated_st
     assert "3 trials: 2 already finished (skipped), 1 finished now" in out, err[-3000:]
 
 
-@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
-def test_hydra_searchpath_and_cfg_hydra_resolve(tmp_path):
+def test_dry_runs_and_cfg_hydra_resolve_through_hydras_own_main(tmp_path, run_shells):
+    """Hydra's own ``@hydra.main`` (``tests/test_command.py`` runs the listings in-process), the
+    command lines in one fresh interpreter: a dry run lists the trials and writes nothing (no
+    store, and no output folder of Hydra's: the shell switches it off); an ablation found on
+    ``hydra.searchpath``; ``--cfg hydra --resolve`` prints Hydra's config with the output folder
+    resolved to the ablation's name, with or without ``hydra.searchpath`` (issue 12: it failed on
+    ``hydra.run.dir``, whose ``${ablation.name}`` did not resolve), writing nothing."""
     extra = tmp_path / "myconf"
     (extra / "ablation").mkdir(parents=True)
     (extra / "ablation" / "mine.yaml").write_text(
         "# @package _global_\nablation:\n  name: mine\n  grid:\n    model: softmax,mlp\n    seed: range(2)\n")
-    proc = _run(["harness", "+ablation=mine", f"hydra.searchpath=[file://{extra}]", "dry_run=true"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[:2] == ["== mine", "4 trials"]
-    proc = _run(["harness", "+ablation=smoke", "--cfg", "hydra", "--resolve"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "dir: outputs/" in proc.stdout
-
-
-@pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)
-@pytest.mark.parametrize("searchpath", [False, True])
-def test_cfg_hydra_resolve_prints_the_resolved_output_folder(tmp_path, searchpath):
-    """Issue 12: ``--cfg hydra --resolve`` failed on ``hydra.run.dir`` (its ``${ablation.name}``
-    did not resolve), with or without ``hydra.searchpath``. Both print Hydra's config with the
-    output folder resolved to the ablation's name."""
-    args, name = ["harness", "+ablation=smoke"], "smoke"
-    if searchpath:
-        extra = tmp_path / "myconf"
-        (extra / "ablation").mkdir(parents=True)
-        (extra / "ablation" / "mine.yaml").write_text(
-            "# @package _global_\nablation:\n  name: mine\n  grid:\n    model: softmax,mlp\n")
-        args, name = ["harness", "+ablation=mine", f"hydra.searchpath=[file://{extra}]"], "mine"
-    proc = _run([*args, "--cfg", "hydra", "--resolve"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"dir: outputs/{name}/" in proc.stdout, proc.stdout[-2000:]
-    assert "${" not in proc.stdout  # every interpolation resolved
-    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "outputs").exists()
+    search = f"hydra.searchpath=[file://{extra}]"
+    work = tmp_path / "work"
+    work.mkdir()
+    dry, mine, smoke_cfg, mine_cfg = run_shells([
+        (["harness", "+ablation=smoke", "seed=0", "dry_run=true"], work),
+        (["harness", "+ablation=mine", search, "dry_run=true"], work),
+        *((["harness", *args, "--cfg", "hydra", "--resolve"], work)
+          for args in (["+ablation=smoke"], ["+ablation=mine", search]))])
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    lines = dry.stdout.strip().splitlines()
+    assert lines[:2] == ["== smoke", "9 trials"]
+    assert any("mlp" in line and "task.n_train=1024" in line for line in lines[2:])
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    assert mine.stdout.splitlines()[:2] == ["== mine", "4 trials"]
+    for proc, name in ((smoke_cfg, "smoke"), (mine_cfg, "mine")):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"dir: outputs/{name}/" in proc.stdout, proc.stdout[-2000:]
+        assert "${" not in proc.stdout  # every interpolation resolved
+    assert sorted(p.name for p in work.iterdir()) == []  # no store, no outputs/
 
 
 @pytest.mark.e2e  # starts a driver process (tests/conftest.py fails a test outside e2e that does)

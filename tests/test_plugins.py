@@ -50,7 +50,11 @@ def test_entry_points_found_and_builtins_win(tmp_path, monkeypatch, capsys, fres
 
 
 @pytest.mark.e2e
-def test_plugin_runs_on_ray_by_name(tmp_path, run_cli):
+def test_plugin_runs_on_ray_by_name_and_prints_no_ray_token_line_and_no_matplotlib_info(tmp_path, run_cli):
+    """The plug-in's one trial on an embedded Ray instance, by its name. The same run is the
+    ordinary one-trial run whose output is checked (it was a run of its own in
+    tests/test_summary.py): Ray's token-authentication warning and matplotlib.category's INFO
+    lines (a one-point panel's categorical x) were printed on every run."""
     folder = _plugin_package(tmp_path / "site", {"gla_test": "gla_plugin:GatedLinearAttention"})
     run = tmp_path / "run"
     run.mkdir()
@@ -58,6 +62,9 @@ def test_plugin_runs_on_ray_by_name(tmp_path, run_cli):
     out = run_cli(["harness", "model=gla_test", "model.kwargs.k=4", "train.max_steps=4", "train.eval_every=2",
                    "cluster=local", "cluster.num_cpus=1"], run, env={"PYTHONPATH": path})
     assert out.returncode == 0, out.stderr[-3000:]
+    printed = out.stdout + out.stderr
+    assert "Token authentication" not in printed and "token-auth" not in printed, printed[-3000:]
+    assert "matplotlib" not in printed and "plot: " in out.stdout
     with sqlite3.connect(run / "mlflow.db") as con:
         tags = dict(con.execute("SELECT t.key, t.value FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
                                 "WHERE r.status = 'FINISHED' AND t.key IN ('variant', 'node', 'trial_id')").fetchall())

@@ -111,9 +111,11 @@ def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, ru
         assert len(table.splitlines()) == 5 and "max_steps=3" in table and "max_steps=20" in table
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
-def test_analysis_finds_ablations_on_the_search_path_and_refuses_what_does_not_compose(tmp_path, run_cli):
+def test_analysis_finds_ablations_on_the_search_path_and_refuses_what_does_not_compose(tmp_path, run_shells):
+    """``--config-dir`` is Hydra's own argument (its ``@hydra.main``): the command lines in one
+    fresh interpreter. (Ray's token line and matplotlib's INFO lines of an ordinary run:
+    tests/test_plugins.py's one-trial run.)"""
     from harness.tracking import Store, open_client
 
     open_client(Store(f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlartifacts")))  # an empty store
@@ -121,24 +123,14 @@ def test_analysis_finds_ablations_on_the_search_path_and_refuses_what_does_not_c
     (conf / "ablation").mkdir(parents=True)
     (conf / "ablation" / "mine.yaml").write_text(
         "# @package _global_\nablation:\n  name: mine\n  grid:\n    seed: range(2)\n")
-    for where in (["--config-dir", str(conf)], [f"hydra.searchpath=[file://{conf}]"]):
-        proc = run_cli(["analysis", *where, "+ablation=mine"], tmp_path)
+    *found, bad = run_shells([(["analysis", *where, "+ablation=mine"], tmp_path)
+                              for where in (["--config-dir", str(conf)], [f"hydra.searchpath=[file://{conf}]"])]
+                             + [(["analysis", "+ablation=smoke", "task.n_train=many"], tmp_path)])
+    for proc in found:
         # composed: the ablation was found, and has no runs yet
         assert proc.returncode == 2 and "no MLflow experiment 'mine'" in proc.stderr, proc.stderr[-2000:]
-    bad = run_cli(["analysis", "+ablation=smoke", "task.n_train=many"], tmp_path)
     assert bad.returncode == 2, bad.stderr[-2000:]
     assert "Traceback" not in bad.stderr
-
-
-@pytest.mark.slow
-def test_an_ordinary_run_prints_no_ray_token_line_and_no_matplotlib_info(tmp_path, run_cli):
-    """One trial on an embedded Ray instance: Ray's token-authentication warning and
-    matplotlib.category's INFO lines (a one-point panel's categorical x) were printed on every run."""
-    proc = run_cli(["harness", "task.n_train=16", "train.max_steps=3", "cluster.num_cpus=1"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout + proc.stderr
-    assert "Token authentication" not in out and "token-auth" not in out, out[-3000:]
-    assert "matplotlib" not in out and "plot: " in proc.stdout
 
 
 def _runs_rows(db) -> int:
