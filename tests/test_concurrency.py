@@ -206,39 +206,42 @@ def test_stress_four_drivers_with_kills_on_a_postgresql_database_written_directl
 
 
 @pytest.mark.slow
-def test_cluster_local_starts_its_own_ray_even_beside_a_running_cluster(tmp_path):
-    """With a Ray cluster on the machine and ``RAY_ADDRESS`` pointing at it, ``cluster=local``
-    (with ``cluster.num_cpus``, which a joined cluster refuses) starts and stops its own instance,
-    says so, and its trial runs on none of that cluster's nodes."""
+def test_cluster_local_starts_its_own_ray_beside_a_running_cluster_or_an_address_pointing_nowhere(tmp_path):
+    """``cluster=local`` with ``RAY_ADDRESS`` set starts and stops its own Ray instance and says
+    that ``RAY_ADDRESS`` is not used, whether it points at a live cluster or at nothing.
+
+    With a Ray cluster on the machine and ``RAY_ADDRESS`` pointing at it, ``cluster=local``
+    (with ``cluster.num_cpus``, which a joined cluster refuses) runs its trial on none of that
+    cluster's nodes.
+
+    Issue 12: with ``RAY_ADDRESS`` at a closed port, ``cluster=local`` retried connecting to it
+    for minutes (14 on the pre-fix code with Ray 2.60, then exit 1 with Ray's ConnectionError).
+    The smoke sweep (one seed, 9 short trials) finishes; 300 s is far more than it needs even on a
+    busy machine."""
     from ray.cluster_utils import Cluster
 
+    beside, nowhere = tmp_path / "beside", tmp_path / "nowhere"
+    beside.mkdir()
+    nowhere.mkdir()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     try:
         foreign = {node.unique_id[:12] for node in cluster.list_all_nodes()}
         proc = subprocess.run(
             [sys.executable, "-m", "harness", "cluster=local", "cluster.num_cpus=1", *TINY],
-            cwd=tmp_path, capture_output=True, text=True, timeout=900,
+            cwd=beside, capture_output=True, text=True, timeout=900,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": cluster.address})
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert f"RAY_ADDRESS={cluster.address} is not used" in proc.stderr
-        (run,) = [r for r in _runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "single/teacher/softmax") if "trial_id" in r.data.tags]
+        (run,) = [r for r in _runs(f"sqlite:///{beside / 'mlflow.db'}", "single/teacher/softmax") if "trial_id" in r.data.tags]
         assert run.data.tags["node"].split("/")[1] not in foreign
     finally:
         cluster.shutdown()
 
-
-@pytest.mark.slow
-def test_cluster_local_with_ray_address_pointing_nowhere_starts_its_own_ray(tmp_path):
-    """Issue 12: with ``RAY_ADDRESS`` at a closed port, ``cluster=local`` retried connecting to it
-    for minutes (14 on the pre-fix code with Ray 2.60, then exit 1 with Ray's ConnectionError).
-    It starts its own instance, says that ``RAY_ADDRESS`` is not used, and the
-    smoke sweep (one seed, 9 short trials) finishes; 300 s is far more than it needs even on a
-    busy machine."""
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{sock.getsockname()[1]}"
     proc = subprocess.Popen([sys.executable, "-m", "harness", "+ablation=smoke", "seed=0", "cluster=local", *TINY],
-                            cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=nowhere, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": address})
     try:
         out, err = proc.communicate(timeout=300)

@@ -177,29 +177,31 @@ def test_trial_workers_finds_only_the_workers_a_test_started():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay_s", [0.3, 1.0, 2.0, 3.5])
-def test_a_signal_while_the_driver_starts_ends_it_at_once_without_an_error(tmp_path, delay_s):
+def test_a_signal_while_the_driver_starts_ends_it_at_once_without_an_error(tmp_path):
     """SIGTERM at one of several moments of the driver's start (imports, composition, the store
-    check): exit status 130 and one line on stderr, never a Traceback or another error. Raised as
-    an exception there, the early interrupt came out of a class body as a RuntimeError (a Hydra
-    error) or out of OmegaConf as a composition error (exit status 2) in a stress test."""
-    proc = _popen(["harness", "+ablation=smoke", "cluster=serial", "train.max_steps=20"], tmp_path)
-    time.sleep(delay_s)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=600)
-    # -SIGTERM: the signal came before Python ran the harness's first line
-    assert proc.returncode in (130, -signal.SIGTERM), err[-2000:]
-    assert "Traceback" not in err and "error" not in err.lower(), err[-2000:]
-    if proc.returncode == 130:
-        assert ("interrupted before any trial started" in err
-                or "interrupted: running trials cancelled" in err), err[-2000:]
+    check), one driver per moment: exit status 130 and one line on stderr, never a Traceback or
+    another error. Raised as an exception there, the early interrupt came out of a class body as
+    a RuntimeError (a Hydra error) or out of OmegaConf as a composition error (exit status 2) in
+    a stress test.
 
-
-def test_the_early_handler_ends_the_process_even_inside_a_class_body(tmp_path):
-    """The handler ``python -m harness`` installs first, fired inside ``__set_name__`` (where a
+    Then the handler ``python -m harness`` installs first, fired inside ``__set_name__`` (where a
     stress test's SIGTERM landed during MLflow's imports): the process ends with 130 and the one
     line. A SystemExit raised there came out as 'RuntimeError: Error calling __set_name__' with a
     Traceback and exit status 1."""
+    for delay_s in (0.3, 1.0, 2.0, 3.5):
+        cwd = tmp_path / f"after-{delay_s}s"
+        cwd.mkdir()
+        proc = _popen(["harness", "+ablation=smoke", "cluster=serial", "train.max_steps=20"], cwd)
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=600)
+        # -SIGTERM: the signal came before Python ran the harness's first line
+        assert proc.returncode in (130, -signal.SIGTERM), (delay_s, err[-2000:])
+        assert "Traceback" not in err and "error" not in err.lower(), (delay_s, err[-2000:])
+        if proc.returncode == 130:
+            assert ("interrupted before any trial started" in err
+                    or "interrupted: running trials cancelled" in err), (delay_s, err[-2000:])
+
     script = tmp_path / "early.py"
     script.write_text(
         "import os, signal\n"

@@ -37,29 +37,35 @@ FAST = ["train.max_steps=10", "train.eval_every=5", "task.n_val=32", "task.n_tes
 LEASE_S = 3.0  # short, so that the dead drivers' leases expire within the test
 
 
-# a server or a PostgreSQL instance is a process the test starts (through the shared fixtures,
-# asked for at run time, which collection cannot see): those cases are e2e
-@pytest.fixture(params=["sqlite", *(pytest.param(p, marks=pytest.mark.e2e)
-                                    for p in ("server", "postgresql", "postgres-direct"))])
-def store(request, tmp_path, monkeypatch):
-    """The store under test; the servers are the test process's shared ones (conftest.py), each
-    test in an experiment of its own; ``postgres-direct`` is a database of the session's
-    PostgreSQL written directly (``tracking=postgres``: batched claims and records)."""
-    if request.param == "sqlite":
-        return resolve_store(TrackingConfig(), tmp_path)
-    if request.param == "postgres-direct":
-        monkeypatch.delenv("PGUSER", raising=False)  # resolve_store moves the URI's user there
-        uri = request.getfixturevalue("postgres_database")
-        return resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=uri), tmp_path)
-    uri = request.getfixturevalue(
-        "shared_mlflow_server" if request.param == "server" else "shared_postgres_mlflow_server")
-    return resolve_store(TrackingConfig(kind=TrackingKind.server, uri=uri), tmp_path)
+def _trials_and_a_result():
+    """Six trials and one real result of the first, recorded for every trial."""
+    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(6)]
+    return trials, run_trial(trials[0].config)
 
 
 @pytest.mark.integration
-def test_rivals_win_each_trial_once_and_a_dead_drivers_trials_are_rerun_once(hydra_conf, store):
-    trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(6)]
-    result = run_trial(trials[0].config)  # one real result, recorded for every trial below
+def test_rivals_win_each_trial_once_and_a_dead_drivers_trials_are_rerun_once(hydra_conf, tmp_path):
+    _contract(resolve_store(TrackingConfig(), tmp_path), *_trials_and_a_result())
+
+
+def test_rivals_on_the_servers_and_postgresql_win_each_trial_once_and_rerun_a_dead_drivers_once(
+        hydra_conf, tmp_path, monkeypatch, postgres_database, shared_mlflow_server,
+        shared_postgres_mlflow_server):
+    """The contract on the stores that are processes (the test process's shared servers, each
+    test in an experiment of its own): an ``mlflow server`` on SQLite and one on PostgreSQL, and
+    a database of the session's PostgreSQL written directly (``tracking=postgres``: batched claims
+    and records); one real result recorded on all three."""
+    trials, result = _trials_and_a_result()
+    for uri in (shared_mlflow_server, shared_postgres_mlflow_server):
+        _contract(resolve_store(TrackingConfig(kind=TrackingKind.server, uri=uri), tmp_path), trials, result)
+    monkeypatch.delenv("PGUSER", raising=False)  # resolve_store moves the URI's user there
+    _contract(resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=postgres_database), tmp_path),
+              trials, result)
+
+
+def _contract(store, trials, result) -> None:
+    """Rival drivers (threads) claim overlapping batches of ``trials`` on ``store``, two die,
+    the rest record ``result``; the next invocation reruns what nobody finished (module docstring)."""
     name = f"contract-{uuid.uuid4().hex[:8]}"
     drivers = [Tracker(store, lease_s=LEASE_S) for _ in range(4)]
     experiment = drivers[0].experiment(name)
