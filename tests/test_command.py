@@ -87,7 +87,9 @@ def test_a_sweep_in_process_on_the_shared_ray_through_the_shared_server(tmp_path
                                                                         shared_mlflow_server):
     """The fixtures for tests that need *a* Ray and *a* server, not their lifetimes: a sweep
     joins the running instance (``cluster=ray``), records through the server, and leaves both
-    running for the next test; the store on the server has the trials, nothing is local."""
+    running for the next test; the store on the server has the trials, nothing is local
+    (:func:`harness.store.finished_trials` of a server store: an experiment it lacks has none;
+    this was tests/test_store.py's own run through a server of its own)."""
     from harness.store import Store, finished_trials
 
     fast = [a for a in TINY if not a.startswith("cluster=")]
@@ -97,6 +99,7 @@ def test_a_sweep_in_process_on_the_shared_ray_through_the_shared_server(tmp_path
     assert code == 0, err[-3000:]
     assert "joined Ray cluster at" in err
     assert len(finished_trials(Store(shared_mlflow_server, None), "single/nearest/deepsets")) == 2
+    assert finished_trials(Store(shared_mlflow_server, None), "nope") == {}
     assert not (tmp_path / "mlflow.db").exists()
     import ray
 

@@ -132,9 +132,11 @@ def test_credentials_in_the_uri_work_and_reach_no_file_or_log(tmp_path, run_cli,
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def test_a_token_only_uri_exits_2_masked_before_hydra_writes(tmp_path, run_cli):
-    proc = run_cli(["harness", "cluster=serial", "tracking=server",
-                    f"tracking.uri=http://{SECRET}@127.0.0.1:9", *FAST], tmp_path)
+def test_a_token_only_uri_exits_2_masked_before_hydra_writes(tmp_path, run_in_process):
+    """Refused by the shell's first step (:func:`harness.shell.prepare`, which ``python -m
+    harness`` runs before ``@hydra.main``), called in-process."""
+    proc = run_in_process(["harness", "cluster=serial", "tracking=server",
+                           f"tracking.uri=http://{SECRET}@127.0.0.1:9", *FAST], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert SECRET not in proc.stdout + proc.stderr and "MLFLOW_TRACKING_PASSWORD" in proc.stderr
     assert _files_with(tmp_path, SECRET.encode()) == []

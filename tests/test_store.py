@@ -108,13 +108,3 @@ def test_store_does_not_import_tracking():
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     assert "harness.tracking" not in imported, imported
-
-
-@pytest.mark.integration
-def test_finished_trials_of_a_server_store(tmp_path, run_in_process, mlflow_server_uri):
-    from harness.store import Store, finished_trials
-
-    proc = run_in_process([*RUN, "tracking=server", f"tracking.uri={mlflow_server_uri}"], tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(finished_trials(Store(mlflow_server_uri, None), "single/teacher/softmax")) == 1
-    assert finished_trials(Store(mlflow_server_uri, None), "nope") == {}
