@@ -40,7 +40,7 @@ from harness.paths import folder_name
 from harness.mlflow_sql import finished_runs
 from harness.store import (Store, StoreError, deleted_experiment_error, sqlite_path,
                            sqlite_uri)
-from harness.leases import LEASE_S, Heartbeat, Leases, now_ms, search_all
+from harness.leases import LEASE_S, Heartbeat, Leases, lease_lost, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
 
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
@@ -379,9 +379,10 @@ class Tracker:
         Raises:
             harness.leases.LeaseLost, harness.records.StoreWriteError: nothing written.
         """
+        if self.leases.lost is not None:
+            raise lease_lost(self.leases.lost)
         parents = set()
-        for run_id, _ in items:
-            self.leases.guard(run_id)
+        for run_id, _ in items:  # no read of each parent first (guard): the transaction checks their lease
             parent_id = self._parent_of(run_id)
             if parent_id in self.leases.own:
                 parents.add(parent_id)
