@@ -44,7 +44,8 @@ ARMS = ("load", "knowledge_forms", "rest")
 
 # Runs ``python -m harness ARGS`` in this process with the tree ``argv[1]`` first on the path,
 # and writes the driver's CPU (getrusage of this process: every thread) at the first claim, at
-# the end of each ablation's trial phase and at exit into the JSON file ``argv[2]``.
+# the end of each ablation's trial phase (where its summary begins: Queue.end calls on_done, the
+# table and plot, last), after its summary and at exit into the JSON file ``argv[2]``.
 WRAPPER = r"""
 import atexit, json, resource, runpy, sys, time
 tree, out = sys.argv[1], sys.argv[2]
@@ -59,10 +60,18 @@ def first_claim(self, trials):
     marks.setdefault("claim_cpu", cpu())
     return prepare(self, trials)
 def phase_end(self, sweep):
-    answer = end(self, sweep)
+    at, on_done = [], self.on_done
+    def summary(name, s):  # the phase ends where its summary (table, plot) begins
+        at.append(cpu())
+        return on_done(name, s) if on_done is not None else None
+    self.on_done = summary
+    try:
+        answer = end(self, sweep)
+    finally:
+        self.on_done = on_done
     s = sweep.summary
-    marks["phases"].append({"ablation": s.ablation, "cpu": cpu(), "trial_phase_s": s.trial_phase_s,
-                            "finished": s.finished, "failed": len(s.failed)})
+    marks["phases"].append({"ablation": s.ablation, "cpu": at[0] if at else cpu(), "end_cpu": cpu(),
+                            "trial_phase_s": s.trial_phase_s, "finished": s.finished, "failed": len(s.failed)})
     return answer
 loop.Queue.prepare, loop.Queue.end = first_claim, phase_end
 def write():

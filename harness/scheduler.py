@@ -323,6 +323,7 @@ class RayScheduler:
     def __init__(self, cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]] = None) -> None:
         self.cfg, self.should_stop = cfg, should_stop
         self._pending: list = []
+        self._drained = 0.0  # time.monotonic() of the last look into the learning-curve queue
 
     def __enter__(self) -> "RayScheduler":
         import ray
@@ -471,6 +472,18 @@ class RayScheduler:
                 if self._pending:  # else every remaining trial was skipped
                     yield from self._collect(by_ref, points, trials, on_progress)
 
+    def _drain(self, points, trials: Sequence[Trial], on_progress: OnProgress) -> None:
+        """Pass on the learning-curve points in the queue. Each look is a blocking call to the
+        queue's actor (two when it holds points): the driver looks as often as a unit sends
+        (:data:`PROGRESS_SEND_S`), and when a unit finishes (its last points are in the queue
+        before its outcomes return), not at every wake-up of its wait."""
+        self._drained = time.monotonic()
+        waiting = points.qsize()
+        if waiting:
+            for batch in points.get_nowait_batch(waiting):
+                for i, point in batch:
+                    on_progress(trials[i], point)
+
     def _remote(self):
         """:func:`execute_unit` as a Ray task with this cluster's resources per unit."""
         import ray
@@ -480,17 +493,16 @@ class RayScheduler:
 
     def _collect(self, by_ref: dict, points, trials: Sequence[Trial], on_progress: OnProgress) -> Iterator[Outcome]:
         """Wait up to a second for a unit to finish: pass on the learning-curve points that came
-        meanwhile, then yield the finished unit's outcomes (failed ones if its worker died and
-        its retries are spent)."""
+        meanwhile (:meth:`_drain`: when a unit finished, else at most every
+        :data:`PROGRESS_SEND_S`), then yield the finished unit's outcomes (failed ones if its
+        worker died and its retries are spent)."""
         import ray
 
         done, self._pending = ray.wait(self._pending, num_returns=1, timeout=1.0)
         if self.should_stop is not None and self.should_stop():  # within a second of a signal
             raise KeyboardInterrupt("interrupt requested")
-        if points is not None:
-            for batch in points.get_nowait_batch(points.qsize()):
-                for i, point in batch:
-                    on_progress(trials[i], point)
+        if points is not None and (done or time.monotonic() - self._drained >= PROGRESS_SEND_S):
+            self._drain(points, trials, on_progress)
         if not done:
             return
         ref = done[0]
