@@ -85,6 +85,10 @@ def _run_fields(client: MlflowClient, run_id: str, parent: str) -> dict:
 def test_a_store_written_in_batches_reads_as_one_written_through_the_client(hydra_conf, db_store):
     """Mutation-checked: a latest metric taken as the last point written (not MLflow's largest
     step, time, value), a record's tags left out, or a claimed run's user left empty fail it."""
+    _reads_as_one_written_through_the_client(db_store)
+
+
+def _reads_as_one_written_through_the_client(db_store) -> None:
     trials = [compose_trial(FAST, [f"seed={s}"]) for s in range(4)]
     trials[3] = dataclasses.replace(trials[3], phase="exploratory")
     result = run_trial(trials[0].config)
@@ -133,15 +137,19 @@ def test_the_schema_revision_is_mlflows_pinned_head_and_another_is_refused(tmp_p
         check_store(store)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_store(request, tmp_path, monkeypatch):
-    """A store the driver writes directly: a SQLite file, or a database of the session's private
-    PostgreSQL (``tracking=postgres``)."""
-    if request.param == "sqlite":
-        return resolve_store(TrackingConfig(), tmp_path)
+@pytest.fixture
+def db_store(tmp_path):
+    """A store the driver writes directly, in-process: a SQLite file. The same checks on a
+    database of the session's private PostgreSQL (a server process, so e2e) run in one test,
+    :func:`test_the_batched_writer_keeps_its_contract_on_postgresql`."""
+    return resolve_store(TrackingConfig(), tmp_path)
+
+
+@pytest.fixture
+def pg_store(postgres_database, tmp_path, monkeypatch):
+    """A database of the session's private PostgreSQL, written directly (``tracking=postgres``)."""
     monkeypatch.delenv("PGUSER", raising=False)  # resolve_store moves the URI's user there
-    uri = request.getfixturevalue("postgres_database")
-    return resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=uri), tmp_path)
+    return resolve_store(TrackingConfig(kind=TrackingKind.postgres, uri=postgres_database), tmp_path)
 
 
 def _claimed(store, n=2, lease_s=120.0):
@@ -166,6 +174,10 @@ def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, db
     heartbeat aged past its lease. The transaction reads the parent itself and commits nothing;
     the lease is lost for good. Mutation-checked: without the check inside the transaction both
     cases record the trials."""
+    _in_flight_commits_nothing(db_store, how)
+
+
+def _in_flight_commits_nothing(db_store, how: str) -> None:
     store, tracker, parent, trials, run_ids = _claimed(db_store)
     result = run_trial(trials[0].config)
     assert tracker.leases.holds(parent)  # fresh: the records' own check will not read again
@@ -186,6 +198,10 @@ def test_a_batch_in_flight_when_its_lease_is_lost_commits_nothing(hydra_conf, db
 def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, db_store):
     """A row that the store refuses (here: a param already there, as a full disk or a lock
     refuses any row) rolls the whole batch back, and the error says why (``cause``)."""
+    _failed_batch_commits_nothing(db_store)
+
+
+def _failed_batch_commits_nothing(db_store) -> None:
     store, tracker, parent, trials, run_ids = _claimed(db_store)
     result = run_trial(trials[0].config)
     MlflowClient(store.uri).log_param(run_ids[1], "seed", "1")  # the record's params conflict with it
@@ -194,6 +210,16 @@ def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, db_store):
         tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(run_ids, trials)])
     assert err.value.cause == "conflict" and "committed nothing" in str(err.value)
     assert _rows(store) == before
+
+
+
+def test_the_batched_writer_keeps_its_contract_on_postgresql(hydra_conf, pg_store):
+    """The three in-process checks above on PostgreSQL written directly (``FOR UPDATE`` where
+    SQLite has ``BEGIN IMMEDIATE``): one test, as the server is a process (the e2e tier)."""
+    _reads_as_one_written_through_the_client(pg_store)
+    for how in ("closed", "heartbeat"):
+        _in_flight_commits_nothing(pg_store, how)
+    _failed_batch_commits_nothing(pg_store)
 
 
 KILLED_DRIVER = r"""
@@ -233,11 +259,13 @@ tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(ru
 
 
 @pytest.mark.e2e  # a driver process SIGKILLed inside a batch is what it tests
-def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, db_store, tmp_path):
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, kind, request, tmp_path):
     """A driver SIGKILLed inside a batch's transaction (its params, tags and metrics inserted,
     not committed) leaves those runs RUNNING without a row of the batch; the next invocation,
     once the lease expired, closes them as stale and reruns exactly the two trials whose batch
     did not commit."""
+    db_store = request.getfixturevalue("db_store" if kind == "sqlite" else "pg_store")
     import os
     import signal
     import subprocess
