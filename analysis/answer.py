@@ -382,8 +382,8 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
     spec = result.spec
     has = comp.has(spec)
     lacks = str(spec["b"]) if has == str(spec["a"]) else str(spec["a"])
-    scale = str(row.get("scale", "")) if row is not None else ""
-    ran = scale and scale != stability.NOT_RUN
+    scale = row.get("scale") if row is not None else None
+    ran = isinstance(scale, str) and bool(scale)  # None: the part was not rerun at scale
     return Line(tuple(labels), _task_code(spec), str(spec["role"]), result.verdict, has, lacks, str(spec["value"]),
                 _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
                 expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
@@ -471,7 +471,7 @@ def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mappi
                            if m and m != "not recorded"}))
     rerun, lost = None, ()
     if not stab.empty and "scale" in stab:
-        ran = stab[stab["scale"] != stability.NOT_RUN]
+        ran = stab[stab["scale"].map(lambda v: isinstance(v, str))]  # None: not rerun at scale
         moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
         rerun = len(ran)
         lost = tuple((str(r["claim"]), str(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))
