@@ -15,13 +15,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from analysis import protocol, render
+from analysis import phases, protocol, render
 from analysis.render import headline  # noqa: F401  (a part named by its headline; render words it)
 from analysis.claims import PASSED
 from analysis.decision import Reason
 from analysis.verdicts import UNSTABLE
 
 if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
+    from analysis.confirm import Frozen
     from analysis.reporting import ClaimResult, Header, Source
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
@@ -219,8 +220,8 @@ def header(h: Header) -> list[str]:
         f"{h.results_time or 'no run ended'}), harness commit `{h.head}`.", "",
         f"**Registration trail**: parts first registered in the ablation files at commit `{h.first_registration}`, "
         f"last changed at `{h.margins}` (a part changed after a verdict run is marked *re-registered* in its "
-        f"claim's table); confirmation block: {h.frozen}.", "",
-        h.processors, "",
+        f"claim's table); confirmation block: {frozen(h.frozen)}.", "",
+        processors(h.processors), "",
         f"**Scale: `{sc['name']}`**: seeds {grid(sc['seeds'])}, n_train {grid(sc['n_train'])} (parts "
         f"decided at one size: {sc['n_train_max']}), learning rates {grid(sc['lrs'])} ({grid(sc['lrs_high'])} "
         "too where an ablation says so; " + (f"extended past a chosen edge at most {h.extend_lr}× by ×√10"
@@ -232,6 +233,38 @@ def header(h: Header) -> list[str]:
                        if h.composed is not None else "") +
         (f", and {h.longer} budget-ablation reruns at ×{h.factor} steps" if h.longer else "") + ". "
         "Do not edit by hand: rerun the command.", ""]
+
+
+PHASE_WORDS = {phases.EXPLORATORY: "the suite's grid", phases.LR_EXTENSION: "reruns past an lr grid edge",
+               phases.CONFIRMATION: "the confirmation block", phases.READOUT: "readout reruns",
+               phases.BUDGET: "the budget ablation", phases.SCALE: "the scale column"}
+NOT_RECORDED = "not recorded"  # a phase none of whose runs carries the processor tag
+REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
+             "model gives other last digits, and a part near a threshold can change its verdict.")
+
+
+def processors(per_phase: Mapping[str, Sequence[tuple[str, int]]]) -> str:
+    """One paragraph: the processor models per phase (:func:`analysis.trail.processors`) and what
+    that means for reproducing them."""
+    listed = "; ".join(f"{PHASE_WORDS[phase]}: {', '.join(f'{m} ({n} runs)' for m, n in models) or NOT_RECORDED}"
+                       for phase, models in per_phase.items()) or NOT_RECORDED
+    return f"**Processors** per phase: {listed}. {REPRODUCE}"
+
+
+def frozen(f: Frozen) -> str:
+    """Where the confirmation block's frozen choices stand (:func:`analysis.confirm.frozen_state`),
+    without a closing full stop (the header's sentence ends it)."""
+    used = f"The exploratory choices the confirmation block used (`{f.file}`)"
+    if not f.exists:
+        return "No exploratory choices were frozen (no confirmation block)"
+    if not f.git:
+        return f"{used} are not in a git repository"
+    if not f.commit:
+        return f"{used} are not committed"
+    if f.changed:
+        return f"{used} differ from their last commit `{f.commit}`: not committed"
+    return (f"The exploratory choices (lr per arm, σ, readouts, positive controls) were frozen at commit `{f.commit}` "
+            f"(`{f.file}`) before the confirmation block ran")
 
 
 def completeness(short: Sequence[tuple[str, int, int]]) -> list[str]:

@@ -22,15 +22,14 @@ from analysis import answer, calibration, phases, protocol, render_prose, render
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_trials, compare, split_budget
-from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials,
-                              seeds_of, write_frozen)
+from analysis.confirm import (FROZEN, Frozen, check_unspent, confirmation_trials, freeze, frozen_state, read_frozen,
+                              readout_trials, seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Claim, Evidence, Part, check
 from analysis.decision import ClaimVerdict
 from analysis.health import task_health
 from analysis.reuse import write_once
 from analysis.paper import CLAIMS
-from analysis.trail import processor_line
 from analysis.trials import grid_axes
 from analysis.report_paths import ReportInputError
 from harness.cli import ablation_header
@@ -414,13 +413,6 @@ def _stability(frame: pd.DataFrame, folder: Path) -> None:
     stability.write_csv(frame, folder / "stability.csv")
 
 
-def _frozen(folder: Path) -> str:
-    """The confirmation block's frozen choices (:func:`analysis.confirm.frozen_line`)."""
-    from analysis import confirm
-
-    return confirm.frozen_line(folder).rstrip(".")  # the header's sentence ends it
-
-
 def _results_time(bundle: pd.DataFrame) -> str | None:
     """The end time of the bundle's last run, ISO 8601 to the second (UTC); None if none ended."""
     ends = pd.to_datetime(bundle["end_time"], utc=True, errors="coerce") if "end_time" in bundle else pd.Series([])
@@ -433,8 +425,8 @@ class Header:
     """The report's title block as values (:func:`analysis.render_prose.header` words it):
     provenance (the source, the time of the bundle's last finished run in ISO 8601 so that a
     regeneration from the bundle is byte-identical, None where none ended; the commits: HEAD,
-    the first registration, the last change of a part; the frozen choices' sentence; the
-    processors' paragraph), the scale (``scale``: the scale config's values as given, grids as
+    the first registration, the last change of a part; where the frozen choices stand in git;
+    the processor models per phase), the scale (``scale``: the scale config's values as given, grids as
     text), the lr extension rounds, whether it is a path check, and the counts: trial runs,
     ablations, trials composed (None: the bundle has no plan), budget-ablation reruns and their
     step factor."""
@@ -444,8 +436,8 @@ class Header:
     head: str
     first_registration: str
     margins: str
-    frozen: str
-    processors: str
+    frozen: Frozen
+    processors: dict[str, tuple[tuple[str, int], ...]]  # phase → (processor model, runs)
     scale: dict[str, Any]
     extend_lr: int
     path_check: bool
@@ -457,13 +449,13 @@ class Header:
 
 
 def _header(cfg: DictConfig, bundle: pd.DataFrame, source: Source, counts: tuple[int, int, int],
-            folder: Path, processors: str) -> Header:
+            folder: Path, processors: dict[str, tuple[tuple[str, int], ...]]) -> Header:
     """The :class:`Header` of a report from ``bundle``: ``counts`` are (trial runs,
     budget-ablation reruns, ablations); ``folder`` holds the bundle's ``frozen.csv``."""
     plan = planned(bundle)
     head, margins = commit_line()
     total, n_longer, n_ablations = counts
-    return Header(source, _results_time(bundle), head, first_registration(), margins, _frozen(folder), processors,
+    return Header(source, _results_time(bundle), head, first_registration(), margins, frozen_state(folder), processors,
                   OmegaConf.to_container(cfg.scale, resolve=True), int(cfg.report.extend_lr),
                   cfg.scale.name not in EVIDENCE_SCALES, total, n_ablations, sum(plan.values()) if plan else None,
                   n_longer, int(cfg.report.budget_factor))
@@ -549,7 +541,7 @@ def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
     sections = _sections(configs, shown, report.sweeps, bundle, folder, cfg.scale.name, runs)
     n_longer = sum(len(d) for d in longer.values())
     header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if compared else 0,
-                                           len(configs)), bundle_folder or folder, processor_line(runs, longer))
+                                           len(configs)), bundle_folder or folder, trail.processors(runs, longer))
     _stability(report.stability, folder)
     lines = render_tables.document(report, header, compared, sections, protocol.__doc__ or "")
     out.parent.mkdir(parents=True, exist_ok=True)

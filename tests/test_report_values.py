@@ -110,12 +110,14 @@ def _words(report) -> dict:
 
 def _header():
     """A header's values as :func:`analysis.reporting.write_report` builds them (without git)."""
+    from analysis.confirm import Frozen
     from analysis.reporting import Header, Source
 
     scale = {"name": "default", "seeds": "range(5)", "n_train": "1024", "n_train_max": 1024, "lrs": "0.003,0.01",
              "lrs_high": "0.03", "steps": 600, "long_steps": 2400, "eval_every": 20, "long_eval_every": 80}
-    return Header(Source("sqlite", "mlflow.db", "report/runs.csv.gz"), None, "abc", "def", "012", "frozen",
-                  "processors", scale, 2, False, 10, 2, 8, 4, 4)
+    return Header(Source("sqlite", "mlflow.db", "report/runs.csv.gz"), None, "abc", "def", "012",
+                  Frozen("frozen.csv", True, commit="345"), {"exploratory": (("cpu", 10),)}, scale, 2, False, 10, 2, 8,
+                  4, 4)
 
 
 def _section():

@@ -320,7 +320,8 @@ def test_the_stability_frame_has_a_row_per_deciding_part_and_an_unstable_claim_s
 
 
 def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
-    from analysis.confirm import FROZEN, freeze, frozen_line, read_frozen, write_frozen
+    from analysis import render_prose
+    from analysis.confirm import FROZEN, freeze, frozen_state, read_frozen, write_frozen
     from analysis.reporting import freeze_choices
 
     df = _runs(EXPLORE)
@@ -328,18 +329,23 @@ def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
     frozen = freeze({"abl": conf}, {"abl": df})
     assert set(frozen["arm"]) == {"a", "b"} and set(frozen["lr"]) == {0.003} and set(frozen["role"]) == {"deciding"}
     path = tmp_path / FROZEN
-    assert "No exploratory choices" in frozen_line(tmp_path)
+    assert not frozen_state(tmp_path).exists
+    assert render_prose.frozen(frozen_state(tmp_path)).startswith("No exploratory choices")
     git = functools.partial(scratch_git.git, tmp_path)
     git("init", "-q")
     write_frozen(frozen.assign(lr=0.01), path)  # a committed choice other than the runs would make now
-    assert "not committed" in frozen_line(tmp_path)
+    assert frozen_state(tmp_path).commit == ""  # written, never committed
+    assert render_prose.frozen(frozen_state(tmp_path)).endswith("not committed")
     git("add", FROZEN)
     git("commit", "-qm", "freeze")
-    assert f"frozen at commit `{git('rev-parse', '--short', 'HEAD')}`" in frozen_line(tmp_path)
+    state = frozen_state(tmp_path)
+    assert state.commit == git('rev-parse', '--short', 'HEAD') and not state.changed
+    assert f"frozen at commit `{state.commit}`" in render_prose.frozen(state)
     kept = freeze_choices({"abl": conf}, {"abl": df}, path)
     assert set(kept["lr"]) == {0.01} and "differ from frozen.csv" in capsys.readouterr().err
     write_frozen(read_frozen(path).assign(lr=0.03), path)
-    assert "differ from their last commit" in frozen_line(tmp_path)
+    assert frozen_state(tmp_path).changed
+    assert "differ from their last commit" in render_prose.frozen(frozen_state(tmp_path))
 
 
 def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them():
