@@ -3,12 +3,14 @@ a precondition's status, a part's reasons, its positive control and its blown-up
 rendered from the typed values of :mod:`analysis.decision`. Nothing here decides: each function
 maps a value to text, and no module reads a decision back from these words.
 
-Also the stability table's sentences (a leave-one-seed-out flip, the conditions that travel with
-a verdict, the scale cell, why a claim is unstable), the first screen with what would decide an
+Also why a claim's parts combine to its verdict (:class:`analysis.decision.Combined`,
+:class:`~analysis.decision.ClaimVerdict`), a part's short label, the stability table's
+sentences (a leave-one-seed-out flip, the conditions that travel with a verdict, the scale cell
+and "– (not run)", why a claim is unstable), the first screen with what would decide an
 undecided part and *How far to trust this*. Its siblings :mod:`analysis.render_prose` (the
-opening summary, the legend, the reader's pass over the Markdown) and
-:mod:`analysis.render_tables` (the parts, calibration, task health and budget tables) word the
-rest of the report.
+header, the completeness warning, the opening summary, the legend, the reader's pass over the
+Markdown) and :mod:`analysis.render_tables` (the claims, parts, calibration, task health, budget
+and ablation sections, and the page with its headings) word the rest of the report.
 
 This module imports only :mod:`analysis.decision` (no store, no Ray, no module that starts
 trials; ``tests/test_layering.py`` checks the render family). A new rule adds one entry to

@@ -1,12 +1,13 @@
 """The report's text for a reader (issue 29 item 6, issue 28 item 9; one of the render modules,
-issue 60 item 2): the opening summary of
-what the evidence says matters, the legend of variant codes, and the last pass over the
+issue 60 item 2): the header (title, source, registration trail, frozen choices, processors,
+scale, :class:`analysis.reporting.Header`), the completeness warning, the opening summary of
+what the evidence says matters with each claim's why, the legend of variant codes, and the last pass over the
 Markdown that turns the code's own vocabulary into a reader's (config keys as the field's
 terms, Sphinx roles as file names, repr'd lists as lists, ``paper.md §N`` citations as links
 to the sections of ``docs/theory.md`` that hold them).
 
 Nothing here decides anything: the sentences are generated from the verdicts
-(:func:`analysis.protocol.combine`) and the decided parts, never from hard-coded outcomes.
+(:class:`analysis.decision.ClaimVerdict`) and the decided parts, never from hard-coded outcomes.
 """
 
 from __future__ import annotations

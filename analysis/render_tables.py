@@ -1,9 +1,12 @@
 """The report's tables in words (issue 60 item 2; one of the render modules with
 :mod:`analysis.render` and :mod:`analysis.render_prose`): each claim's parts and their details,
-the parts by role, verdict and reason, the calibration section, the task health section and the
-budget ablation's table. Each function words values computed elsewhere
-(:class:`analysis.protocol.PartResult`, :func:`analysis.calibration.rates`,
-:func:`analysis.health.task_health`, :func:`analysis.budget.compare`); nothing here decides.
+the claims' rows and evidence sections, the parts by role, verdict and reason, the calibration
+section, the task health section, the budget ablation's table, the ablations' sections, and the
+whole page with every section heading (:func:`document`). Each function words values computed
+elsewhere (:class:`analysis.protocol.PartResult`, :class:`analysis.reporting.Report` and its
+:class:`~analysis.reporting.ClaimResult`, :class:`~analysis.reporting.AblationSection`,
+:func:`analysis.calibration.rates`, :func:`analysis.health.task_health`,
+:func:`analysis.budget.compare`); nothing here decides.
 """
 
 from __future__ import annotations

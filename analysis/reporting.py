@@ -1,7 +1,9 @@
 """The report's machinery behind ``python -m analysis.report`` (:mod:`analysis.report`): run the
 suite, its lr-edge extensions, freeze the exploratory choices, run the budget reruns, the
 confirmation block and the readout reruns (:func:`run_reruns`), export the results bundle, decide
-every part and write the Markdown and the stability table.
+every part and write the Markdown and the stability table. Everything here is values
+(:class:`Report`, :class:`Header`, :class:`AblationSection`, :class:`ClaimResult`,
+:class:`Source`); the render modules word them (:func:`analysis.render_tables.document`).
 """
 
 from __future__ import annotations
