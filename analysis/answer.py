@@ -382,8 +382,8 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
     spec = result.spec
     has = comp.has(spec)
     lacks = str(spec["b"]) if has == str(spec["a"]) else str(spec["a"])
-    scale = str(row.get("scale", "")) if row is not None else ""
-    ran = scale and scale != stability.NOT_RUN
+    scale = row.get("scale") if row is not None else None
+    ran = isinstance(scale, str) and bool(scale)  # None: the part was not rerun at scale
     return Line(tuple(labels), _task_code(spec), str(spec["role"]), result.verdict, has, lacks, str(spec["value"]),
                 _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
                 expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
@@ -454,7 +454,7 @@ class Trust:
 
 
 def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],
-          processors: Mapping[str, str], scale: Scale | None = None) -> Trust:
+          processors: Mapping[str, Sequence[tuple[str, int]]], scale: Scale | None = None) -> Trust:
     """*How far to trust this*: the confirmation block, what re-registration means here, the
     processors (and the scale, where given), from the parts and the stability table."""
     deciding = [r for r in parts if r.spec["role"] == "deciding"]
@@ -466,12 +466,10 @@ def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mappi
                         (r.spec["claim"], r.spec["name"]) in set(zip(block["claim"], block["part"]))})
         confirmed = (len(block), len(stab), tuple(seeds), same)
     marked = sum((r.spec["claim"], r.spec["name"]) in rereg for r in deciding)
-    # a processor is recorded as "model (n runs)": the model is what reproduces bit for bit
-    models = tuple(sorted({m.rsplit(" (", 1)[0] for names in processors.values() for m in names.split(", ")
-                           if m and m != "not recorded"}))
+    models = tuple(sorted({model for per_phase in processors.values() for model, _ in per_phase}))  # (model, runs)
     rerun, lost = None, ()
     if not stab.empty and "scale" in stab:
-        ran = stab[stab["scale"] != stability.NOT_RUN]
+        ran = stab[stab["scale"].map(lambda v: isinstance(v, str))]  # None: not rerun at scale
         moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
         rerun = len(ran)
         lost = tuple((str(r["claim"]), str(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))

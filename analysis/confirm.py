@@ -4,7 +4,7 @@ After the exploratory seeds (``scale.seeds``, with their lr extensions) have cho
 lr (and C10's σ, a part's ``choose_b``), :func:`freeze` writes those choices, per deciding part
 and its positive control, to ``frozen.csv`` next to the bundle; every rerun round reads its lrs
 from that file (:func:`read_frozen`), so a rerun uses the committed choices, not re-selected
-ones, and :func:`frozen_line` names the commit that last changed it. The rounds
+ones, and :func:`frozen_state` finds the commit that last changed it. The rounds
 (:func:`rerun_trials`), each tagged ``extends`` with the exploratory trial it repeats:
 
 * the confirmation block (:func:`confirmation_trials`): every arm of every deciding part and of
@@ -21,6 +21,7 @@ Which phase each run belongs to is read back from its params (:mod:`analysis.pha
 from __future__ import annotations
 
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -128,29 +129,35 @@ def read_frozen(path: Path) -> pd.DataFrame:
     return frame.astype({"n_train": int, "lr": float, "chosen_b": bool})
 
 
-def frozen_line(folder: Path) -> str:
-    """One sentence for the report's header: the commit that last changed ``folder/frozen.csv``
-    (``git log -1 --format=%h``), or that the file is not committed (untracked, or it differs
-    from HEAD), or that there is none."""
+@dataclass(frozen=True)
+class Frozen:
+    """Where ``folder/frozen.csv`` stands in git (:func:`frozen_state`;
+    :func:`analysis.render_prose.frozen` words it): whether it exists, whether git could be asked,
+    the commit that last changed it (``git log -1 --format=%h``; '' where untracked or never
+    committed) and whether it differs from that commit."""
+
+    file: str
+    exists: bool
+    git: bool = True
+    commit: str = ""
+    changed: bool = False
+
+
+def frozen_state(folder: Path) -> Frozen:
+    """The :class:`Frozen` state of ``folder/frozen.csv``."""
     path = Path(folder) / FROZEN
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True)
     if not path.exists():
-        return "No exploratory choices were frozen (no confirmation block)."
+        return Frozen(FROZEN, False)
     try:
         tracked = git("ls-files", "--error-unmatch", path.name).returncode == 0
         changed = git("status", "--porcelain", "--", path.name).stdout.strip() if tracked else ""
         commit = git("log", "-1", "--format=%h", "--", path.name).stdout.strip() if tracked else ""
     except OSError:  # no git: say so rather than guess
-        return f"The exploratory choices the confirmation block used (`{FROZEN}`) are not in a git repository."
-    if not tracked or not commit:
-        return f"The exploratory choices the confirmation block used (`{FROZEN}`) are not committed."
-    if changed:
-        return (f"The exploratory choices the confirmation block used (`{FROZEN}`) differ from their last "
-                f"commit `{commit}`: not committed.")
-    return f"The exploratory choices (lr per arm, σ, readouts, positive controls) were frozen at commit `{commit}` " \
-        f"(`{FROZEN}`) before the confirmation block ran."
+        return Frozen(FROZEN, True, git=False)
+    return Frozen(FROZEN, True, commit=commit, changed=bool(changed))
 
 
 def _bases(df: pd.DataFrame, row: pd.Series, known: Mapping[str, Any]) -> list:

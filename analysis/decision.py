@@ -281,3 +281,28 @@ class Label(Enum):
     HURTS = "hurts"
     UNDECIDED = "undecided"
     NO_VERDICT = "no verdict"
+
+
+@dataclass(frozen=True)
+class Combined:
+    """A claim's verdict from its deciding parts (:func:`analysis.protocol.combine`, paper.md §13
+    step 5) with the counts it rests on: each verdict label with its number of deciding parts
+    (contradicted, supported, inconclusive; labels with none left out), the deciding parts, and
+    the contradicted parts that Holm's correction made inconclusive. :func:`analysis.render.combined`
+    words it."""
+
+    verdict: str
+    counts: tuple[tuple[str, int], ...] = ()
+    deciding: int = 0
+    holm_removed: int = 0
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """A statistical claim's verdict (:func:`analysis.verdicts.combine_claim`): ``unstable``
+    where the stability table says so (``unstable`` then holds why), else its parts' combined
+    verdict; ``combined`` is that verdict on the parts alone either way."""
+
+    verdict: str
+    combined: Combined
+    unstable: Unstable | None = None

@@ -91,7 +91,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import stats
-from analysis.decision import BlownUp, Check, Conditions, Control, Interval, Reason, Robust, Rule, Step
+from analysis.decision import BlownUp, Check, Combined, Conditions, Control, Interval, Reason, Robust, Rule, Step
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
 PRECONDITIONS = (Step.NOT_LEARNED, Step.BUDGET, Step.DIVERGED, Step.LR_EDGE)
@@ -846,24 +846,17 @@ def adjust(results: list[PartResult]) -> None:
         r.p_holm = float(q)
 
 
-def _counted(verdicts: list[str]) -> str:
-    return ", ".join(f"{verdicts.count(v)} {v}" for v in (CONTRADICTED, SUPPORTED, INCONCLUSIVE)
-                     if verdicts.count(v))
-
-
-def combine(results: list[PartResult]) -> tuple[str, str]:
-    """A claim's verdict from its deciding parts (module docstring, step 5) and why, counting
-    the parts. A contradicted part whose ``p_holm`` (:func:`adjust`) is not below α counts as
-    inconclusive; one never adjusted (NaN) counts as it stands."""
+def combine(results: list[PartResult]) -> Combined:
+    """A claim's verdict from its deciding parts (module docstring, step 5) with the counts it
+    rests on (:class:`analysis.decision.Combined`; :func:`analysis.render.combined` words why).
+    A contradicted part whose ``p_holm`` (:func:`adjust`) is not below α counts as inconclusive;
+    one never adjusted (NaN) counts as it stands."""
     deciding = [r for r in results if r.spec["role"] == "deciding"]
     if not deciding:
-        return INCONCLUSIVE, "no deciding part in this suite"
+        return Combined(INCONCLUSIVE)
     removed = [r for r in deciding if r.verdict == CONTRADICTED and r.p_holm >= ALPHA]
     verdicts = [INCONCLUSIVE if any(r is x for x in removed) else r.verdict for r in deciding]
-    holm_note = (f"; {len(removed)} contradicted before Holm's correction, not after" if removed else "")
-    why = f"{_counted(verdicts)} of {len(deciding)} deciding parts{holm_note}"
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED, why + " (contradicted after Holm's correction)"
-    if all(v == SUPPORTED for v in verdicts):
-        return SUPPORTED, why
-    return INCONCLUSIVE, why
+    counts = tuple((v, verdicts.count(v)) for v in (CONTRADICTED, SUPPORTED, INCONCLUSIVE) if verdicts.count(v))
+    verdict = (CONTRADICTED if CONTRADICTED in verdicts else SUPPORTED if all(v == SUPPORTED for v in verdicts)
+               else INCONCLUSIVE)
+    return Combined(verdict, counts, len(deciding), len(removed))

@@ -3,12 +3,14 @@ a precondition's status, a part's reasons, its positive control and its blown-up
 rendered from the typed values of :mod:`analysis.decision`. Nothing here decides: each function
 maps a value to text, and no module reads a decision back from these words.
 
-Also the stability table's sentences (a leave-one-seed-out flip, the conditions that travel with
-a verdict, the scale cell, why a claim is unstable), the first screen with what would decide an
+Also why a claim's parts combine to its verdict (:class:`analysis.decision.Combined`,
+:class:`~analysis.decision.ClaimVerdict`), a part's short label, the stability table's
+sentences (a leave-one-seed-out flip, the conditions that travel with a verdict, the scale cell
+and "– (not run)", why a claim is unstable), the first screen with what would decide an
 undecided part and *How far to trust this*. Its siblings :mod:`analysis.render_prose` (the
-opening summary, the legend, the reader's pass over the Markdown) and
-:mod:`analysis.render_tables` (the parts, calibration, task health and budget tables) word the
-rest of the report.
+header, the completeness warning, the opening summary, the legend, the reader's pass over the
+Markdown) and :mod:`analysis.render_tables` (the claims, parts, calibration, task health, budget
+and ablation sections, and the page with its headings) word the rest of the report.
 
 This module imports only :mod:`analysis.decision` (no store, no Ray, no module that starts
 trials; ``tests/test_layering.py`` checks the render family). A new rule adds one entry to
@@ -18,9 +20,10 @@ trials; ``tests/test_layering.py`` checks the render family). A new rule adds on
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from analysis.decision import Block, Check, Conditions, Control, Decide, Flip, Label, Move, Reason, Remedy, Robust, Rule, Step, Unstable
+from analysis.decision import (Block, Check, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label, Move, Reason,
+                               Remedy, Robust, Rule, Step, Unstable)
 
 if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
     from analysis.answer import Augmentation, Line, Row, Trust
@@ -215,6 +218,39 @@ def unstable(u: Unstable | None) -> str:
     return f"leaving one seed out of {u.part!r} changes the claim ({flip(u.flip)})"
 
 
+# ----------------------------------------------------------------------------- a claim's verdict
+NO_DECIDING = "no deciding part in this suite"
+
+
+def combined(c: Combined) -> str:
+    """Why a claim's parts combine to its verdict (:func:`analysis.protocol.combine`): ``1
+    contradicted, 2 supported of 3 deciding parts`` with the parts Holm's correction made
+    inconclusive, and that a contradiction survived it."""
+    if not c.deciding:
+        return NO_DECIDING
+    holm = f"; {c.holm_removed} contradicted before Holm's correction, not after" if c.holm_removed else ""
+    why = f"{', '.join(f'{n} {v}' for v, n in c.counts)} of {c.deciding} deciding parts{holm}"
+    return why + (" (contradicted after Holm's correction)" if c.verdict == "contradicted" else "")
+
+
+def claim_why(v: ClaimVerdict) -> str:
+    """Why a claim has its verdict (:func:`analysis.verdicts.combine_claim`): :func:`combined`, or
+    why it is unstable with what its parts alone say."""
+    if v.unstable is not None:
+        return f"{unstable(v.unstable)} (on the parts alone: {v.combined.verdict}; {combined(v.combined)})"
+    return combined(v.combined)
+
+
+def short_label(spec: Mapping[str, Any]) -> str:
+    """A part named in a sentence: its name's lead before ':' where short and whole ("(a)
+    selection"), with its arms, e.g. "(a) selection, `value` vs `softmax`"; else the arms and
+    the task (a name cut at its first ':' could end mid-phrase)."""
+    lead = str(spec["name"]).split(":")[0]
+    arms = f"`{spec['a']}` vs `{spec['b']}`"
+    whole = ":" in str(spec["name"]) and len(lead) <= 30 and lead.count("(") == lead.count(")")
+    return f"{lead}, {arms}" if whole else f"{arms} on {spec['task']}"
+
+
 # ----------------------------------------------------------------------------- the stability table
 def block_interval(b: Block) -> str:
     """A block's d with its 95% interval (``d = 0.0225 [0.016, 0.029]``, or that it has none)."""
@@ -235,6 +271,14 @@ def scale_effect(b: Block | None) -> str:
     if b is None:
         return ""
     return ("" if b.decisive else f"{block_why(b)}; ") + block_interval(b)
+
+
+NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
+
+
+def scale_verdict(verdict: str | None) -> str:
+    """The stability table's scale cell: the block's verdict, or that it was not run (missing: None, NaN in a frame)."""
+    return verdict if isinstance(verdict, str) else NOT_RUN
 
 
 def _where(block: str) -> str:

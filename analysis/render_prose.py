@@ -1,23 +1,30 @@
 """The report's text for a reader (issue 29 item 6, issue 28 item 9; one of the render modules,
-issue 60 item 2): the opening summary of
-what the evidence says matters, the legend of variant codes, and the last pass over the
+issue 60 item 2): the header (title, source, registration trail, frozen choices, processors,
+scale, :class:`analysis.reporting.Header`), the completeness warning, the opening summary of
+what the evidence says matters with each claim's why, the legend of variant codes, and the last pass over the
 Markdown that turns the code's own vocabulary into a reader's (config keys as the field's
 terms, Sphinx roles as file names, repr'd lists as lists, ``paper.md §N`` citations as links
 to the sections of ``docs/theory.md`` that hold them).
 
 Nothing here decides anything: the sentences are generated from the verdicts
-(:func:`analysis.protocol.combine`) and the decided parts, never from hard-coded outcomes.
+(:class:`analysis.decision.ClaimVerdict`) and the decided parts, never from hard-coded outcomes.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from analysis import protocol, render, verdicts
+from analysis import phases, protocol, render
 from analysis.render import headline  # noqa: F401  (a part named by its headline; render words it)
+from analysis.claims import PASSED
 from analysis.decision import Reason
+from analysis.verdicts import UNSTABLE
+
+if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
+    from analysis.confirm import Frozen
+    from analysis.reporting import ClaimResult, Header, Source
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
 # a section not listed (or missing from theory.md) links to the page itself.
@@ -128,7 +135,7 @@ def _against(result: protocol.PartResult) -> str:
     goes: "(a) selection, `value` vs `softmax`: `value` lower by 0.0288"."""
     spec = result.spec
     lower = spec["a"] if result.effect > 0 else spec["b"]  # d = value(b) − value(a)
-    return f"{verdicts.short_label(spec)}: `{lower}` lower by {abs(result.effect):.3g}"
+    return f"{render.short_label(spec)}: `{lower}` lower by {abs(result.effect):.3g}"
 
 
 def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]) -> str:
@@ -137,11 +144,11 @@ def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]
     against = [_against(r) for r in deciding if r.verdict == protocol.CONTRADICTED]
     said = claim.statement[:1].upper() + claim.statement[1:]
     link = f"([{claim.id}](#{anchor(claim.id)}))"
-    if "unstable" in verdict:
+    if verdict == UNSTABLE:
         return f"{said}: unstable, {why} {link}."
     if verdict == protocol.SUPPORTED:
         return f"{said}: supported by the evidence ({why}) {link}."
-    moved = "".join(f"; {verdicts.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}"
+    moved = "".join(f"; {render.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}"
                     for r in deciding if r.conditions)
     if verdict == protocol.CONTRADICTED:
         return (f"{said}: the evidence goes against it ({len(against)} of {len(deciding)} deciding parts "
@@ -149,24 +156,129 @@ def _sentence(claim, verdict: str, why: str, mine: Sequence[protocol.PartResult]
     return f"{said}: still open, inconclusive ({_reason(deciding)}{moved}) {link}."
 
 
-def what_matters(claims, verdicts: Mapping[str, tuple[str, str]],
-                 parts: Sequence[protocol.PartResult], checks: Mapping[str, str]) -> list[str]:
+def claim_why(c: ClaimResult, marks: bool = True) -> str:
+    """Why a statistical claim has its verdict (:func:`analysis.render.claim_why`), with the
+    conditions that travel with its deciding parts' verdicts and (``marks``) the parts
+    re-registered after a verdict run, each named once by its short label."""
+    why = render.claim_why(c.verdict)
+    moved = [f"{render.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}" for r in c.moved]
+    why += "; conditions: " + " · ".join(moved) if moved else ""
+    labels = list(dict.fromkeys(render.short_label(r.spec) for r in c.reregistered)) if marks else []
+    return why + (f"; re-registered after a verdict run: {', '.join(labels)}" if labels else "")
+
+
+def what_matters(claims: Sequence[ClaimResult]) -> list[str]:
     """The report's opening (issue 28 item 9): one generated sentence per statistical claim
     (from its verdict and its deciding parts, linking to its row) and one for the exact checks;
     at most :data:`MAX_SENTENCES`.
 
     Args:
-        claims: :data:`analysis.paper.CLAIMS`.
-        verdicts: ``{claim id: (verdict, why)}`` of the statistical claims.
-        parts: every decided part (``spec["claim"]`` names its claim).
-        checks: ``{claim id: status}`` of the exact checks (``passed``, ``failed``, …).
+        claims: every claim of paper.md §13 as the report states it
+            (:class:`analysis.reporting.ClaimResult`), in :data:`analysis.paper.CLAIMS` order.
     """
-    sentences = [_sentence(c, *verdicts[c.id], [r for r in parts if r.spec["claim"] == c.id])
-                 for c in claims if c.id in verdicts]
+    sentences = [_sentence(c.claim, c.verdict.verdict, claim_why(c, marks=False), c.parts)
+                 for c in claims if not c.exact]
+    checks = [c for c in claims if c.exact]
     if checks:
-        ok = [k for k, v in checks.items() if "passed" in v]
-        bad = [k for k in checks if k not in ok]
-        sentences.append(f"The exact identities ({', '.join(checks)}) test the implementation, not the "
-                         f"paper's argument: {len(ok)} of {len(checks)} hold"
+        ok = [c.claim.id for c in checks if c.status == PASSED]
+        bad = [c.claim.id for c in checks if c.status != PASSED]
+        sentences.append(f"The exact identities ({', '.join(c.claim.id for c in checks)}) test the implementation, not "
+                         f"the paper's argument: {len(ok)} of {len(checks)} hold"
                          + (f", {', '.join(bad)} {'does' if len(bad) == 1 else 'do'} not" if bad else "") + " ([checks](#checks)).")
     return ["## What the evidence says matters", "", " ".join(sentences[:MAX_SENTENCES]), ""]
+
+
+# ----------------------------------------------------------------------------- the header
+TITLE = "# The paper, tested: Ma & Ying (2022) against the harness"
+
+
+def source(s: Source) -> str:
+    """Where the runs came from: ``the results bundle `runs.csv.gz```, or ``the SQLite file
+    `mlflow.db` (exported to `report/runs.csv.gz`)`` (an MLflow server by ``host:port``)."""
+    if s.kind == "bundle":
+        return f"the results bundle `{s.name}`"
+    store = f"SQLite file `{s.name}`" if s.kind == "sqlite" else f"MLflow server `{s.name}`"
+    return f"the {store} (exported to `{s.exported}`)"
+
+
+def grid(text: object) -> str:
+    """A scale's grid as a reader writes it: ``0.003,0.01`` → ``0.003, 0.01``; ``range(5)`` → ``0–4``."""
+    m = re.fullmatch(r"range\((\d+)(?:,\s*(\d+))?\)", str(text).strip())
+    if m:
+        lo, hi = (0, int(m.group(1))) if m.group(2) is None else (int(m.group(1)), int(m.group(2)))
+        return f"{lo}–{hi - 1}"
+    return ", ".join(x.strip() for x in str(text).split(","))
+
+
+def header(h: Header) -> list[str]:
+    """The title, provenance (source, the time of its last finished run, the commits, the frozen
+    choices, the processors) and the scale paragraph; its first two lines are the title (the
+    answer follows them, then the rest)."""
+    sc = h.scale
+    return [
+        TITLE, "",
+        f"Generated by `python -m analysis.report` from {source(h.source)} (results as of "
+        f"{h.results_time or 'no run ended'}), harness commit `{h.head}`.", "",
+        f"**Registration trail**: parts first registered in the ablation files at commit `{h.first_registration}`, "
+        f"last changed at `{h.margins}` (a part changed after a verdict run is marked *re-registered* in its "
+        f"claim's table); confirmation block: {frozen(h.frozen)}.", "",
+        processors(h.processors), "",
+        f"**Scale: `{sc['name']}`**: seeds {grid(sc['seeds'])}, n_train {grid(sc['n_train'])} (parts "
+        f"decided at one size: {sc['n_train_max']}), learning rates {grid(sc['lrs'])} ({grid(sc['lrs_high'])} "
+        "too where an ablation says so; " + (f"extended past a chosen edge at most {h.extend_lr}× by ×√10"
+                                             if not h.path_check else "no reruns past an edge at this scale") + "), "
+        f"{sc['steps']} steps per trial ({sc['long_steps']} where an ablation says so), validation every "
+        f"{sc['eval_every']} steps ({sc['long_eval_every']}). {h.runs} trial runs in {h.ablations} "
+        "ablations" + (f" ({h.composed} trials composed; the rest are reruns past an lr grid edge, the "
+                       "confirmation block and readout reruns, counted per phase under Processors)"
+                       if h.composed is not None else "") +
+        (f", and {h.longer} budget-ablation reruns at ×{h.factor} steps" if h.longer else "") + ". "
+        "Do not edit by hand: rerun the command.", ""]
+
+
+PHASE_WORDS = {phases.EXPLORATORY: "the suite's grid", phases.LR_EXTENSION: "reruns past an lr grid edge",
+               phases.CONFIRMATION: "the confirmation block", phases.READOUT: "readout reruns",
+               phases.BUDGET: "the budget ablation", phases.SCALE: "the scale column"}
+NOT_RECORDED = "not recorded"  # a phase none of whose runs carries the processor tag
+REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
+             "model gives other last digits, and a part near a threshold can change its verdict.")
+
+
+def processors(per_phase: Mapping[str, Sequence[tuple[str, int]]]) -> str:
+    """One paragraph: the processor models per phase (:func:`analysis.trail.processors`) and what
+    that means for reproducing them."""
+    listed = "; ".join(f"{PHASE_WORDS[phase]}: {', '.join(f'{m} ({n} runs)' for m, n in models) or NOT_RECORDED}"
+                       for phase, models in per_phase.items()) or NOT_RECORDED
+    return f"**Processors** per phase: {listed}. {REPRODUCE}"
+
+
+def frozen(f: Frozen) -> str:
+    """Where the confirmation block's frozen choices stand (:func:`analysis.confirm.frozen_state`),
+    without a closing full stop (the header's sentence ends it)."""
+    used = f"The exploratory choices the confirmation block used (`{f.file}`)"
+    if not f.exists:
+        return "No exploratory choices were frozen (no confirmation block)"
+    if not f.git:
+        return f"{used} are not in a git repository"
+    if not f.commit:
+        return f"{used} are not committed"
+    if f.changed:
+        return f"{used} differ from their last commit `{f.commit}`: not committed"
+    return (f"The exploratory choices (lr per arm, σ, readouts, positive controls) were frozen at commit `{f.commit}` "
+            f"(`{f.file}`) before the confirmation block ran")
+
+
+def completeness(short: Sequence[tuple[str, int, int]]) -> list[str]:
+    """A warning line where some ablation has fewer grid trials finished than it composes to
+    (``(ablation, finished, composed)``); none where none has."""
+    if not short:
+        return []
+    return [f"**Incomplete store: these ablations have fewer finished trials than they compose to** "
+            f"({', '.join(f'`{name}` {done} of {n}' for name, done, n in short)}). Their parts are decided on what "
+            "exists or are inconclusive (\"no runs\"); rerun the command to complete them.", ""]
+
+
+def path_check(scale: str) -> list[str]:
+    """The line that says a path-check scale's report is not evidence."""
+    return [f"**This is a check of the path at scale `{scale}`, not evidence**: budgets and seeds "
+            "are far too small for any verdict.", ""]

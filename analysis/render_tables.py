@@ -1,15 +1,18 @@
 """The report's tables in words (issue 60 item 2; one of the render modules with
 :mod:`analysis.render` and :mod:`analysis.render_prose`): each claim's parts and their details,
-the parts by role, verdict and reason, the calibration section, the task health section and the
-budget ablation's table. Each function words values computed elsewhere
-(:class:`analysis.protocol.PartResult`, :func:`analysis.calibration.rates`,
-:func:`analysis.health.task_health`, :func:`analysis.budget.compare`); nothing here decides.
+the claims' rows and evidence sections, the parts by role, verdict and reason, the calibration
+section, the task health section, the budget ablation's table, the ablations' sections, and the
+whole page with every section heading (:func:`document`). Each function words values computed
+elsewhere (:class:`analysis.protocol.PartResult`, :class:`analysis.reporting.Report` and its
+:class:`~analysis.reporting.ClaimResult`, :class:`~analysis.reporting.AblationSection`,
+:func:`analysis.calibration.rates`, :func:`analysis.health.task_health`,
+:func:`analysis.budget.compare`); nothing here decides.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,6 +22,9 @@ from analysis import health as health_of
 from analysis import protocol, render, render_prose
 from analysis import verdicts as verdicts_of
 from analysis.decision import Step
+
+if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
+    from analysis.reporting import AblationSection, ClaimResult, Header, Report
 
 PATH_CHECK = "path check, not evidence"
 
@@ -253,6 +259,8 @@ def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
     for _, r in _once(frame).iterrows():
         row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
         row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
+        if "scale" in row:
+            row["scale"] = render.scale_verdict(r.get("scale"))
         if "scale" in row and isinstance(r.get("scale_effect"), str) and r["scale_effect"]:
             row["scale"] = f"{row['scale']} ({r['scale_effect']})"
         flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
@@ -303,3 +311,99 @@ def stability(frame: pd.DataFrame) -> list[str]:
             "Slack of the deciding block's interval to each threshold (positive: on the side the rule needs), "
             "in units of δ and of the standard error of the mean paired difference:", "",
             _slack_table(frame), ""]
+
+
+# ----------------------------------------------------------------------------- the claims
+def shown(c: ClaimResult, path_check: bool) -> str:
+    """A claim's verdict as the report shows it: ``check passed`` (its exact checks' status), the
+    statistical verdict, or :data:`PATH_CHECK` at a path-check scale."""
+    if path_check:
+        return PATH_CHECK
+    return f"check {c.status}" if c.exact else c.verdict.verdict
+
+
+def claims(cs: Sequence[ClaimResult], path_check: bool, rereg: dict[tuple[str, str], str]) -> dict[str, list[str]]:
+    """The claims' rows of the verdict table (``verdicts``: statistical claims) and of the checks'
+    table (``checks``: exact ones), and each claim's evidence section (``evidence``: its parts'
+    table and details, its exact checks with what they measured)."""
+    out: dict[str, list[str]] = {"verdicts": [], "checks": [], "evidence": []}
+    for c in cs:
+        claim, said = c.claim, shown(c, path_check)
+        row = f'| {claim.id} | <a id="{render_prose.anchor(claim.id)}"></a>{claim.statement} |'
+        if c.exact:
+            out["checks"].append(f"{row} {len(c.checks)} | **{said}** |")
+        else:
+            out["verdicts"].append(f"{row} {c.deciding} | **{said}** ([evidence](#evidence-{claim.id.lower()})) "
+                                   f"| {render_prose.claim_why(c)} |")
+        out["evidence"] += [f'### <a id="evidence-{claim.id.lower()}"></a>{claim.id}: {claim.statement} — '
+                            f"**{said}**", ""]
+        if claim.paper:
+            out["evidence"] += [f"*The paper*: {claim.paper}.", ""]
+        if c.parts:
+            out["evidence"] += part_rows(list(c.parts), path_check, rereg) + [""]
+        if c.checks:
+            out["evidence"] += ["Exact checks (implementation, not evidence):", "",
+                                "| check | status | measured |", "|---|---|---|",
+                                *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in c.checks], ""]
+    return out
+
+
+# ----------------------------------------------------------------------------- the ablations
+def ablation_section(a: AblationSection) -> list[str]:
+    """An ablation's section: its question, its trials by status (with the reruns outside its
+    exploratory block and their blown-up runs, never hidden under "0 blown up"), its figures and,
+    folded, its tables."""
+    n = a.counts
+    composed = f" runs of the {a.composed} trials this ablation composes to" if a.composed is not None else ""
+    reruns = (f" Its reruns (confirmation block, readouts, scale): {a.reruns[0]} runs, {a.reruns[1]} blown up."
+              if a.reruns is not None else "")
+    lines = [f"### `{a.name}`", "", a.question, "",
+             f"Trials: {n.get('total', 0)}{composed} ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
+             f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged, {n.get('blowup', 0)} blown up; "
+             f"{a.extended} past an lr grid edge); its sweeps were open {a.open_s / 60:.1f} min over "
+             f"{a.invocations} invocation(s) (a suite's ablations run as one queue, so their times overlap)."
+             + reruns, ""]
+    for fig in a.figures:
+        lines += [f"![{a.name} {fig.rsplit('.', 1)[0]}]({a.folder}/{fig})", ""]
+    for stem, text in a.tables:
+        lines += [f"<details><summary>{stem.replace('_', ' ')}</summary>", "", text, "</details>", ""]
+    return lines
+
+
+SYMMETRY = ["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
+            "symmetry/permutation_err"]  # the exact symmetry table's columns
+
+
+# ----------------------------------------------------------------------------- the whole report
+def document(report: Report, header: Header, compared: list, sections: Sequence[AblationSection],
+             protocol_text: str) -> list[str]:
+    """The report's Markdown lines (before :func:`analysis.render_prose.for_reader`): the title,
+    the answer first (issue 45 item 1), the provenance, then every section with its heading.
+    ``compared``: the budget ablation's parts (:func:`analysis.budget.compare`); ``protocol_text``:
+    :mod:`analysis.protocol`'s docstring, whose body after its first paragraph is the section on
+    how verdicts are decided."""
+    tiny = report.path_check
+    top = render_prose.header(header)
+    opening = [] if tiny else render.first_screen(report.rows, render.trust(report.trust))
+    said = claims(report.claims, tiny, report.reregistered)
+    return [
+        *top[:2], *opening, *top[2:],
+        *render_prose.completeness(report.shortfall),
+        *(render_prose.path_check(report.scale) if tiny else []),
+        *([] if tiny else render_prose.what_matters(report.claims)),
+        *render_prose.legend(report.presets.to_dict("records")),
+        "## Verdicts (statistical claims)", "",
+        "| claim | statement | deciding parts | verdict | why |", "|---|---|---|---|---|", *said["verdicts"], "",
+        "## Stability of the verdicts", "", *stability(report.stability),
+        *([] if tiny else calibration_section(report.calibration)),
+        '## <a id="checks"></a>Checks (exact identities: implementation checks, not evidence)', "",
+        "| claim | statement | checks | status |", "|---|---|---|---|", *said["checks"], "",
+        "## Parts by role, verdict and reason", "", *summary_table(report.parts),
+        "## Task health", "", *health(report.health),
+        *budget_section(budget(compared, header.factor), header.factor, header.longer),
+        "## How verdicts are decided", "", protocol_text.split("\n\n", 1)[1].strip(), "",
+        "## Evidence per claim", "", *said["evidence"],
+        "## Exact symmetry of every variant (random O(1) weights, float64)", "",
+        report.presets[SYMMETRY].to_markdown(index=False, floatfmt=".1e"), "",
+        "## Ablations", "", *[line for a in sections for line in ablation_section(a)],
+    ]

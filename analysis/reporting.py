@@ -1,7 +1,9 @@
 """The report's machinery behind ``python -m analysis.report`` (:mod:`analysis.report`): run the
 suite, its lr-edge extensions, freeze the exploratory choices, run the budget reruns, the
 confirmation block and the readout reruns (:func:`run_reruns`), export the results bundle, decide
-every part and write the Markdown and the stability table.
+every part and write the Markdown and the stability table. Everything here is values
+(:class:`Report`, :class:`Header`, :class:`AblationSection`, :class:`ClaimResult`,
+:class:`Source`); the render modules word them (:func:`analysis.render_tables.document`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,18 +20,18 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, protocol, render, render_prose, render_tables, rounds, stability, stats, trail
+from analysis import answer, calibration, phases, protocol, render_prose, render_tables, rounds, stability, stats, trail
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_trials, compare, split_budget
-from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, read_frozen, readout_trials,
-                              seeds_of, write_frozen)
+from analysis.confirm import (FROZEN, Frozen, check_unspent, confirmation_trials, freeze, frozen_state, read_frozen,
+                              readout_trials, seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
-from analysis.claims import Evidence, check
+from analysis.claims import Claim, Evidence, Part, check
+from analysis.decision import ClaimVerdict
 from analysis.health import task_health
 from analysis.reuse import write_once
 from analysis.paper import CLAIMS
-from analysis.trail import processor_line
 from analysis.trials import grid_axes
 from analysis.report_paths import ReportInputError
 from harness.cli import ablation_header
@@ -38,7 +39,6 @@ from harness.config import PartConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE_SCALES = ("default", "full")
-PATH_CHECK = render_tables.PATH_CHECK  # a claim's shown verdict at a path-check scale
 
 
 def _git(*args: str) -> str:
@@ -76,12 +76,24 @@ def first_registration() -> str:
     return changes[-1] if changes else "unknown"
 
 
-def store_name(uri: str) -> str:
-    """The store by kind and name, never by a machine path: ``SQLite file `mlflow.db```, or
-    ``MLflow server `host:port```."""
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where the report's runs came from, by kind and name, never by a machine path: a results
+    bundle (``kind="bundle"``, its file name), or a store (``"sqlite"``: the SQLite file's name;
+    ``"server"``: the MLflow server's ``host:port``) exported to ``exported`` (the bundle's path
+    relative to the report's folder's parent). :func:`analysis.render_prose.source` words it."""
+
+    kind: str
+    name: str
+    exported: str = ""
+
+
+def store_source(uri: str, exported: str) -> Source:
+    """The store of ``uri`` as a :class:`Source` (an SQLite file by its name, a server by
+    ``host:port``), its runs exported to ``exported``."""
     if uri.startswith("sqlite:"):
-        return f"SQLite file `{Path(uri.split(':///', 1)[-1]).name}`"
-    return f"MLflow server `{uri.split('://', 1)[-1].split('/', 1)[0]}`"
+        return Source("sqlite", Path(uri.split(':///', 1)[-1]).name, exported)
+    return Source("server", uri.split('://', 1)[-1].split('/', 1)[0], exported)
 
 
 # ----------------------------------------------------------------------------- running
@@ -270,56 +282,64 @@ def open_seconds(sweeps: pd.DataFrame) -> float:
     return float((when["end_time"] - when["start_time"]).dt.total_seconds().sum())
 
 
-def _rerun_counts(shown: pd.DataFrame, every: pd.DataFrame | None) -> str:
-    """The ablation's runs outside its exploratory block (confirmation, readout and scale reruns),
-    and how many of them blew up: a part decided on those runs (C9′ on the confirmation block)
-    must not sit under a section that says "0 blown up". Empty where there are none."""
+def _rerun_counts(shown: pd.DataFrame, every: pd.DataFrame | None) -> tuple[int, int] | None:
+    """``(runs, blown up)`` of the ablation's runs outside its exploratory block (confirmation,
+    readout and scale reruns): a part decided on those runs (C9′ on the confirmation block) must
+    not sit under a section that says "0 blown up". None where there are none."""
     if every is None or len(every) <= len(shown):
-        return ""
+        return None
     blown = lambda d: int(stats.counts(d, by=()).iloc[0]["blowup"]) if not d.empty else 0  # noqa: E731
-    n, b = len(every) - len(shown), blown(every) - blown(shown)
-    return f" Its reruns (confirmation block, readouts, scale): {n} runs, {b} blown up."
+    return len(every) - len(shown), blown(every) - blown(shown)
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationSection:
+    """An ablation's section of the report as values (:func:`analysis.render_tables.ablation_section`
+    words it): its question (the ablation file's header but its parts, which the verdict tables
+    show), its exploratory runs' counts by status (``total``, ``finished``, ``failed``,
+    ``killed``, ``diverged``, ``blowup``), the trials it composes to (None: not known), the runs
+    past an lr grid edge, its sweeps' open time in seconds over ``invocations``, its reruns'
+    ``(runs, blown up)`` (None: none), and its figures' and tables' files in ``folder`` (the
+    report's relative path to the ablation's folder)."""
+
+    name: str
+    question: str
+    counts: dict[str, int]
+    composed: int | None
+    extended: int
+    open_s: float
+    invocations: int
+    reruns: tuple[int, int] | None
+    folder: str
+    figures: tuple[str, ...]
+    tables: tuple[tuple[str, str], ...]  # (file stem, its Markdown)
 
 
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
-                      rel: str, plan: int | None = None, every: pd.DataFrame | None = None) -> list[str]:
+                      rel: str, plan: int | None = None, every: pd.DataFrame | None = None) -> AblationSection:
     """``df``: the exploratory runs the figures show; ``every``: all of the ablation's runs but the
     budget reruns (for the reruns' count)."""
     # every field of the ablation file's header but its parts, which the verdict tables show
     question = " ".join(f.text for f in ablation_header(name, ROOT / "conf") if f.key != "Parts")
     mine = sweeps[sweeps["ablation"] == name] if not sweeps.empty else sweeps
-    wall = open_seconds(mine)
     n = stats.counts(df, by=()).iloc[0].to_dict() if not df.empty else {}
     ext = int((df.get("extends", pd.Series(dtype=str)).fillna("").astype(str) != "").sum()) if not df.empty else 0
-    lines = [f"### `{name}`", "", question, "",
-             f"Trials: {n.get('total', 0)}" + (f" runs of the {plan} trials this ablation composes to"
-                                                if plan is not None else "") + f" ({n.get('finished', 0)} finished, {n.get('failed', 0)} failed, "
-             f"{n.get('killed', 0)} killed, {n.get('diverged', 0)} diverged, {n.get('blowup', 0)} blown up; "
-             f"{ext} past an lr grid edge); "
-             f"its sweeps were open {wall / 60:.1f} min over {len(mine)} invocation(s) (a suite's "
-             "ablations run as one queue, so their times overlap)." + _rerun_counts(df, every), ""]
-    for fig in sorted(folder.glob("*.png")):
-        lines += [f"![{name} {fig.stem}]({rel}/{fig.name})", ""]
-    for table in sorted(folder.glob("*.md")):
-        lines += [f"<details><summary>{table.stem.replace('_', ' ')}</summary>", "",
-                  table.read_text(), "</details>", ""]
-    return lines
+    return AblationSection(name, question, {k: int(v) for k, v in n.items()}, plan, ext, open_seconds(mine), len(mine),
+                           _rerun_counts(df, every), rel, tuple(f.name for f in sorted(folder.glob("*.png"))),
+                           tuple((t.stem, t.read_text()) for t in sorted(folder.glob("*.md"))))
 
 
-def _completeness(runs: dict[str, pd.DataFrame], plan: dict[str, int]) -> list[str]:
-    """A warning line when some ablation has fewer grid trials finished than it composes to."""
+def _completeness(runs: dict[str, pd.DataFrame], plan: dict[str, int]) -> tuple[tuple[str, int, int], ...]:
+    """``(ablation, grid trials finished, trials it composes to)`` of each ablation with fewer
+    grid trials finished than it composes to (:func:`analysis.render_prose.completeness` warns)."""
     short = []
     for name, n in plan.items():
         df = runs.get(name, pd.DataFrame())
         grid = df[df.get("extends", pd.Series("", index=df.index)).fillna("").astype(str) == ""] if len(df) else df
         done = int((grid["status"] == "FINISHED").sum()) if len(grid) else 0
         if done < n:
-            short.append(f"`{name}` {done} of {n}")
-    if not short:
-        return []
-    return [f"**Incomplete store: these ablations have fewer finished trials than they compose to** "
-            f"({', '.join(short)}). Their parts are decided on what exists or are inconclusive "
-            "(\"no runs\"); rerun the command to complete them.", ""]
+            short.append((name, done, int(n)))
+    return tuple(short)
 
 
 def _measured(bundle: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -346,107 +366,101 @@ def _reregistered(configs: dict[str, DictConfig]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _claims(parts: list[protocol.PartResult], evidence: Evidence, tiny: bool,
-            rereg: dict[tuple[str, str], str], stab: pd.DataFrame) -> dict[str, Any]:
-    """Per claim of paper.md §13: its verdict (statistical claims: :func:`analysis.protocol.combine`
-    over its parts; exact ones: the checks' status), its table rows and its evidence section."""
-    out = {"shown": {}, "decided": {}, "checks": {}, "claim_rows": [], "check_rows": [], "evidence": []}
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    """A claim of paper.md §13 as the report states it (:func:`analysis.render_tables.claims`
+    words it): its parts (every role), and either its exact checks with their combined status
+    (:func:`analysis.claims.check`: ``passed``, ``failed``, ``incomplete``) or its statistical
+    verdict (:func:`analysis.verdicts.combine_claim`) with the deciding parts whose conditions
+    travel with their verdict and those re-registered after a verdict run."""
+
+    claim: Claim
+    parts: tuple[protocol.PartResult, ...]
+    status: str = ""  # exact claims: the checks' status
+    checks: tuple[Part, ...] = ()
+    verdict: ClaimVerdict | None = None  # statistical claims
+    moved: tuple[protocol.PartResult, ...] = ()
+    reregistered: tuple[protocol.PartResult, ...] = ()
+
+    @property
+    def exact(self) -> bool:
+        """An exact claim (E; C5b's E/S too: its S half, Adam deviates, is a measured check)."""
+        return self.claim.kind in ("E", "E/S")
+
+    @property
+    def deciding(self) -> int:
+        return sum(r.spec["role"] == "deciding" for r in self.parts)
+
+
+def _claims(parts: list[protocol.PartResult], evidence: Evidence, rereg: dict[tuple[str, str], str],
+            stab: pd.DataFrame) -> tuple[ClaimResult, ...]:
+    """Per claim of paper.md §13: its exact checks' status, or its verdict (Holm, combine, then
+    unstable: :func:`analysis.verdicts.combine_claim`) over its parts."""
+    out = []
     for claim in CLAIMS:
         status, checks = check(claim, evidence)
         mine = [r for r in parts if r.spec["claim"] == claim.id]
-        exact = claim.kind in ("E", "E/S")  # C5b's S half (Adam deviates) is a measured check too
-        if exact:
-            verdict, why = f"check {status}", "implementation check (E), not evidence"
-            out["checks"][claim.id] = verdict
-        else:
-            verdict, why = verdicts_of.combine_claim(mine, stab)  # Holm, combine, then unstable
-            moved = [f"{verdicts_of.short_label(r.spec)}: {render.conditions(r.conditions, details=False)}" for r in mine
-                     if r.conditions and r.spec["role"] == "deciding"]
-            why += "; conditions: " + " · ".join(moved) if moved else ""
-            out["decided"][claim.id] = (verdict, why)
-            # once each, deciding only; the part's short label (a name can hold ":" inside parentheses)
-            marks = list(dict.fromkeys(verdicts_of.short_label(r.spec) for r in mine
-                                       if (claim.id, r.spec["name"]) in rereg and r.spec["role"] == "deciding"))
-            why += f"; re-registered after a verdict run: {', '.join(marks)}" if marks else ""
-        shown = PATH_CHECK if tiny else verdict
-        out["shown"][claim.id] = shown
-        row = f'| {claim.id} | <a id="{render_prose.anchor(claim.id)}"></a>{claim.statement} |'
-        if exact:
-            out["check_rows"].append(f"{row} {len(checks)} | **{shown}** |")
-        else:
-            n_dec = sum(r.spec["role"] == "deciding" for r in mine)
-            out["claim_rows"].append(f"{row} {n_dec} | **{shown}** ([evidence](#evidence-{claim.id.lower()})) "
-                                     f"| {why} |")
-        out["evidence"] += [f'### <a id="evidence-{claim.id.lower()}"></a>{claim.id}: {claim.statement} — '
-                            f"**{shown}**", ""]
-        if claim.paper:
-            out["evidence"] += [f"*The paper*: {claim.paper}.", ""]
-        if mine:
-            out["evidence"] += render_tables.part_rows(mine, tiny, rereg) + [""]
-        if checks:
-            out["evidence"] += ["Exact checks (implementation, not evidence):", "",
-                                "| check | status | measured |", "|---|---|---|",
-                                *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in checks], ""]
-    return out
+        deciding = [r for r in mine if r.spec["role"] == "deciding"]
+        if claim.kind in ("E", "E/S"):
+            out.append(ClaimResult(claim, tuple(mine), status, tuple(checks)))
+            continue
+        out.append(ClaimResult(claim, tuple(mine), status, tuple(checks), verdicts_of.combine_claim(mine, stab),
+                               tuple(r for r in deciding if r.conditions),
+                               tuple(r for r in deciding if (claim.id, r.spec["name"]) in rereg)))
+    return tuple(out)
 
 
-def _stability(frame: pd.DataFrame, folder: Path) -> list[str]:
-    """The stability section (paper.md §13, :func:`analysis.verdicts.stability_frame`); writes
-    ``stability.csv`` beside the report."""
+def _stability(frame: pd.DataFrame, folder: Path) -> None:
+    """Write ``stability.csv`` beside the report (paper.md §13, :func:`analysis.verdicts.stability_frame`)."""
     stability.write_csv(frame, folder / "stability.csv")
-    return ["## Stability of the verdicts", "", *render_tables.stability(frame)]
 
 
-def _frozen(folder: Path) -> str:
-    """The confirmation block's frozen choices (:func:`analysis.confirm.frozen_line`)."""
-    from analysis import confirm
-
-    return confirm.frozen_line(folder).rstrip(".")  # the header's sentence ends it
-
-
-def _values(text: object) -> str:
-    """A scale's grid as a reader writes it: ``0.003,0.01`` → ``0.003, 0.01``; ``range(5)`` → ``0–4``."""
-    m = re.fullmatch(r"range\((\d+)(?:,\s*(\d+))?\)", str(text).strip())
-    if m:
-        lo, hi = (0, int(m.group(1))) if m.group(2) is None else (int(m.group(1)), int(m.group(2)))
-        return f"{lo}–{hi - 1}"
-    return ", ".join(x.strip() for x in str(text).split(","))
-
-
-def _results_time(bundle: pd.DataFrame) -> str:
-    """The end time of the bundle's last run, ISO 8601 to the second (UTC); "no run ended" if none."""
+def _results_time(bundle: pd.DataFrame) -> str | None:
+    """The end time of the bundle's last run, ISO 8601 to the second (UTC); None if none ended."""
     ends = pd.to_datetime(bundle["end_time"], utc=True, errors="coerce") if "end_time" in bundle else pd.Series([])
     ends = ends.dropna()
-    return ends.max().isoformat(timespec="seconds") if len(ends) else "no run ended"
+    return ends.max().isoformat(timespec="seconds") if len(ends) else None
 
 
-def _header(cfg: DictConfig, bundle: pd.DataFrame, source: str, counts: tuple[int, int, int],
-            folder: Path, processors: str) -> list[str]:
-    """Title, provenance (the time of the bundle's last finished run in ISO 8601, so that a
-    regeneration from the bundle is byte-identical; source; commits: the first registration,
-    the last change of a part, HEAD; the frozen choices; the processors) and the scale."""
-    scale, tiny, plan = cfg.scale, cfg.scale.name not in EVIDENCE_SCALES, planned(bundle)
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """The report's title block as values (:func:`analysis.render_prose.header` words it):
+    provenance (the source, the time of the bundle's last finished run in ISO 8601 so that a
+    regeneration from the bundle is byte-identical, None where none ended; the commits: HEAD,
+    the first registration, the last change of a part; where the frozen choices stand in git;
+    the processor models per phase), the scale (``scale``: the scale config's values as given, grids as
+    text), the lr extension rounds, whether it is a path check, and the counts: trial runs,
+    ablations, trials composed (None: the bundle has no plan), budget-ablation reruns and their
+    step factor."""
+
+    source: Source
+    results_time: str | None
+    head: str
+    first_registration: str
+    margins: str
+    frozen: Frozen
+    processors: dict[str, tuple[tuple[str, int], ...]]  # phase → (processor model, runs)
+    scale: dict[str, Any]
+    extend_lr: int
+    path_check: bool
+    runs: int
+    ablations: int
+    composed: int | None
+    longer: int
+    factor: int
+
+
+def _header(cfg: DictConfig, bundle: pd.DataFrame, source: Source, counts: tuple[int, int, int],
+            folder: Path, processors: dict[str, tuple[tuple[str, int], ...]]) -> Header:
+    """The :class:`Header` of a report from ``bundle``: ``counts`` are (trial runs,
+    budget-ablation reruns, ablations); ``folder`` holds the bundle's ``frozen.csv``."""
+    plan = planned(bundle)
     head, margins = commit_line()
-    total, n_longer, n_ablations = counts  # trial runs, budget-ablation reruns, ablations
-    factor = int(cfg.report.budget_factor)
-    return [
-        "# The paper, tested: Ma & Ying (2022) against the harness", "",
-        f"Generated by `python -m analysis.report` from {source} (results as of {_results_time(bundle)}), "
-        f"harness commit `{head}`.", "",
-        f"**Registration trail**: parts first registered in the ablation files at commit `{first_registration()}`, "
-        f"last changed at `{margins}` (a part changed after a verdict run is marked *re-registered* in its "
-        f"claim's table); confirmation block: {_frozen(folder)}.", "",
-        processors, "",
-        f"**Scale: `{scale.name}`**: seeds {_values(scale.seeds)}, n_train {_values(scale.n_train)} (parts "
-        f"decided at one size: {scale.n_train_max}), learning rates {_values(scale.lrs)} ({_values(scale.lrs_high)} "
-        "too where an ablation says so; " + (f"extended past a chosen edge at most {cfg.report.extend_lr}× by ×√10"
-                                             if not tiny else "no reruns past an edge at this scale") + "), "
-        f"{scale.steps} steps per trial ({scale.long_steps} where an ablation says so), validation every "
-        f"{scale.eval_every} steps ({scale.long_eval_every}). {total} trial runs in {n_ablations} "
-        "ablations" + (f" ({sum(plan.values())} trials composed; the rest are reruns past an lr grid edge, the "
-                       "confirmation block and readout reruns, counted per phase under Processors)" if plan else "") +
-        (f", and {n_longer} budget-ablation reruns at ×{factor} steps" if n_longer else "") + ". "
-        "Do not edit by hand: rerun the command.", ""]
+    total, n_longer, n_ablations = counts
+    return Header(source, _results_time(bundle), head, first_registration(), margins, frozen_state(folder), processors,
+                  OmegaConf.to_container(cfg.scale, resolve=True), int(cfg.report.extend_lr),
+                  cfg.scale.name not in EVIDENCE_SCALES, total, n_ablations, sum(plan.values()) if plan else None,
+                  n_longer, int(cfg.report.budget_factor))
 
 
 @dataclasses.dataclass
@@ -456,6 +470,7 @@ class Report:
     (:class:`analysis.answer.Row`), the calibration table, the task health and the exact checks'
     measurements, the trust paragraph's facts. :func:`write_report` renders it with the render
     modules (:mod:`analysis.render`, :mod:`analysis.render_prose`, :mod:`analysis.render_tables`);
+    every claim's verdict (:class:`ClaimResult`) and the ablations that fall short of their plan;
     the stability table's sentence columns (``conditions``, ``scale_effect``, ``loo_flip``,
     ``unstable``) are their words for its typed columns (``moves``, ``scale_block``, ``loo``,
     ``unstable_of``), kept for its CSV."""
@@ -473,11 +488,19 @@ class Report:
     calibration: pd.DataFrame | None  # None at a path-check scale
     health: Any
     trust: answer.Trust  # *How far to trust this*
+    claims: tuple[ClaimResult, ...]  # every claim of paper.md §13: its verdict or its exact checks' status
+    shortfall: tuple[tuple[str, int, int], ...]  # (ablation, grid trials finished, composed) where short
+    scale: str  # the scale's name
+    reregistered: dict[tuple[str, str], str]  # (claim, part name) → its first design and outcome
+    path_check: bool  # a scale that checks the path, not evidence: no verdict is shown
 
 
 def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame) -> Report:
     """The report as values from a bundle (:mod:`analysis.bundle`) and the suite's ablation
-    configs: pure, no store opened, no Ray, no file written (:class:`Report`)."""
+    configs: pure, no store opened, no Ray, no file written (:class:`Report`). The claims are
+    combined last: :func:`analysis.verdicts.combine_claim` fills each deciding part's Holm p."""
+    from harness.fip import enumerate_terms
+
     tiny = cfg.scale.name not in EVIDENCE_SCALES
     runs, sweeps = split(bundle)
     runs = {name: stats.add_error(runs[name]) if name in runs else pd.DataFrame(
@@ -495,73 +518,37 @@ def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
              for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
     by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
     health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
-    at_scale = int((stab["scale"] != stability.NOT_RUN).sum()) if "scale" in stab else 0
+    at_scale = int(stab["scale"].map(lambda v: isinstance(v, str)).sum()) if "scale" in stab else 0  # None: not run
     scale = answer.Scale(cfg.scale.n_train_max, cfg.scale.steps, int(cfg.report.budget_factor), at_scale,
                          cfg.report.scale_n_train, cfg.report.scale_steps)
     trust = answer.trust(parts, stab, _reregistered(configs), trail.processors(runs, longer), scale)
-    return Report(runs, longer, shown, sweeps, presets, identities, parts, stab, units,
-                  answer.rows(parts, by_part, units), None if tiny else calibration.comparisons(configs, runs, parts),
-                  health, trust)
+    rows = answer.rows(parts, by_part, units)
+    rates = None if tiny else calibration.comparisons(configs, runs, parts)
+    claims = _claims(parts, Evidence(shown, presets, enumerate_terms(6), identities), _reregistered(configs), stab)
+    return Report(runs, longer, shown, sweeps, presets, identities, parts, stab, units, rows, rates, health, trust,
+                  claims, _completeness(runs, planned(bundle)), str(cfg.scale.name), _reregistered(configs), tiny)
 
 
 def write_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame, out: Path,
-                 source: str, bundle_folder: Path | None = None) -> dict[str, str]:
+                 source: Source, bundle_folder: Path | None = None) -> dict[str, str]:
     """Write the report to ``out`` from a bundle (:mod:`analysis.bundle`), its figures and tables
-    in the folder of the same name without ``.md``; returns ``{claim id: verdict}``.
+    in the folder of the same name without ``.md``; returns ``{claim id: its shown verdict}``.
     ``bundle_folder``: where the bundle and its ``frozen.csv`` lie (default: the report's folder),
-    so a report written elsewhere still names the confirmation block's frozen choices."""
-    from harness.fip import enumerate_terms
-
-    tiny = cfg.scale.name not in EVIDENCE_SCALES
+    so a report written elsewhere still names the confirmation block's frozen choices. Every
+    sentence and table is the render modules' (:func:`analysis.render_tables.document`)."""
     folder = out.with_suffix("")
     report = build_report(cfg, configs, bundle)
-    runs, longer, shown, sweeps = report.runs, report.longer, report.shown, report.sweeps
-    parts, stab, presets = report.parts, report.stability, report.presets
-    factor = int(cfg.report.budget_factor)
-    budget = render_tables.budget(compare(configs, shown, longer), factor) if any(not d.empty for d in longer.values()) else []
-    evidence = Evidence(shown, presets, enumerate_terms(6), report.identities)
-    claims = _claims(parts, evidence, tiny, _reregistered(configs), stab)
-    opening, calibrated = ([], []) if tiny else _answer_first(cfg, configs, report)
-    sections = _sections(configs, shown, sweeps, bundle, folder, cfg.scale.name, runs)
+    runs, longer, shown = report.runs, report.longer, report.shown
+    compared = compare(configs, shown, longer) if any(not d.empty for d in longer.values()) else []
+    sections = _sections(configs, shown, report.sweeps, bundle, folder, cfg.scale.name, runs)
     n_longer = sum(len(d) for d in longer.values())
-    health = report.health
-    sym = presets[["id", "preset", "params", "symmetry/rotation_knowledge_err", "symmetry/rotation_err",
-                   "symmetry/permutation_err"]]
-    header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if budget else 0,
-                                           len(configs)), bundle_folder or folder, processor_line(runs, longer))
-    lines = [
-        *header[:2], *opening, *header[2:],  # the answer first, then the provenance (issue 45 item 1)
-        *_completeness(runs, planned(bundle)),
-        *([f"**This is a check of the path at scale `{cfg.scale.name}`, not evidence**: budgets and seeds "
-           "are far too small for any verdict.", ""] if tiny else []),
-        *(render_prose.what_matters(CLAIMS, claims["decided"], parts, claims["checks"]) if not tiny else []),
-        *render_prose.legend(presets.to_dict("records")),
-        "## Verdicts (statistical claims)", "",
-        "| claim | statement | deciding parts | verdict | why |", "|---|---|---|---|---|",
-        *claims["claim_rows"], "",
-        *_stability(stab, folder),
-        *calibrated,
-        '## <a id="checks"></a>Checks (exact identities: implementation checks, not evidence)', "",
-        "| claim | statement | checks | status |", "|---|---|---|---|", *claims["check_rows"], "",
-        "## Parts by role, verdict and reason", "", *render_tables.summary_table(parts),
-        "## Task health", "", *render_tables.health(health),
-        *render_tables.budget_section(budget, factor, n_longer),
-        "## How verdicts are decided", "", (protocol.__doc__ or "").split("\n\n", 1)[1].strip(), "",
-        "## Evidence per claim", "", *claims["evidence"],
-        "## Exact symmetry of every variant (random O(1) weights, float64)", "",
-        sym.to_markdown(index=False, floatfmt=".1e"), "",
-        "## Ablations", "", *sections,
-    ]
+    header = _header(cfg, bundle, source, (sum(len(df) for df in runs.values()), n_longer if compared else 0,
+                                           len(configs)), bundle_folder or folder, trail.processors(runs, longer))
+    _stability(report.stability, folder)
+    lines = render_tables.document(report, header, compared, sections, protocol.__doc__ or "")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(_for_reader("\n".join(lines) + "\n", cfg.scale, out))
-    return claims["shown"]
-
-
-def _answer_first(cfg: DictConfig, configs: dict[str, DictConfig], report: Report) -> tuple[list[str], list[str]]:
-    """The report's opening (:func:`analysis.answer.section`) and its calibration section
-    (:mod:`analysis.calibration`), from the report's values."""
-    opening = answer.section(report.parts, report.stability, report.units, report.trust, report.rows)
-    return opening, render_tables.calibration_section(report.calibration)
+    return {c.claim.id: render_tables.shown(c, report.path_check) for c in report.claims}
 
 
 def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
@@ -575,18 +562,18 @@ def _for_reader(text: str, scale: DictConfig, out: Path) -> str:
 
 def _sections(configs: dict[str, DictConfig], runs: dict[str, pd.DataFrame], sweeps: pd.DataFrame,
               bundle: pd.DataFrame, folder: Path, scale: str,
-              every: dict[str, pd.DataFrame] | None = None) -> list[str]:
+              every: dict[str, pd.DataFrame] | None = None) -> list[AblationSection]:
     """Every ablation's figures and tables (PNG only: the report shows PNGs, and a PDF for a
     paper is ``python -m analysis``'s job; redrawn only when their inputs changed,
-    :mod:`analysis.reuse`) and its section of the report."""
+    :mod:`analysis.reuse`) and its section of the report as values."""
     sections = []
     for name, conf in configs.items():
         if not runs[name].empty:
             write_once(runs[name], folder / name, ablation=name, scale=scale,
                       axes=grid_axes(conf.ablation.grid.keys(), runs[name]), figures=list(conf.ablation.figures),
                       formats=("png",))
-        sections += _ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
-                                      planned(bundle).get(name), (every or {}).get(name))
+        sections.append(_ablation_section(name, runs[name], sweeps, folder / name, f"{folder.name}/{name}",
+                                          planned(bundle).get(name), (every or {}).get(name)))
     return sections
 
 
@@ -640,7 +627,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
     suite_cfg, configs = _compose_suite(cfg.report.suite, cli)
     if given is not None:
         bundle = given
-        source = f"the results bundle `{source_path.name}`"
+        source = Source("bundle", source_path.name)
     else:
         from harness.expansion import SweepError, expand_suite
         from harness.store import resolve_store
@@ -661,7 +648,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         write_bundle(collect(store.uri, ablations), bundle_path)
         bundle = read_bundle(bundle_path)
         _tag_blowups(store.uri, bundle)
-        source = f"the {store_name(store.uri)} (exported to `{bundle_path.parent.name}/{bundle_path.name}`)"
+        source = store_source(store.uri, f"{bundle_path.parent.name}/{bundle_path.name}")
     verdicts = write_report(cfg, configs, bundle, out, source,
                             source_path.parent if given is not None else bundle_path.parent)
     for claim, verdict in verdicts.items():

@@ -16,7 +16,8 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 * ``x4``: runs past the ablation's own budget (the budget reruns, :mod:`analysis.budget`);
 * ``scale``: the scale column's reruns (:mod:`analysis.scale`: a larger ``n_train`` and budget,
   lrs chosen again on the exploratory seeds, so decided with every precondition); a flag, never
-  the verdict; "– (not run)" for a part not registered with ``scale_check``;
+  the verdict; missing (None, NaN in the frame) for a part not registered with ``scale_check``,
+  which :func:`analysis.render.scale_verdict` words;
 * ``readout=<name>``: exploratory seeds under each other ``task.readout`` than the part's
   registered one (``tied``; ``learned`` too for the W_V part), rerun at the frozen lr
   (:func:`analysis.confirm.readout_trials`).
@@ -39,7 +40,6 @@ from analysis import phases, protocol, render
 from analysis.decision import Block, Conditions, Flip, Interval, Move, Moved, Reason, Rule, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
-NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
 STEPS, READOUT = "train.max_steps", "task.readout"
 DECISIVE = (SUPPORTED, CONTRADICTED)
@@ -198,7 +198,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     row["loo"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else None
     row["loo_flip"] = render.flip(row["loo"])  # its words, for the CSV and the flags column
     scale = results["scale"]
-    row["scale"] = NOT_RUN if not scale.n_runs else scale.verdict
+    row["scale"] = scale.verdict if scale.n_runs else None  # None: not run (render.scale_verdict words it)
     row["scale_block"] = block_value(scale) if scale.n_runs else None
     row["scale_effect"] = render.scale_effect(row["scale_block"])
     row["scale_moved"] = bool(scale.n_runs) and scale.verdict != results[deciding].verdict
@@ -226,7 +226,7 @@ def claim_unstable(rows: list[dict[str, Any]]) -> Unstable | None:
         return Unstable(opposite=opposite)
 
     def verdict(labels: list[str]) -> str:
-        return protocol.combine([protocol.PartResult({"role": "deciding"}, v) for v in labels])[0]
+        return protocol.combine([protocol.PartResult({"role": "deciding"}, v) for v in labels]).verdict
     labels = [r["confirmation"] if r["confirmation_runs"] else r["exploratory"] for r in rows]
     for i, r in enumerate(rows):
         flip = r.get("loo")
@@ -264,6 +264,8 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     (its folder created); list-valued cells as ``;``-joined text."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
+    if "scale" in frame:
+        frame = frame.assign(scale=frame["scale"].map(render.scale_verdict))
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
     flat.to_csv(path, index=False)
     return path

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from analysis import phases, protocol, render, stability, stats
 from analysis.confirm import seeds_of
-from analysis.decision import Conditions, Unstable
+from analysis.decision import ClaimVerdict, Conditions, Unstable
 
 UNSTABLE = "unstable"
 
@@ -105,16 +105,6 @@ def tag_blowups(client: Any, runs: Mapping[str, pd.DataFrame]) -> int:
     return n
 
 
-def short_label(spec: Mapping[str, Any]) -> str:
-    """A part named in a sentence: its name's lead before ':' where short and whole ("(a)
-    selection"), with its arms, e.g. "(a) selection, `value` vs `softmax`"; else the arms and
-    the task (a name cut at its first ':' could end mid-phrase)."""
-    lead = str(spec["name"]).split(":")[0]
-    arms = f"`{spec['a']}` vs `{spec['b']}`"
-    whole = ":" in str(spec["name"]) and len(lead) <= 30 and lead.count("(") == lead.count(")")
-    return f"{lead}, {arms}" if whole else f"{arms} on {spec['task']}"
-
-
 def label(result: protocol.PartResult) -> str:
     """A part as another claim names it: ``C12 (a) W_V (M5) lowers error …``."""
     return f"{result.spec['claim']} {result.spec['name']}"
@@ -185,13 +175,14 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
     return stability.mark_once(frame.assign(unstable_of=typed, unstable=typed.map(render.unstable)))
 
 
-def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> tuple[str, str]:
-    """A claim's ``(verdict, why)`` from its parts (:func:`analysis.protocol.adjust` then
+def combine_claim(results: list[protocol.PartResult], frame: pd.DataFrame) -> ClaimVerdict:
+    """A claim's verdict from its parts (:func:`analysis.protocol.adjust` then
     :func:`analysis.protocol.combine`), or ``unstable`` with the reason where the stability
-    table (:func:`stability_frame`) says the claim is (paper.md §13)."""
+    table (:func:`stability_frame`) says the claim is (paper.md §13); :func:`analysis.render.claim_why`
+    words why."""
     protocol.adjust(results)
-    verdict, why = protocol.combine(results)
+    combined = protocol.combine(results)
     claims = {r.spec.get("claim") for r in results}
     mine = frame[frame["claim"].isin(claims)] if not frame.empty else frame
     reason = next((u for u in mine.get("unstable_of", pd.Series(dtype=object)) if isinstance(u, Unstable)), None)
-    return (UNSTABLE, f"{render.unstable(reason)} (on the parts alone: {verdict}; {why})") if reason else (verdict, why)
+    return ClaimVerdict(UNSTABLE if reason else combined.verdict, combined, reason)

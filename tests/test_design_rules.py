@@ -202,9 +202,9 @@ def test_conditions_travel_with_the_verdict():
                                         "readout=tied": _r(CONTRADICTED, 0.044, 0.035, 0.052)}, "scaled")
     assert render.conditions(moved, details=False) == ("contradicted under the scaled and tied readouts; not shown under the "
                                        "learned readout")
-    assert verdicts.short_label({"name": "(a) selection: adding W_V", "a": "value", "b": "softmax", "task": "t"}) \
+    assert render.short_label({"name": "(a) selection: adding W_V", "a": "value", "b": "softmax", "task": "t"}) \
         == "(a) selection, `value` vs `softmax`"
-    assert verdicts.short_label({"name": "teacher (T3f′ squashed: ψ after) reverses", "a": "coordwise",
+    assert render.short_label({"name": "teacher (T3f′ squashed: ψ after) reverses", "a": "coordwise",
                                  "b": "softmax", "task": "t"}) == "`coordwise` vs `softmax` on t"
 
 

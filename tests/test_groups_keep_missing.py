@@ -92,15 +92,16 @@ def test_every_groupby_in_analysis_keeps_missing_keys():
 def test_an_ablation_section_counts_the_blown_up_runs_of_its_reruns(tmp_path):
     """A section's trial line counts its exploratory runs; blown-up runs of its confirmation block
     (C9′ rests on 3 of `control`'s) are counted beside them, never hidden under "0 blown up"."""
-    from analysis import reporting
+    from analysis import render_tables, reporting
 
     explore = _mixed(blown=None)
     block = _mixed().assign(seed=lambda d: d["seed"] + 2000)  # one blown-up run, seed 2003
     every = stats.add_error(pd.concat([explore, block], ignore_index=True).drop(columns=[stats.BLOWUP]))
     shown = every[every["seed"] < 2000]
     sweeps = pd.DataFrame(columns=["ablation", "start_time", "end_time"])
-    line = next(x for x in reporting._ablation_section("control", shown, sweeps, tmp_path, "r/control", None, every)
-                if x.startswith("Trials:"))
+    section = reporting._ablation_section("control", shown, sweeps, tmp_path, "r/control", None, every)
+    assert section.counts["blowup"] == 0 and section.reruns == (24, 1)  # the values, then their words
+    line = next(x for x in render_tables.ablation_section(section) if x.startswith("Trials:"))
     assert "0 blown up;" in line and "24 runs, 1 blown up." in line
 
 

@@ -200,10 +200,14 @@ def test_auc_part_pairs_seeds_across_sizes():
 def test_claim_verdict_from_deciding_parts_only():
     def r(verdict, role="deciding"):
         return protocol.PartResult({"role": role}, verdict)
-    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED, "sanity")])[0] == SUPPORTED
-    assert protocol.combine([r(SUPPORTED), r(INCONCLUSIVE)])[0] == INCONCLUSIVE
-    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED)])[0] == CONTRADICTED
-    assert protocol.combine([r(SUPPORTED, "sanity")])[0] == INCONCLUSIVE
+    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED, "sanity")]).verdict == SUPPORTED
+    mixed = protocol.combine([r(SUPPORTED), r(INCONCLUSIVE)])
+    assert mixed.verdict == INCONCLUSIVE and mixed.counts == ((SUPPORTED, 1), (INCONCLUSIVE, 1)) and mixed.deciding == 2
+    assert protocol.combine([r(SUPPORTED), r(CONTRADICTED)]).verdict == CONTRADICTED
+    none = protocol.combine([r(SUPPORTED, "sanity")])
+    assert none.verdict == INCONCLUSIVE and none.deciding == 0
+    assert render.combined(none) == "no deciding part in this suite"
+    assert render.combined(mixed) == "1 supported, 1 inconclusive of 2 deciding parts"
 
 
 def _trial(tid: str, variant: str, *overrides: str, extends: str = "") -> Trial:
@@ -359,14 +363,18 @@ def test_holm_removes_a_contradiction_of_a_three_part_claim():
     assert stats.t_interval(weak)[2] < 0 and 0.01 < protocol.p_contradiction(np.array(weak), _part()) < 0.05
     parts = [part(weak, "weak"), part([0.1, 0.12, 0.09, 0.11, 0.1], "s1"), part([0.2, 0.21, 0.19, 0.2, 0.22], "s2")]
     assert parts[0].verdict == CONTRADICTED
-    assert protocol.combine(parts)[0] == CONTRADICTED  # unadjusted (p_holm not filled)
+    assert protocol.combine(parts).verdict == CONTRADICTED  # unadjusted (p_holm not filled)
     protocol.adjust(parts)
     assert parts[0].p_holm == pytest.approx(3 * parts[0].p)
-    verdict, why = protocol.combine(parts)
-    assert verdict == INCONCLUSIVE and "1 contradicted before Holm" in why and "2 supported" in why
+    combined = protocol.combine(parts)
+    assert combined.verdict == INCONCLUSIVE and combined.holm_removed == 1
+    assert combined.counts == ((SUPPORTED, 2), (INCONCLUSIVE, 1))  # the removed part counts as inconclusive
+    why = render.combined(combined)
+    assert "1 contradicted before Holm" in why and "2 supported" in why
     strong = [part([-0.1, -0.11, -0.09, -0.1, -0.12], "strong"), *parts[1:]]
     protocol.adjust(strong)
-    assert protocol.combine(strong)[0] == CONTRADICTED
+    assert protocol.combine(strong).verdict == CONTRADICTED
+    assert render.combined(protocol.combine(strong)).endswith("(contradicted after Holm's correction)")
 
 
 def test_an_equivalence_carries_its_90_and_95_percent_intervals():

@@ -212,7 +212,7 @@ def test_a_reregistered_part_is_marked_with_its_original_design():
 
 
 def test_processors_are_named_per_phase():
-    from analysis import trail
+    from analysis import phases, render_prose, trail
 
     runs = {"a": pd.DataFrame({"seed": [0, 1, 1000, 0], "extends": ["", "t1", "", "t0"],
                                "trial_id": ["t0", "t2", "t3", "t4"],
@@ -220,10 +220,14 @@ def test_processors_are_named_per_phase():
                                "processor": ["Intel Xeon", "Intel Xeon", "AMD EPYC", "AMD EPYC"]}),
             "b": pd.DataFrame({"seed": [0]})}
     longer = {"a": pd.DataFrame({"seed": [0, 1]})}
-    assert trail.processors(runs, longer) == {
-        "the suite's grid": "Intel Xeon (1 runs)", "reruns past an lr grid edge": "Intel Xeon (1 runs)",
-        "the confirmation block": "AMD EPYC (1 runs)", "readout reruns": "AMD EPYC (1 runs)",
-        "the budget ablation": trail.NOT_RECORDED}
+    per_phase = trail.processors(runs, longer)
+    assert per_phase == {phases.EXPLORATORY: (("Intel Xeon", 1),), phases.LR_EXTENSION: (("Intel Xeon", 1),),
+                         phases.CONFIRMATION: (("AMD EPYC", 1),), phases.READOUT: (("AMD EPYC", 1),),
+                         phases.BUDGET: ()}
+    assert render_prose.processors(per_phase).startswith(
+        "**Processors** per phase: the suite's grid: Intel Xeon (1 runs); reruns past an lr grid edge: Intel Xeon "
+        "(1 runs); the confirmation block: AMD EPYC (1 runs); readout reruns: AMD EPYC (1 runs); the budget "
+        f"ablation: {render_prose.NOT_RECORDED}. ")
 
 
 def test_figures_are_redrawn_only_when_their_inputs_change(tmp_path, monkeypatch):

@@ -1,10 +1,13 @@
 """The report as values (issue 60 items 1–2): every part of today's bundle holds typed reasons
 and preconditions, and the values the report is built from do not depend on its words: with
-every wording of :mod:`analysis.render` replaced by a random token, :func:`build_report` gives
-the same verdicts, numbers, rules, flags and first-screen rows."""
+every wording of the render modules (:mod:`analysis.render`, :mod:`analysis.render_prose`,
+:mod:`analysis.render_tables`) replaced by a random token, :func:`build_report` gives the same
+verdicts, numbers, rules, flags, first-screen rows and claims; and the claims, the ablations'
+shortfall and the scale column hold typed values, no sentence."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import secrets
@@ -14,7 +17,7 @@ import pandas as pd
 import pytest
 
 from analysis import render, render_prose, render_tables
-from analysis.decision import Check, Reason, Step
+from analysis.decision import Check, ClaimVerdict, Combined, Reason, Step, Unstable
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = ROOT / "docs" / "report" / "runs.csv.gz"
@@ -63,6 +66,9 @@ def _scramble(monkeypatch) -> None:
                     monkeypatch.setattr(module, name, lambda *a, t=token(), **k: [t])
                 elif returns == "tuple[str, str]":
                     monkeypatch.setattr(module, name, lambda *a, t=token(), **k: (t, t))
+                elif returns == "dict[str, list[str]]":  # sections of lines by name
+                    monkeypatch.setattr(module, name,
+                                        lambda *a, t=token(), **k: collections.defaultdict(lambda: [t]))
 
 
 def _values(report) -> dict:
@@ -71,9 +77,12 @@ def _values(report) -> dict:
     but its words (:data:`WORDS_OF_STABILITY`; their typed columns stay)."""
     parts = [repr(dataclasses.asdict(r)) for r in report.parts]
     lines = [repr(x) for row in report.rows for x in row.lines]
+    claims = [(c.claim.id, c.status, repr(c.checks), repr(c.verdict), [r.spec["name"] for r in c.parts],
+               [r.spec["name"] for r in c.moved], [r.spec["name"] for r in c.reregistered]) for c in report.claims]
     return {"parts": parts, "lines": lines, "rows": [(row.component, repr(row.augmentation)) for row in report.rows],
             "stability": report.stability.drop(columns=WORDS_OF_STABILITY),
-            "calibration": report.calibration, "trust": report.trust, "health": report.health}
+            "calibration": report.calibration, "trust": report.trust, "health": report.health,
+            "claims": claims, "shortfall": report.shortfall, "report": (report.scale, report.path_check)}
 
 
 def _words(report) -> dict:
@@ -85,9 +94,37 @@ def _words(report) -> dict:
              "health": render_tables.health(report.health),
              "parts": render_tables.part_rows(report.parts, False, {}),
              "summary": render_tables.summary_table(report.parts),
-             "stability table": render_tables.stability(stab)}
+             "stability table": render_tables.stability(stab),
+             "claims": dict(render_tables.claims(report.claims, False, report.reregistered)),
+             "shown": [render_tables.shown(c, False) for c in report.claims],
+             "what matters": render_prose.what_matters(report.claims),
+             "why": [render.claim_why(c.verdict) for c in report.claims if c.verdict is not None],
+             "short labels": [render.short_label(r.spec) for r in report.parts],
+             "scale cells": [render.scale_verdict(v) for v in stab["scale"]],
+             "header": render_prose.header(_header()),
+             "completeness": render_prose.completeness((("practical", 1, 2),)),  # today's bundle is complete
+             "ablation": render_tables.ablation_section(_section())}
     columns = {c: list(stab[c]) for c in WORDS_OF_STABILITY if (stab[c].astype(str) != "").any()}
     return {**lines, **columns}
+
+
+def _header():
+    """A header's values as :func:`analysis.reporting.write_report` builds them (without git)."""
+    from analysis.confirm import Frozen
+    from analysis.reporting import Header, Source
+
+    scale = {"name": "default", "seeds": "range(5)", "n_train": "1024", "n_train_max": 1024, "lrs": "0.003,0.01",
+             "lrs_high": "0.03", "steps": 600, "long_steps": 2400, "eval_every": 20, "long_eval_every": 80}
+    return Header(Source("sqlite", "mlflow.db", "report/runs.csv.gz"), None, "abc", "def", "012",
+                  Frozen("frozen.csv", True, commit="345"), {"exploratory": (("cpu", 10),)}, scale, 2, False, 10, 2, 8,
+                  4, 4)
+
+
+def _section():
+    from analysis.reporting import AblationSection
+
+    return AblationSection("practical", "Q: ?", {"total": 3, "finished": 2, "blowup": 1}, 3, 1, 60.0, 1, (2, 1),
+                           "report/practical", ("curves.png",), (("lr_table", "| a |"),))
 
 
 @pytest.mark.integration
@@ -126,7 +163,59 @@ def test_the_report_values_are_the_same_whatever_the_render_modules_words(hydra_
     changed = _words(scrambled)
     for key, text in words.items():  # the words did change, each of them
         assert changed[key] != text, key
-    for key in ("parts", "lines", "rows", "trust"):
+    for key in ("parts", "lines", "rows", "trust", "claims", "shortfall", "report"):
         assert before[key] == after[key], key
     for key in ("stability", "calibration", "health"):
         pd.testing.assert_frame_equal(before[key], after[key], obj=key)
+
+
+def _strings(value, skip: tuple[type, ...]):
+    """Every string inside ``value`` (dataclasses, tuples, lists, dicts), not entering ``skip``."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, skip) or value is None:
+        return
+    elif dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name), skip)
+    elif isinstance(value, (tuple, list)):
+        for x in value:
+            yield from _strings(x, skip)
+    elif isinstance(value, dict):
+        for k, x in value.items():
+            yield from _strings(k, skip)
+            yield from _strings(x, skip)
+
+
+@pytest.mark.integration
+def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(hydra_conf, bundle):
+    """What the report says of each claim, of the ablations short of their plan and of the scale
+    column is typed: verdict labels, statuses, ids and counts; the words (why a claim has its
+    verdict, "– (not run)", the completeness warning) exist only in the render modules."""
+    from analysis import protocol, verdicts
+    from analysis.claims import FAILED, INCOMPLETE, PASSED, Claim, Part
+    from analysis.bundle import planned
+
+    report = _build(bundle)
+    labels = {protocol.SUPPORTED, protocol.CONTRADICTED, protocol.INCONCLUSIVE, verdicts.UNSTABLE}
+    allowed = labels | {PASSED, FAILED, INCOMPLETE, *planned(bundle), *(c.claim.id for c in report.claims)}
+    # a claim's statement, its parts' specs and its checks' measurements are the registered data
+    # (paper.md §13, the ablation files, analysis.claims), not the report's wording
+    skip = (Claim, Part, protocol.PartResult, Unstable)
+    free = [x for x in _strings([report.claims, report.shortfall], skip) if x not in allowed]
+    assert free == []
+    exact = [c for c in report.claims if c.exact]
+    assert exact and all(c.status in (PASSED, FAILED, INCOMPLETE) and c.verdict is None for c in exact)
+    stated = [c for c in report.claims if not c.exact]
+    assert stated and all(isinstance(c.verdict, ClaimVerdict) and isinstance(c.verdict.combined, Combined)
+                          and c.verdict.verdict in labels for c in stated)
+    c12 = next(c for c in stated if c.claim.id == "C12")  # the ablations built here: C12's parts decide it
+    assert c12.verdict.combined.deciding == c12.deciding > 0
+    assert sum(n for _, n in c12.verdict.combined.counts) == c12.deciding
+    assert all(isinstance(r, protocol.PartResult) and r.conditions for r in c12.moved)
+    scale = report.stability["scale"]
+    # a part not rerun at scale: a missing value (None, which the frame holds as NaN), never a sentence
+    assert scale.isna().any() and all(v in labels for v in scale.dropna())
+    # the bundle's other ablations are not built here, so they fall short of their plan: counted, not worded
+    assert {n for n, _, _ in report.shortfall} == set(planned(bundle)) - set(ABLATIONS)
+    assert all(isinstance(done, int) and isinstance(of, int) and done < of for _, done, of in report.shortfall)

@@ -238,9 +238,9 @@ def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     assert row["scale"] == "supported" and row["scale_effect"].startswith("d = ") and row["scale_moved"] is False
     assert row["scale_lr"] and "8192" in row["scale_lr"]  # lrs chosen again at scale, at its size
     # a part not registered reads "not run", though another part's scale runs share its arms
-    assert stability.stability_row(blocks, PART)["scale"] == stability.NOT_RUN
+    assert stability.stability_row(blocks, PART)["scale"] is None
     del blocks["scale"]
-    assert stability.stability_row(blocks, registered)["scale"] == stability.NOT_RUN
+    assert stability.stability_row(blocks, registered)["scale"] is None
     assert not phases.exploratory(df, 600, range(1000, 1010))["expected"].isin(["scale"]).any()
 
 
@@ -309,16 +309,19 @@ def test_the_stability_frame_has_a_row_per_deciding_part_and_an_unstable_claim_s
     stability.write_csv(frame, tmp_path / "s" / "stability.csv")
     assert pd.read_csv(tmp_path / "s" / "stability.csv")["part"].tolist() == [PART["name"]]
     decided = verdicts.decide_parts({"abl": conf}, {"abl": df})
-    assert verdicts.combine_claim(decided[:1], frame)[0] == SUPPORTED
+    assert verdicts.combine_claim(decided[:1], frame).verdict == SUPPORTED
     flipped = {s: -0.05 - 0.002 * (s % 5) for s in CONFIRM}  # b now beats a on the block
     df2 = pd.concat([df[~df["seed"].isin(CONFIRM)], _runs(flipped, lrs=(0.003,)).assign(extends="x")])
     frame2 = verdicts.stability_frame({"abl": conf}, {"abl": df2})
-    verdict, why = verdicts.combine_claim(verdicts.decide_parts({"abl": conf}, {"abl": df2})[:1], frame2)
-    assert verdict == verdicts.UNSTABLE and "opposite decisive labels" in why and CONTRADICTED in why
+    claim = verdicts.combine_claim(verdicts.decide_parts({"abl": conf}, {"abl": df2})[:1], frame2)
+    assert claim.verdict == verdicts.UNSTABLE and claim.unstable.opposite == (PART["name"],)
+    why = render.claim_why(claim)  # the words: why unstable, then what the parts alone say
+    assert "opposite decisive labels" in why and f"on the parts alone: {claim.combined.verdict}" in why
 
 
 def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
-    from analysis.confirm import FROZEN, freeze, frozen_line, read_frozen, write_frozen
+    from analysis import render_prose
+    from analysis.confirm import FROZEN, freeze, frozen_state, read_frozen, write_frozen
     from analysis.reporting import freeze_choices
 
     df = _runs(EXPLORE)
@@ -326,18 +329,23 @@ def test_frozen_choices_are_kept_and_their_commit_named(tmp_path: Path, capsys):
     frozen = freeze({"abl": conf}, {"abl": df})
     assert set(frozen["arm"]) == {"a", "b"} and set(frozen["lr"]) == {0.003} and set(frozen["role"]) == {"deciding"}
     path = tmp_path / FROZEN
-    assert "No exploratory choices" in frozen_line(tmp_path)
+    assert not frozen_state(tmp_path).exists
+    assert render_prose.frozen(frozen_state(tmp_path)).startswith("No exploratory choices")
     git = functools.partial(scratch_git.git, tmp_path)
     git("init", "-q")
     write_frozen(frozen.assign(lr=0.01), path)  # a committed choice other than the runs would make now
-    assert "not committed" in frozen_line(tmp_path)
+    assert frozen_state(tmp_path).commit == ""  # written, never committed
+    assert render_prose.frozen(frozen_state(tmp_path)).endswith("not committed")
     git("add", FROZEN)
     git("commit", "-qm", "freeze")
-    assert f"frozen at commit `{git('rev-parse', '--short', 'HEAD')}`" in frozen_line(tmp_path)
+    state = frozen_state(tmp_path)
+    assert state.commit == git('rev-parse', '--short', 'HEAD') and not state.changed
+    assert f"frozen at commit `{state.commit}`" in render_prose.frozen(state)
     kept = freeze_choices({"abl": conf}, {"abl": df}, path)
     assert set(kept["lr"]) == {0.01} and "differ from frozen.csv" in capsys.readouterr().err
     write_frozen(read_frozen(path).assign(lr=0.03), path)
-    assert "differ from their last commit" in frozen_line(tmp_path)
+    assert frozen_state(tmp_path).changed
+    assert "differ from their last commit" in render_prose.frozen(frozen_state(tmp_path))
 
 
 def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them():
