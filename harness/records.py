@@ -167,7 +167,8 @@ def store_fault(err: BaseException) -> Optional[tuple[str, str]]:
 # what a database driver or MLflow's REST client says of each fault (lower case)
 _FAULT_WORDS = {"full": ("database or disk is full", "no space left on device", "disk quota exceeded"),
                 "locked": ("database is locked",),
-                "unreachable": ("max retries exceeded", "connection refused", "failed to establish a new connection")}
+                "unreachable": ("max retries exceeded", "connection refused", "failed to establish a new connection",
+                                "failed with timeout exception")}
 
 
 def _one_line(err: BaseException) -> str:

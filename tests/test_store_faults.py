@@ -200,3 +200,78 @@ def test_a_store_write_locked_by_another_connection_is_waited_for_up_to_the_leas
     after = _finished_with_metrics(db)
     assert len(after) == SEEDS and set(after.values()) == {1}
     assert not any(status == "RUNNING" for _, status in _statuses(db))
+
+
+def _server_away_after_first_record(monkeypatch) -> list[bool]:
+    """Every MLflow REST call (the driver's, its heartbeat's, an artifact upload) goes to a port
+    nobody listens on once the first trial run was closed FINISHED, as when the tracking server
+    stops; MLflow's own retries are none (``MLFLOW_HTTP_REQUEST_MAX_RETRIES=0``), so they are spent
+    at once. Returns ``[away]``."""
+    import socket
+    import urllib.parse
+
+    from mlflow.utils import rest_utils
+
+    with socket.socket() as free:  # a port that was free a moment ago: nothing answers there
+        free.bind(("127.0.0.1", 0))
+        dead = free.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    away = [False]
+    real = rest_utils._get_http_response_with_retries
+
+    def request(method, url, *args, **kwargs):
+        if away[0]:
+            url = urllib.parse.urlparse(url)._replace(netloc=f"127.0.0.1:{dead}").geturl()
+        response = real(method, url, *args, **kwargs)
+        if url.endswith("/runs/update") and "FINISHED" in str(kwargs):
+            away[0] = True
+        return response
+
+    monkeypatch.setattr(rest_utils, "_get_http_response_with_retries", request)
+    return away
+
+
+def test_a_tracking_server_away_past_the_retries_is_one_line_and_the_resume_completes(tmp_path, invoke, monkeypatch,
+                                                                                     shared_mlflow_server):
+    """The tracking server stops answering mid-sweep for longer than MLflow's retries: one line
+    names the server (its password never shown) and says it does not answer (exit 1, no
+    traceback); no trial run is FINISHED without its metrics; once the server is back and a
+    lease has passed, the same command runs the trials not recorded and every trial has one
+    FINISHED run. Before, MLflow's 'API request ... failed' ended the driver in a traceback."""
+    import time
+    import uuid
+
+    from mlflow.tracking import MlflowClient
+
+    secret = "S3cr3t-away-62f"
+    host = shared_mlflow_server.removeprefix("http://")
+    name = f"away-{uuid.uuid4().hex[:8]}"
+    args = ["+ablation=smoke", f"ablation.name={name}", "model=softmax", "task.n_train=16",
+            f"tracking.uri=http://alice:{secret}@{host}", "tracking=server", "tracking.lease_s=2",
+            *[a for a in _args() if not a.startswith("task.n_train")]]
+    away = _server_away_after_first_record(monkeypatch)
+    code, out, err = invoke("harness", args, tmp_path)
+    assert away[0], err[-3000:]
+    lines = _error_lines(err)
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith(f"error: tracking store http://{host}: not answering (API request to "), lines
+    assert "Max retries exceeded" in lines[0] and secret not in err + out
+
+    monkeypatch.undo()  # the server is back
+    client = MlflowClient(shared_mlflow_server)
+
+    def finished() -> Counter:
+        experiment = client.get_experiment_by_name(name).experiment_id
+        runs = [r for r in client.search_runs([experiment], max_results=1000) if "trial_id" in r.data.tags]
+        assert all("n_params" in r.data.metrics for r in runs if r.info.status == "FINISHED")
+        return Counter(r.data.tags["trial_id"] for r in runs if r.info.status == "FINISHED")
+
+    recorded = finished()
+    assert 1 <= len(recorded) < SEEDS and set(recorded.values()) == {1}
+    time.sleep(2.5)  # its lease: the runs the stopped driver left RUNNING are then stale
+    code, out, err = invoke("harness", args, tmp_path)
+    assert code == 0, err[-3000:]
+    assert f"{SEEDS} trials: {len(recorded)} already finished (skipped), {SEEDS - len(recorded)} finished now" in out
+    after = finished()
+    assert len(after) == SEEDS and set(after.values()) == {1}
