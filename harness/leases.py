@@ -42,6 +42,7 @@ Below :mod:`harness.tracking` (which opens runs and records results); imports no
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import sys
 import threading
 import time
@@ -111,15 +112,33 @@ class LockWait:
         store: the store as the message names it (its URI, a password masked).
         wait_s: the longest one write waits, seconds (``tracking.lease_s``).
         on_fault: told the error a write gave up on.
+        db: the store's SQLite file, for :meth:`free`.
     """
 
-    def __init__(self, store: str, wait_s: float, on_fault: Callable[[BaseException], None] = lambda err: None) -> None:
-        self.store, self.wait_s, self.on_fault = store, wait_s, on_fault
+    def __init__(self, store: str, wait_s: float, on_fault: Callable[[BaseException], None] = lambda err: None,
+                 db: Optional[Path] = None) -> None:
+        self.store, self.wait_s, self.on_fault, self.db = store, wait_s, on_fault, db
         self.told = False  # the waiting line was printed (once a driver)
 
-    def call(self, write: Callable[[], "T"]) -> "T":
+    def free(self) -> None:
+        """Wait up to :data:`LOCK_TRY_S` for the store's write lock, then let go of it at once.
+        MLflow's client waits 20 s for the lock in silence before it fails (its own busy
+        timeout); a write through it asks here first, so that the driver says it waits.
+
+        Raises:
+            sqlite3.OperationalError: ``database is locked``: another connection holds it.
+        """
+        con = sqlite3.connect(self.db, timeout=LOCK_TRY_S, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+        finally:
+            con.close()
+
+    def call(self, write: Callable[[], "T"], ask_first: bool = False) -> "T":
         """``write()``, tried again while it raises a locked error (:func:`is_locked`), for up to
-        :attr:`wait_s` seconds from the start of its first try.
+        :attr:`wait_s` seconds from the start of its first try; ``ask_first``: each try
+        first waits for the lock in :meth:`free` (a write whose own wait is silent and long).
 
         Raises:
             whatever ``write`` raised: another error at once, a locked one once the wait is over.
@@ -127,6 +146,8 @@ class LockWait:
         started = time.monotonic()
         while True:
             try:
+                if ask_first and self.db is not None:
+                    self.free()
                 return write()
             except Exception as err:
                 if not is_locked(err):
@@ -581,7 +602,7 @@ class LeasedClient:
         lease (:class:`LockWait`); a server away past MLflow's retries (``Max retries
         exceeded``) ends this driver's writes (:meth:`Leases.give_up`)."""
         try:
-            return call() if self._leases.lock_wait is None else self._leases.lock_wait.call(call)
+            return call() if self._leases.lock_wait is None else self._leases.lock_wait.call(call, ask_first=True)
         except MlflowException as err:
             if (store_fault(err) or ("",))[0] == "unreachable":
                 self._leases.give_up(err)

@@ -211,7 +211,7 @@ class Tracker:
         self.lease_s = lease_s
         self.leases = Leases(open_client(store), lease_s, sqlite_path(store.uri))
         if sqlite_path(store.uri) is not None:  # another connection's write lock: wait, up to the lease
-            self.leases.lock_wait = LockWait(mask(store.uri), lease_s, self.leases.give_up)
+            self.leases.lock_wait = LockWait(mask(store.uri), lease_s, self.leases.give_up, sqlite_path(store.uri))
         # a database store (SQLite, PostgreSQL) takes claims and records in batched transactions
         self.bulk = (BulkStore(store.uri, self.leases.lose, self.leases.lock_wait)
                      if bulk_capable(store.uri) else None)

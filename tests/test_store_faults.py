@@ -275,3 +275,53 @@ def test_a_tracking_server_away_past_the_retries_is_one_line_and_the_resume_comp
     assert f"{SEEDS} trials: {len(recorded)} already finished (skipped), {SEEDS - len(recorded)} finished now" in out
     after = finished()
     assert len(after) == SEEDS and set(after.values()) == {1}
+
+
+@pytest.mark.e2e
+def test_a_driver_suspended_inside_its_write_transaction_is_waited_for_then_one_line(tmp_path, invoke):
+    """Another process stopped (SIGSTOP) inside a write transaction on the store, as a driver
+    suspended mid-write holds it: a second driver (a real ``python -m harness``) says once that
+    it waits for the store's write lock, gives up after ``tracking.lease_s`` and exits 1 in one
+    line, no traceback and no 'database is locked' stack; nothing of its trials is recorded. Once
+    the stopped process is gone and a lease has passed, the same command runs the trials not
+    recorded. Before, the driver waited in silence and ended in a traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "mlflow.db"
+    code, _, err = invoke("harness", [*TINY, "seed=0"], tmp_path)  # the store, one trial recorded
+    assert code == 0, err[-3000:]
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sqlite3, sys, time\n"
+                               "con = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "con.execute('BEGIN IMMEDIATE')\n"
+                               "print('locked', flush=True)\n"
+                               "time.sleep(600)\n", str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        os.kill(holder.pid, signal.SIGSTOP)  # suspended inside its transaction: the lock stays held
+        lease_s = 3
+        proc = subprocess.run([sys.executable, "-m", "harness", *_args(f"tracking.lease_s={lease_s}")], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.kill()  # its transaction dies with it: the lock is free
+        holder.wait()
+    waiting = [line for line in proc.stderr.splitlines() if line.startswith("waiting for the write lock")]
+    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
+                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], proc.stderr[-3000:]
+    lines = _error_lines(proc.stderr)
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith(f"error: tracking store sqlite:///{db}: write-locked by another process"), lines
+    assert "OperationalError" not in proc.stderr
+    assert len(_finished_with_metrics(db)) == 1
+    time.sleep(lease_s)
+    code, out, err = invoke("harness", _args(f"tracking.lease_s={lease_s}"), tmp_path)
+    assert code == 0, err[-3000:]
+    assert f"{SEEDS} trials: 1 already finished (skipped), {SEEDS - 1} finished now" in out
+    after = _finished_with_metrics(db)
+    assert len(after) == SEEDS and set(after.values()) == {1}
+    assert not any(status == "RUNNING" for _, status in _statuses(db))
