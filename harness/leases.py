@@ -619,7 +619,6 @@ class LeasedClient:
         return run
 
 
-
 def _others(own_parent: str) -> str:
     """The search filter of runs another driver opened (their parent is not ``own_parent``)."""
     return f"tags.`{MLFLOW_PARENT_RUN_ID}` != '{own_parent}'"

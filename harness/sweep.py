@@ -244,7 +244,9 @@ class Sweep:
         """:func:`harness.records.store_fault_line` of this sweep's store if ``err`` (or what
         caused it) is a fault of the store (full, locked, unreachable, ...), else None."""
         fault = store_fault(err)
-        return None if fault is None else store_fault_line(mask(self.store.uri), *fault)
+        if fault is None or fault[0] == "schema":  # a refusal before any trial: its own line says what to do
+            return None
+        return store_fault_line(mask(self.store.uri), *fault)
 
 
 def _error(err: Exception | str, status: int) -> int:
