@@ -51,6 +51,32 @@ def _error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error:") or "Traceback" in line]
 
 
+def test_a_store_fault_is_found_in_an_errors_chain_and_every_cause_is_one_line():
+    """:func:`harness.records.store_fault` finds the fault behind the error a sweep ends with
+    (a lost lease caused by it, MLflow's wrapper around the driver's error) and
+    :func:`harness.records.store_fault_line` says every cause in one line naming the store."""
+    from harness.records import STORE_WRITE_CAUSES, StoreWriteError, store_fault, store_fault_line
+
+    def chained(outer: BaseException, inner: BaseException) -> BaseException:
+        outer.__cause__ = inner
+        return outer
+
+    assert store_fault(chained(RuntimeError("lease lost"), StoreWriteError("m", "full", "s", "disk I/O"))) == \
+        ("full", "disk I/O")
+    assert store_fault(OSError(errno.ENOSPC, "No space left on device", "/x/model_state.pt")) == \
+        ("full", "No space left on device: /x/model_state.pt")
+    assert store_fault(chained(RuntimeError("wrapped"), sqlite3.OperationalError("database is locked"))) == \
+        ("locked", "database is locked")
+    assert store_fault(RuntimeError("API request to http://h:5000/api/2.0/mlflow/runs/create failed with exception "
+                                    "HTTPConnectionPool(host='h', port=5000): Max retries exceeded"))[0] == "unreachable"
+    assert store_fault(OSError(errno.EROFS, "Read-only file system")) is None  # harness.shell's own line
+    assert store_fault(ValueError("a bad value")) is None
+    for cause in STORE_WRITE_CAUSES:
+        line = store_fault_line("sqlite:////data/mlflow.db", cause, "what the\ndatabase said")
+        assert "\n" not in line and line.startswith("tracking store sqlite:////data/mlflow.db: ")
+        assert "(what the database said)" in line and "runs every trial not recorded" in line
+
+
 def _full_in_transaction(monkeypatch, after: int) -> None:
     """Make the batched writer's transactions of trial records fail as SQLite does on a full
     disk (the ``OperationalError`` raised inside the transaction, which then rolls back) once
