@@ -19,7 +19,9 @@ batch writes under are read there (on SQLite the transaction holds the write loc
 is closed, deleted, tagged ``closed_by`` or whose heartbeat is older than its lease makes the
 whole batch commit nothing (:class:`~harness.leases.LeaseLost`). A failed write raises a
 :class:`~harness.records.StoreWriteError` whose ``cause`` says why (full, locked, unreachable,
-conflict, other), after the transaction rolled back: a batch is all or nothing.
+conflict, other), after the transaction rolled back: a batch is all or nothing. A SQLite store
+that another connection holds write-locked is waited for, up to the lease, the driver saying so
+once (:class:`~harness.leases.LockWait`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from harness.records import SchemaMismatch, StoreWriteError
 from harness.secrets import mask
 from harness.store import sqlite_path
 
-BUSY_TIMEOUT_S = 30  # a SQLite writer waits this long for another's lock, as MLflow's reads do
+# a SQLite writer waits this long for another's lock, as MLflow's reads do; with a LockWait its
+# BEGIN IMMEDIATE waits in tries of LOCK_TRY_S instead (up to the lease), its commit this long
+BUSY_TIMEOUT_S = 30
 RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
 METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__
 
