@@ -19,7 +19,9 @@ batch writes under are read there (on SQLite the transaction holds the write loc
 is closed, deleted, tagged ``closed_by`` or whose heartbeat is older than its lease makes the
 whole batch commit nothing (:class:`~harness.leases.LeaseLost`). A failed write raises a
 :class:`~harness.records.StoreWriteError` whose ``cause`` says why (full, locked, unreachable,
-conflict, other), after the transaction rolled back: a batch is all or nothing.
+conflict, other), after the transaction rolled back: a batch is all or nothing. A SQLite store
+that another connection holds write-locked is waited for, up to the lease, the driver saying so
+once (:class:`~harness.leases.LockWait`).
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from mlflow.utils.name_utils import _generate_random_name
 from mlflow.utils.uri import append_to_uri_path
 
-from harness.leases import LeaseLost, lease_lost, now_ms
+from harness.leases import LOCK_TRY_S, LeaseLost, LockWait, lease_lost, now_ms
 from harness.mlflow_sql import SCHEMA_REVISION
 from harness.records import SchemaMismatch, StoreWriteError
 from harness.secrets import mask
 from harness.store import sqlite_path
 
-BUSY_TIMEOUT_S = 30  # a SQLite writer waits this long for another's lock, as MLflow's reads do
+# a SQLite writer waits this long for another's lock, as MLflow's reads do; with a LockWait its
+# BEGIN IMMEDIATE waits in tries of LOCK_TRY_S instead (up to the lease), its commit this long
+BUSY_TIMEOUT_S = 30
 RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
 METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__
 
@@ -107,16 +111,32 @@ class BulkStore:
         StoreWriteError: the store cannot be reached (cause ``unreachable``) or read.
     """
 
-    def __init__(self, uri: str, on_lost: Callable[[str], None] = lambda reason: None) -> None:
-        self.uri, self.on_lost = uri, on_lost
+    def __init__(self, uri: str, on_lost: Callable[[str], None] = lambda reason: None,
+                 lock_wait: Optional[LockWait] = None) -> None:
+        self.uri, self.on_lost, self.lock_wait = uri, on_lost, lock_wait
         self.sqlite = sqlite_path(uri) is not None
         self.commits = 0  # transactions committed (the tests' write points)
         self.engine = sa.create_engine(uri, **({"connect_args": {"timeout": BUSY_TIMEOUT_S}}
                                                if self.sqlite else {"pool_pre_ping": True}))
         if self.sqlite:  # our own BEGIN: pysqlite's implicit one would take the write lock late
             sa.event.listen(self.engine, "connect", _autocommit_driver)
-            sa.event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+            sa.event.listen(self.engine, "begin", self._begin_immediate)
         self.check_schema()
+
+    def _begin_immediate(self, conn: sa.Connection) -> None:
+        """A SQLite transaction's ``BEGIN IMMEDIATE`` (its write lock taken first). With a
+        :attr:`lock_wait`, each try waits :data:`~harness.leases.LOCK_TRY_S` for another
+        connection's lock and the tries go on up to the lease (:class:`~harness.leases.LockWait`:
+        the driver says it waits); once the lock is held, the commit waits for readers as long
+        as before (:data:`BUSY_TIMEOUT_S`)."""
+        if self.lock_wait is None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(LOCK_TRY_S * 1000)}")
+        try:
+            self.lock_wait.call(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
 
     def check_schema(self) -> None:
         """Refuse a store whose MLflow schema revision is not :data:`SCHEMA_REVISION`."""
@@ -136,7 +156,7 @@ class BulkStore:
         cause = classify(err)
         detail = " ".join(str(getattr(err, "orig", None) or err).split())[:300]
         return StoreWriteError(f"{what} in tracking store {mask(self.uri)} failed ({cause}): {detail}; "
-                               "the batch committed nothing", cause, mask(self.uri))
+                               "the batch committed nothing", cause, mask(self.uri), detail)
 
     @contextlib.contextmanager
     def transaction(self, parents: Collection[str], what: str = "a batched write") -> Iterator[sa.Connection]:

@@ -42,19 +42,22 @@ Below :mod:`harness.tracking` (which opens runs and records results); imports no
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Collection, Optional, Sequence
+from typing import Callable, Collection, Optional, Sequence, TypeVar
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from tqdm import tqdm
 
-from harness.records import TrackingError
+from harness.records import TrackingError, store_fault
 from harness.mlflow_sql import finished_runs
 
+T = TypeVar("T")
 MAX_EXCLUDED = 500  # run ids a server read of finished rivals leaves out (Leases._finished_since)
 LEASE_S = 120.0  # default lease of a driver's runs (tracking.lease_s), seconds
 CHOOSING = "choosing"  # tag of a parent run: "1:<round>" while it picks tickets, then "0:<round>"
@@ -83,6 +86,82 @@ def lease_lost(reason: str) -> LeaseLost:
 def now_ms() -> int:
     """Wall-clock time in milliseconds since the epoch (what heartbeats and MLflow store)."""
     return int(time.time() * 1000)
+
+
+# how long one try of a write waits for a SQLite store's write lock before the driver says it is
+# waiting (the busy timeout of a batched write's BEGIN IMMEDIATE): rivals hold it for milliseconds
+LOCK_TRY_S = 1.0
+
+
+def is_locked(err: BaseException) -> bool:
+    """Whether ``err`` (or what it wraps) says a SQLite store is write-locked by another
+    connection (``database is locked``: its busy timeout ran out)."""
+    return "database is locked" in f"{getattr(err, 'orig', '')} {err}".lower()
+
+
+class LockWait:
+    """How a driver's writes wait for a SQLite store that another process or connection holds
+    write-locked (another driver suspended inside its transaction, a ``sqlite3`` shell left in
+    ``BEGIN IMMEDIATE``): each write is tried again while it finds the store locked, and the
+    driver says once on stderr that it waits for that store's write lock; after ``wait_s``
+    seconds (the lease) of one write's waiting it gives up: ``on_fault(err)`` is told and the
+    error re-raised. Longer is no use: a driver that cannot write cannot renew its heartbeat, so
+    after a lease its runs are any other invocation's to close as stale.
+
+    Args:
+        store: the store as the message names it (its URI, a password masked).
+        wait_s: the longest one write waits, seconds (``tracking.lease_s``).
+        on_fault: told the error a write gave up on.
+        db: the store's SQLite file, for :meth:`free`.
+    """
+
+    def __init__(self, store: str, wait_s: float, on_fault: Callable[[BaseException], None] = lambda err: None,
+                 db: Optional[Path] = None) -> None:
+        self.store, self.wait_s, self.on_fault, self.db = store, wait_s, on_fault, db
+        self.told = False  # the waiting line was printed (once a driver)
+
+    def free(self) -> None:
+        """Wait up to :data:`LOCK_TRY_S` for the store's write lock, then let go of it at once.
+        MLflow's client waits 20 s for the lock in silence before it fails (its own busy
+        timeout); a write through it asks here first, so that the driver says it waits.
+
+        Raises:
+            sqlite3.OperationalError: ``database is locked``: another connection holds it.
+        """
+        con = sqlite3.connect(self.db, timeout=LOCK_TRY_S, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+        finally:
+            con.close()
+
+    def call(self, write: Callable[[], "T"], ask_first: bool = False) -> "T":
+        """``write()``, tried again while it raises a locked error (:func:`is_locked`), for up to
+        :attr:`wait_s` seconds from the start of its first try; ``ask_first``: each try
+        first waits for the lock in :meth:`free` (a write whose own wait is silent and long).
+
+        Raises:
+            whatever ``write`` raised: another error at once, a locked one once the wait is over.
+        """
+        started = time.monotonic()
+        while True:
+            try:
+                if ask_first and self.db is not None:
+                    self.free()
+                return write()
+            except Exception as err:
+                if not is_locked(err):
+                    raise
+                if time.monotonic() - started >= self.wait_s:
+                    self.on_fault(err)
+                    raise
+                if not self.told:
+                    self.told = True
+                    # on a line of its own below the sweep's progress bar (tqdm's, on stderr)
+                    tqdm.write(f"waiting for the write lock of tracking store {self.store}: another process or "
+                               f"connection holds it; giving up after tracking.lease_s={self.wait_s:g} s",
+                               file=sys.stderr)
+                time.sleep(min(0.1, self.wait_s / 10))  # a try that failed at once (an MLflow write) paces itself
 
 
 def search_all(client: MlflowClient, experiment_id: str, filter_string: str) -> list:
@@ -131,7 +210,10 @@ class Heartbeat:
                 return False
             self.client.set_tag(self.run_id, "heartbeat_ms", str(now_ms()))
         except Exception as err:  # noqa: BLE001 - a busy store: try again next beat
-            print(f"warning: heartbeat not written ({type(err).__name__}); retrying", file=sys.stderr)
+            if not self.held():  # the driver stopped writing (a lost lease, a store fault): it says why
+                return False
+            if not is_locked(err):  # a locked store: the driver's own writes say that they wait
+                print(f"warning: heartbeat not written ({type(err).__name__}); retrying", file=sys.stderr)
         return True
 
     def __enter__(self) -> "Heartbeat":
@@ -167,6 +249,9 @@ class Leases:
         self.children: dict[str, str] = {}  # run id → its own parent, for the runs this driver created
         self.clock: Callable[[], tuple[float, float]] = _clocks  # (wall, monotonic) s; tests fake it
         self.lost: Optional[str] = None  # why the lease is lost (None while it is held)
+        self.fault: Optional[BaseException] = None  # the store fault it was lost to (give_up)
+        # a SQLite store: writes wait for another connection's write lock, up to the lease
+        self.lock_wait: Optional[LockWait] = None
         self._read: dict[str, tuple[float, float]] = {}  # parent id → when a read found it held
         self._round = 0  # bakery rounds of this driver (the parent's ``choosing`` mark)
         # a server store's rivals finished, read so far: (experiment, own parent, since_ms) →
@@ -187,6 +272,21 @@ class Leases:
         """Note that the lease is lost (for good; the first reason is kept)."""
         if self.lost is None:
             self.lost = reason
+
+    def give_up(self, fault: BaseException) -> None:
+        """A write met a fault of the store that outlasts the lease (locked for a whole lease,
+        a server away past MLflow's retries): this driver's heartbeat could not be written
+        either, so it writes nothing more, as after a lost lease; every later write raises
+        :class:`LeaseLost` caused by ``fault`` (its runs left RUNNING are closed as stale by the
+        next invocation)."""
+        if self.lost is None:
+            self.fault = fault
+            self.lose("this driver stopped writing to its tracking store, which it could not write")
+
+    def _lost(self) -> LeaseLost:
+        error = lease_lost(self.lost)
+        error.__cause__ = self.fault  # a store fault: the one line names it (harness.sweep)
+        return error
 
     def holds(self, parent_id: str) -> bool:
         """Whether ``parent_id`` is this driver's own parent and still RUNNING (one read, or none
@@ -221,7 +321,7 @@ class Leases:
     def confirm(self, parent_id: str) -> None:
         """Raise :class:`LeaseLost` unless :meth:`holds` (before a claim)."""
         if not self.holds(parent_id):
-            raise lease_lost(self.lost)
+            raise self._lost()
 
     def guard(self, run_id: Optional[str], parent_id: Optional[str] = None) -> None:
         """Before any write of this driver to run ``run_id`` (None: a new run under ``parent_id``):
@@ -230,7 +330,7 @@ class Leases:
         under no parent of this driver (another driver's stale run, a parent not yet held) needs
         only the lease not lost; an own parent this driver closed itself needs no read."""
         if self.lost is not None:
-            raise lease_lost(self.lost)
+            raise self._lost()
         if parent_id is None and run_id is not None:
             parent_id = run_id if run_id in self.own else self.children.get(run_id)
         if parent_id is not None and parent_id in self.own and parent_id not in self.closed:
@@ -491,18 +591,29 @@ class LeasedClient:
 
         def write(run_id, *args, **kwargs):
             self._leases.guard(run_id)
-            answer = attr(run_id, *args, **kwargs)
+            answer = self._write(lambda: attr(run_id, *args, **kwargs))
             if name == "set_terminated" and run_id in self._leases.own:
                 self._leases.closed.add(run_id)  # this driver closed its own parent: its lease ended
             return answer
         return write
+
+    def _write(self, call: Callable[[], T]) -> T:
+        """One write: on a SQLite store write-locked by another connection it waits up to the
+        lease (:class:`LockWait`); a server away past MLflow's retries (``Max retries
+        exceeded``) ends this driver's writes (:meth:`Leases.give_up`)."""
+        try:
+            return call() if self._leases.lock_wait is None else self._leases.lock_wait.call(call, ask_first=True)
+        except MlflowException as err:
+            if (store_fault(err) or ("",))[0] == "unreachable":
+                self._leases.give_up(err)
+            raise
 
     def create_run(self, experiment_id: str, *args, tags: Optional[dict] = None, **kwargs):
         """MLflow's ``create_run``, after :meth:`Leases.guard` of its parent (tag
         ``mlflow.parentRunId``); a child of an own parent is remembered as its."""
         parent_id = (tags or {}).get(MLFLOW_PARENT_RUN_ID)
         self._leases.guard(None, parent_id)
-        run = self._client.create_run(experiment_id, *args, tags=tags, **kwargs)
+        run = self._write(lambda: self._client.create_run(experiment_id, *args, tags=tags, **kwargs))
         if parent_id in self._leases.own:
             self._leases.children[run.info.run_id] = parent_id
         return run

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from harness.console import MEASURED_AT, MEASURED_MIN_TRIALS, measured_line
 from harness.leases import lease_lost, now_ms
-from harness.records import Outcome, SweepSummary, Trial
+from harness.records import Outcome, SweepSummary, Trial, store_fault
 from harness.scheduler import RayScheduler, SerialScheduler
 from harness.tracking import Tracker
 from harness.writer import TrackingWriter
@@ -102,7 +102,9 @@ class Queue:
         leases = getattr(self.tracker, "leases", None)
         reason = self.writer.lost or (leases.lost if leases is not None else None)
         if reason is not None:
-            raise lease_lost(reason)
+            error = lease_lost(reason)
+            error.__cause__ = getattr(leases, "fault", None)  # a store fault: its one line (harness.sweep)
+            raise error
 
     def plan(self, groups: Sequence[tuple[str, list[Trial]]],
              known: Mapping[str, dict[str, list[str]]] | None = None, known_at_ms: int = 0) -> None:
@@ -295,10 +297,11 @@ class Queue:
             self.end(sweep)
         self.waiting.clear()
 
-    def close(self, ok: bool) -> None:
+    def close(self, ok: bool, quiet: bool = False) -> None:
         """Close what is still open (interrupted, or an error): running trials and parents
         KILLED (unless another invocation closed them), heartbeats stopped; then wait for every
-        write. Raises :class:`harness.records.TrackingError` if a write failed (``ok``)."""
+        write. Raises :class:`harness.records.TrackingError` if a write failed (``ok``; else
+        the failures are one line on stderr, none if ``quiet``)."""
         for run_id in self.running.values():
             self.writer.end_run(run_id, "KILLED")
         for run_id in filter(None, self.claimed.values()):  # claimed ahead, never started
@@ -307,7 +310,7 @@ class Queue:
             if sweep.heartbeat is not None:  # first, as in end()
                 sweep.heartbeat.__exit__(None, None, None)
             self.writer.end_run(sweep.summary.parent_id, "KILLED")
-        self.writer.close(raise_errors=ok)
+        self.writer.close(raise_errors=ok, quiet=quiet)
 
 
 def run_sweep(trials: list[Trial], scheduler: Scheduler, tracker: Tracker, ablation: str,
@@ -354,14 +357,16 @@ def run_sweeps(groups: Sequence[tuple[str, list[Trial]]], scheduler: Scheduler, 
             claimed and recorded nothing more.
     """
     queue = Queue(tracker, cli, force, on_done, should_stop)
-    ok = False
     try:
         queue.plan(groups, finished, finished_at_ms)
         queue.run(scheduler)
-        ok = True
-    finally:
-        with closing() if not ok else contextlib.nullcontext():
-            queue.close(ok)  # raises TrackingError if a write failed
+    except BaseException as stopped:
+        with closing():
+            # a store fault that stopped the sweep is its one error line: the closing writes
+            # it makes fail too are the same fault, not lines of their own
+            queue.close(False, quiet=store_fault(stopped) is not None)
+        raise
+    queue.close(True)  # raises TrackingError if a write failed
     return [s.summary for s in queue.ablations]
 
 

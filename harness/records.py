@@ -10,6 +10,7 @@ is a :class:`harness.trial.TrialResult`, named for typing only.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -114,14 +115,81 @@ class StoreWriteError(TrackingError):
             schema is not this MLflow's), ``conflict`` (a row the batch writes exists already)
             or ``other``.
         store: the store's URI, its password masked.
+        detail: what the database said, on one line ("" if only the message says it).
     """
 
-    def __init__(self, message: str, cause: str = "other", store: str = "") -> None:
+    def __init__(self, message: str, cause: str = "other", store: str = "", detail: str = "") -> None:
         super().__init__(message)
-        self.cause, self.store = cause, store
+        self.cause, self.store, self.detail = cause, store, detail
 
 
 STORE_WRITE_CAUSES = ("full", "locked", "unreachable", "schema", "conflict", "other")
+
+# What each cause is, in the one line a sweep stopped by it ends with (:func:`store_fault_line`),
+# and when the same command, run again, resumes it.
+_CAUSE_TEXT = {"full": ("disk full", "once the disk has space again"),
+               "locked": ("write-locked by another process for longer than tracking.lease_s",
+                          "once the process holding its write lock has let go of it and tracking.lease_s has passed "
+                          "(this driver then stopped writing; the next invocation closes its runs left RUNNING as "
+                          "stale)"),
+               "unreachable": ("not answering",
+                               "once the server answers again and tracking.lease_s has passed (this driver "
+                               "then stopped writing; the next invocation closes its runs left RUNNING as stale)"),
+               "schema": ("not this MLflow's schema", "on a store of this MLflow version"),
+               "conflict": ("a row it wrote exists already", ""),
+               "other": ("a write failed", "once the store accepts writes again")}
+
+
+def store_fault(err: BaseException) -> Optional[tuple[str, str]]:
+    """``(cause, detail)`` of a store fault found in ``err`` or its chain of causes, None when
+    there is none: a :class:`StoreWriteError`'s own cause and detail; an ``OSError`` ENOSPC or
+    EDQUOT (an artifact, or the database file, could not grow), or a database error saying the
+    database or disk is full: ``full``; a database error saying it is locked: ``locked``; an
+    MLflow REST call whose retries are spent (``Max retries exceeded``, a refused connection):
+    ``unreachable``. ``detail``: what the error itself says, on one line."""
+    chain: list[BaseException] = []
+    while err is not None and len(chain) < 10 and all(err is not e for e in chain):
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    for e in chain:
+        if isinstance(e, StoreWriteError):
+            return e.cause, e.detail or str(e)
+    for e in chain:
+        text = f"{getattr(e, 'orig', '') or ''} {e}".lower()
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "full", f"{e.strerror}: {e.filename}" if e.filename else str(e.strerror)
+        for cause, words in _FAULT_WORDS.items():
+            if any(w in text for w in words):
+                return cause, _one_line(e)
+    return None
+
+
+# what a database driver or MLflow's REST client says of each fault (lower case)
+_FAULT_WORDS = {"full": ("database or disk is full", "no space left on device", "disk quota exceeded"),
+                "locked": ("database is locked",),
+                "unreachable": ("max retries exceeded", "connection refused", "failed to establish a new connection",
+                                "failed with timeout exception")}
+
+
+def _one_line(err: BaseException) -> str:
+    """What an error says, its first line (SQLAlchemy's adds the statement and a link on lines
+    of their own; the driver's own words are ``orig``), at most 300 characters."""
+    lines = [line for line in str(getattr(err, "orig", None) or err).splitlines() if line.strip()]
+    return " ".join((lines or [type(err).__name__])[0].split())[:300]
+
+
+def store_fault_line(store: str, cause: str, detail: str = "") -> str:
+    """The one line a sweep that a fault of its tracking store left partly unrecorded ends with
+    (exit status 1), the same for every cause of :data:`STORE_WRITE_CAUSES`: the store
+    (``store``: its URI or file, a password already masked), what is wrong with it
+    (``detail``: the database's or the system's own words, kept to one line), what stays, and
+    when the same command resumes."""
+    what, when = _CAUSE_TEXT.get(cause, _CAUSE_TEXT["other"])
+    detail = " ".join(detail.split())[:300]
+    return (f"tracking store {store}: {what}" + (f" ({detail})" if detail else "")
+            + "; some of the sweep is not recorded: what was recorded stays (no trial is marked finished "
+            f"without its record), and the same command run again{' ' + when if when else ''} runs every trial "
+            "not recorded")
 
 
 class SchemaMismatch(StoreWriteError):

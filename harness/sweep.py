@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness import signals
 from harness.config import ClusterConfig, SchedulerKind
-from harness.records import SweepSummary, TrackingError, Trial
+from harness.records import SweepSummary, TrackingError, Trial, store_fault, store_fault_line
 from harness.console import print_summary
 from harness.scheduler import RayStartError, make_scheduler
+from harness.secrets import mask
 from harness.store import Store, check_experiments, check_store, experiments, finished_trials, has_running
 from harness.validate import check_cluster, preflight
 
@@ -228,13 +229,27 @@ class Sweep:
         try:
             any_failed = self.run(after)
         except (TrackingError, RayStartError) as err:  # not recorded; or Ray did not start (busy)
-            return _error(err, 1)
+            return _error(self._fault_line(err) or err, 1)
         except ValueError as err:  # the cluster cannot run a trial; nothing was recorded
             return _error(err, 2)
+        except Exception as err:  # noqa: BLE001 - a store fault is one line, anything else re-raised
+            # an artifact that could not be written (ENOSPC), MLflow's REST client out of retries
+            line = self._fault_line(err)
+            if line is None:
+                raise
+            return _error(line, 1)
         return 1 if any_failed else 0
 
+    def _fault_line(self, err: BaseException) -> str | None:
+        """:func:`harness.records.store_fault_line` of this sweep's store if ``err`` (or what
+        caused it) is a fault of the store (full, locked, unreachable, ...), else None."""
+        fault = store_fault(err)
+        if fault is None or fault[0] == "schema":  # a refusal before any trial: its own line says what to do
+            return None
+        return store_fault_line(mask(self.store.uri), *fault)
 
-def _error(err: Exception, status: int) -> int:
+
+def _error(err: Exception | str, status: int) -> int:
     print(f"error: {err}", file=sys.stderr)
     return status
 

@@ -40,8 +40,9 @@ from harness.paths import folder_name
 from harness.mlflow_sql import finished_runs
 from harness.store import (Store, StoreError, deleted_experiment_error, sqlite_path,
                            sqlite_uri)
-from harness.leases import LEASE_S, Heartbeat, Leases, lease_lost, now_ms, search_all
+from harness.leases import LEASE_S, Heartbeat, Leases, LockWait, lease_lost, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
+from harness.secrets import mask
 
 _BATCH = {"metrics": 1000, "params": 100, "tags": 100}  # MLflow's log_batch limits
 # MLflow 3 opens an experiment on its GenAI pages unless the experiment says it holds training
@@ -232,8 +233,11 @@ class Tracker:
         self.store = store
         self.lease_s = lease_s
         self.leases = Leases(open_client(store), lease_s, sqlite_path(store.uri))
+        if sqlite_path(store.uri) is not None:  # another connection's write lock: wait, up to the lease
+            self.leases.lock_wait = LockWait(mask(store.uri), lease_s, self.leases.give_up, sqlite_path(store.uri))
         # a database store (SQLite, PostgreSQL) takes claims and records in batched transactions
-        self.bulk = BulkStore(store.uri, self.leases.lose) if bulk_capable(store.uri) else None
+        self.bulk = (BulkStore(store.uri, self.leases.lose, self.leases.lock_wait)
+                     if bulk_capable(store.uri) else None)
         self.leases.bulk = self.bulk
         self.client = self.leases.client  # every write confirms this driver's lease first
         self.commit = git_commit()

@@ -277,12 +277,12 @@ class TrackingWriter:
         self._queue.put(("flush", done.set, None))
         return done.wait(timeout)
 
-    def close(self, raise_errors: bool = True) -> None:
+    def close(self, raise_errors: bool = True, quiet: bool = False) -> None:
         """Wait for every queued write (flush) and stop the thread.
 
         Raises:
-            TrackingError: if any write failed (``raise_errors``; else the failures go to
-                stderr), naming how many and the first.
+            TrackingError: if any write failed (``raise_errors``; else the failures are one
+                line on stderr, unless ``quiet``), naming how many and the first.
         """
         self._write_points(list(self._points))
         self._queue.put(None)
@@ -294,7 +294,8 @@ class TrackingWriter:
                    f"first: {self.errors[0]}")
         if raise_errors:
             raise TrackingError(message) from self.failures[0] if self.failures else None
-        print(f"error: {message}", file=sys.stderr)
+        if not quiet:
+            print(f"error: {message}", file=sys.stderr)
 
 
 def _run_id(run: Run) -> Optional[str]:
