@@ -84,6 +84,12 @@ def arms_of(cfg: DictConfig) -> list[dict]:
         arm.setdefault("kwargs", {})
         arm["kwargs"] = arm["kwargs"] or {}
         arm.setdefault("paper", "")
+        # the name is not part of a trial's id (harness.records.drop_neutral): two names for one
+        # class and kwargs would be one set of trials shown twice
+        same = next((a["name"] for a in arms[:i] if (a["target"], a["kwargs"]) == (arm["target"], arm["kwargs"])), None)
+        if same is not None:
+            raise ZooInputError(f"zoo.arms[{i}]: {arm['name']!r} is {same!r} again ({arm['target']} with "
+                                f"kwargs {arm['kwargs']}); a name is not part of a trial: give each arm its own kwargs")
     return arms
 
 

@@ -50,7 +50,8 @@ class ExternalConfig:
     # error when built: not MISSING, so that an ablation grid can set it like any value)
     target: str = ""
     kwargs: Dict[str, Any] = field(default_factory=dict)  # constructor keyword arguments
-    variant: str = ""  # the name MLflow and the plots show; default: the class name
+    variant: str = ""  # the name MLflow and the plots show; default: the class name. Not part of the
+    # trial id (harness.records.drop_neutral): a plug-in name reuses the runs of its import path
 
 
 def load_target(target: str) -> type:
