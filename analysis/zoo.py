@@ -6,7 +6,9 @@ as :mod:`analysis.scorecard` scores one mixer, all in ONE sweep in one store:
 
 1. **Pre-flight**, before any trial and before the store is opened: every arm is built on every
    task of the grid, its output shape checked and its symmetries measured on re-drawn weights
-   (:func:`harness.external_check.check`, :func:`harness.external_check.measure_redrawn`); the
+   (:func:`harness.external_check.check`, :func:`harness.external_check.measure_redrawn`) and
+   its causality (:func:`harness.external_check.causality_refusal`: a change at position t
+   changes no output before t, float64, re-drawn weights) must equal its ``causal``; the
    declared set must *equal* the measured one: a declared symmetry that does not hold (or cannot
    be measured: ``orthogonal_knowledge`` without ``rotate_``) and one that holds undeclared
    ("found, not declared") both refuse the run (exit 2, one line naming the arm).
@@ -137,11 +139,14 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
 
     Raises:
         ZooInputError: (a mixer) it does not build, its output is not ``(B, n, d)``, or its
-            declared symmetries differ from the measured ones on some task; the line names the arm.
+            declared symmetries or its declared causality (its ``causal`` attribute; a change at
+            position t changes no output before t, measured in float64 on re-drawn weights)
+            differ from the measured ones on some task; the line names the arm.
     """
     import torch
 
-    from harness.external_check import TOLERANCE, check
+    from harness.external_check import TOLERANCE, causality_refusal, check, declared_causal
+    from harness.symmetry import CAUSAL_KEY
     from harness.models import build_model, count_parameters
     from harness.models.external import declared
     from tasks import build_task
@@ -171,10 +176,17 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
             shown = ", ".join(f"{s} {errors[k]:.1e}" for s, k in scorecard.SYMMETRY_KEYS.items())
             raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {'; '.join(said)} "
                                 f"(relative errors on re-drawn {dtype} weights: {shown}; tolerance {tol:g})")
+        try:
+            why, leak, _ = causality_refusal(model, task.d, task.n_max)
+        except ValueError as err:  # a causal that is not a bool
+            raise ZooInputError(f"zoo arm {name!r} ({target}): {err}") from err
+        if why and kind == "mixer":
+            raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {why}")
         if first is None:
             first = {"arm": name, "kind": kind, "task": trial.task, "d": task.d,
                      "params": count_parameters(model), "dtype": dtype, "tolerance": tol,
-                     "declared": ",".join(sorted(claims)), **errors}
+                     "declared": ",".join(sorted(claims)), **errors,
+                     "causal": declared_causal(model), CAUSAL_KEY: leak}
     return first
 
 

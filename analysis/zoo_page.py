@@ -17,6 +17,7 @@ import pandas as pd
 from analysis import lengths, protocol, scorecard, stats
 from analysis.render import lead as reason_lead
 from analysis.bundle import read_bundle, split
+from harness.symmetry import CAUSAL_KEY
 
 BUNDLE, SYMMETRY, PLAN = "runs.csv.gz", "symmetry.csv", "plan.json"
 SHORT = {"orthogonal_knowledge": "orthogonal with knowledge", "orthogonal": "orthogonal",
@@ -106,6 +107,9 @@ def _sym_cells(rows: pd.DataFrame) -> tuple[str, str]:
     held = []
     for _, r in rows.iterrows():
         names = [SHORT[s] for s, k in scorecard.SYMMETRY_KEYS.items() if pd.notna(r[k]) and r[k] <= r["tolerance"]]
+        leak = r.get(CAUSAL_KEY)  # absent from a bundle written before causality was measured
+        if leak is not None and pd.notna(leak) and float(leak) <= r["tolerance"]:
+            names.append("causal")
         held.append(", ".join(names) or "none")
     return params, " / ".join(dict.fromkeys(held))
 
@@ -219,8 +223,9 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         f"and `zoo/{PLAN}`); regenerate with `zoo.runs=<this folder>/zoo/{BUNDLE}`. {header}", "",
         f"* **params**: trainable scalars at d = {d} (task `{sym['task'].iloc[0] if len(sym) else '–'}`).",
         "* **at init**: the symmetries whose relative error on re-drawn weights (float64 where the model "
-        "runs in it) is within tolerance; each mixer's declared set equals this set (the pre-flight refuses "
-        "otherwise). **trained**: median relative error over the arm's runs on its trained weights "
+        "runs in it) is within tolerance, and *causal* where a change at position t changes no output "
+        "before t (the largest relative change over t, same weights and dtype); each mixer's declared "
+        "set and its declared causality equal these (the pre-flight refuses otherwise). **trained**: median relative error over the arm's runs on its trained weights "
         "(orthogonal with knowledge / orthogonal / permutation).",
         "* **area**: per seed the mean natural-log test error over log n_train (trapezoid), each size at the "
         "lr chosen on validation; mean over seeds with its Student-t 95% interval; lower is better.",

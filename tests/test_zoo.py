@@ -33,6 +33,7 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     rows = [line for line in board.splitlines() if line.startswith("| ") and not line.startswith("| arm")]
     assert len(rows) == 2 + 4  # two mixers, four reference arms (softmax, W_V, best σ, MLP)
     assert "| orthogonal with knowledge, permutation |" in rows[1]  # linear attention, measured at init
+    assert "| orthogonal with knowledge, causal |" in rows[0]  # GLA's causality, declared and measured
     assert {p.name for p in (run / "out" / "zoo").iterdir()} == {
         "runs.csv.gz", "symmetry.csv", "plan.json", "gla_k4.md", "linear_attention.md"}
     assert rows[0].startswith("| [`gla_k4`](zoo/gla_k4.md) | Yang et al. 2023 | 320 |")  # W_Q, W_K, W_V, W_α (4 × 16) and W_O (16 × 4)
