@@ -74,6 +74,42 @@ COST_TABLE = Path(__file__).with_name("scorecard_cost.csv")
 NOT_ON_PAGE = ("cluster", "tracking", "hydra", "force", "dry_run", "summary")
 
 
+# The area's floor is the metric's own resolution (issue 63): a test error below it is not
+# measured, so it counts as it, and an arm that fits a task exactly does not win or lose by
+# round-off orders of magnitude on the log scale. Accuracy: half an error in the n_test test
+# examples; relative MSE: this stated floor (an RMS error of 0.1% of the target's, below which the
+# page tells no fits apart). The zoo's and the scorecard's only: the report keeps its own
+# (analysis.stats.FLOOR).
+ACC_RESOLUTION, REL_MSE_FLOOR = 0.5, 1e-6
+
+
+def error_floor(df: pd.DataFrame) -> pd.Series:
+    """Per run, the resolution of its test error (:data:`ACC_RESOLUTION` / ``task.n_test`` for
+    accuracy, :data:`REL_MSE_FLOOR` for relative MSE; NaN where the run has no ``task.n_test``
+    or no error). ``df`` as :func:`analysis.stats.add_error` returns it (``error_name``)."""
+    n_test = pd.to_numeric(df.get("task.n_test", pd.Series(np.nan, index=df.index)), errors="coerce")
+    acc = df.get("error_name", pd.Series("", index=df.index)).astype(str).str.contains("accuracy")
+    return pd.Series(np.where(acc, ACC_RESOLUTION / n_test, REL_MSE_FLOOR), index=df.index).where(df["error"].notna())
+
+
+def floored(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (with ``error``, :func:`analysis.stats.add_error`) with each test error below its
+    resolution (:func:`error_floor`) raised to it; a copy."""
+    if df.empty or "error" not in df:
+        return df
+    floor = error_floor(df)
+    return df.assign(error=df["error"].where(~(df["error"] < floor), floor))
+
+
+def floor_words(df: pd.DataFrame) -> str:
+    """The floor as the page states it, e.g. ``accuracy 0.5/n_test (n_test = 2048: 0.000244);
+    relative MSE 1e-06``."""
+    n_test = sorted(pd.to_numeric(df.get("task.n_test", pd.Series(dtype=float)), errors="coerce").dropna().astype(int).unique())
+    shown = ", ".join(f"{n}: {ACC_RESOLUTION / n:.3g}" for n in n_test) or "none"
+    return (f"a test error below the metric's resolution counts as it: accuracy {ACC_RESOLUTION:g}/n_test, half an "
+            f"error in the test set (n_test = {shown}); relative MSE {REL_MSE_FLOOR:g}, the stated floor")
+
+
 def _p_values(diff: protocol.PartResult, delta: float) -> tuple[float, float]:
     """(difference p, TOST p) of the paired per-seed differences, from the 95% Student-t
     interval the protocol printed (mean ``effect``, bounds ``lo, hi``, ``n`` pairs)."""
@@ -502,13 +538,14 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     if ext_status == 2:
         return 2
     trials = refs + mine + added
-    df = _runs(trials, store)
+    df = floored(_runs(trials, store))  # the zoo's and the scorecard's floor (error_floor)
     out = out_folder(runtime.cwd, mixer, sc.scale.name, [*rest, *runtime.sweeps])
     out.mkdir(parents=True, exist_ok=True)
     table, control = decide(df, parts, mixer), control_rows(df, parts)
     figures = _figures(df, out, sc.scale.name, mixer)
     extended = int((df["extends"].astype(str) != "").sum()) if "extends" in df else 0  # this run's and earlier ones'
-    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps])
+    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps]) + \
+        f" The area's floor: {floor_words(df)}."
     text = page(mixer, table, control, symmetry_rows(df, (mine or [t for t in refs if t.variant == mixer])[0].config, mixer), figures, header)
     (out / "scorecard.md").write_text(text)
     table.to_csv(out / "scorecard.csv", index=False)

@@ -43,7 +43,7 @@ def read(folder: Path, runs: Path | None = None) -> tuple[pd.DataFrame, pd.DataF
         raise BundleError(f"zoo.runs: cannot read the bundle in {folder}: {err}") from err
     runs, _ = split(bundle)
     df = runs.get(scorecard.ABLATION)
-    df = stats.add_error(df) if df is not None and not df.empty else pd.DataFrame(
+    df = scorecard.floored(stats.add_error(df)) if df is not None and not df.empty else pd.DataFrame(
         columns=["status", "variant", "task", "arm", "task.n_train", "seed", "train.lr"])
     return df, sym, plan
 
@@ -71,6 +71,18 @@ def _verdict_cell(row) -> str:
     return f"**{row.verdict}**" + (f": {why.split('; ')[0]}" if why else "")
 
 
+NOT_LEARNED = "not learned"
+
+
+def not_learned(runs: pd.DataFrame) -> bool:
+    """Whether an arm's runs (at its chosen lr and largest n_train) never learned: their mean
+    test error at the training lengths is not below the trivial predictor's on the same test set
+    (``reference_error``: uniform mixing, or the majority class; :func:`analysis.stats.add_error`).
+    False where the runs carry no reference."""
+    ref = pd.to_numeric(runs.get("reference_error", pd.Series(dtype=float)), errors="coerce").mean()
+    return bool(np.isfinite(ref) and pd.to_numeric(runs["error"], errors="coerce").mean() >= ref)
+
+
 def _length(df: pd.DataFrame, task: str, arm: str) -> tuple[str, str]:
     """``(test error at the longest tested length [95%], its ratio to the error at the longest
     training length)`` of ``arm`` at its lr chosen on validation and its largest n_train; an arm
@@ -78,6 +90,8 @@ def _length(df: pd.DataFrame, task: str, arm: str) -> tuple[str, str]:
     ok, _, missing = protocol.chosen_runs(df, task, arm, "error")
     if missing or ok.empty:
         return "–", "–"
+    if not_learned(ok):
+        return NOT_LEARNED, "–"  # a ratio of two chance-level errors says nothing about lengths
     trained = lengths.training_lengths(ok)
     long = lengths.per_length(ok, trained)
     if long.empty:
@@ -228,13 +242,15 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         "set and its declared causality equal these (the pre-flight refuses otherwise). **trained**: median relative error over the arm's runs on its trained weights "
         "(orthogonal with knowledge / orthogonal / permutation).",
         "* **area**: per seed the mean natural-log test error over log n_train (trapezoid), each size at the "
-        "lr chosen on validation; mean over seeds with its Student-t 95% interval; lower is better.",
+        "lr chosen on validation; mean over seeds with its Student-t 95% interval; lower is better. Its floor "
+        f"is the metric's own resolution: {scorecard.floor_words(df)}.",
         f"* **vs {ref}**: d = area({ref}) − area(arm) per seed under the verdict protocol "
         f"(`analysis/protocol.py`): better, equivalent within δ, worse, or inconclusive and why; Holm across "
         f"each mixer's page (the reference arms: across their own row); δ registered in `conf/zoo.yaml`: {deltas}.",
         f"* **length**: on `{length_task}`, at the lr chosen on validation and the largest n_train, the test "
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
-        "longest training length.", "",
+        f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "
+        "below the trivial predictor's (uniform mixing) on the same test set.", "",
         f"| arm | paper | params | at init | trained | {head} | length: error | length: ratio |",
         "|---|---|---|---|---|" + "---|---|" * len(tasks) + "---|---|",
         *rows, ""]
