@@ -81,6 +81,9 @@ NOT_ON_PAGE = ("cluster", "tracking", "hydra", "force", "dry_run", "summary")
 # page tells no fits apart). The zoo's and the scorecard's only: the report keeps its own
 # (analysis.stats.FLOOR).
 ACC_RESOLUTION, REL_MSE_FLOOR = 0.5, 1e-6
+# The lr-edge rounds' cap (issue 63): 10× the 0.3 that two rounds past the grid's 0.03 reached,
+# where a fifth of the zoo's rows stopped "at grid edge"; a row still choosing it needs more.
+LR_MAX = 3.0
 
 
 def error_floor(df: pd.DataFrame) -> pd.Series:
@@ -141,15 +144,32 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
                      "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
                      "why": render.reasons(diff.reasons or equiv.reasons), "choice": diff.choice,
-                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer)})
+                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer),
+                     "at_cap": _at_cap(diff.reasons or equiv.reasons)})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
     adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
     table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
     table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
+    capped = (table["verdict"] == "inconclusive") & table["at_cap"].fillna("").astype(bool)
+    table.loc[capped, "reason"] = table.loc[capped, "at_cap"]
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
     return table
+
+
+def _at_cap(reasons: list[Reason], lr_max: float = LR_MAX) -> str:
+    """``"needs lr > 3.0: …"`` where the first rule that leaves the row open is an arm choosing
+    the largest lr of its grid at the cap (:data:`LR_MAX`: the lr-edge rounds stop there), else ``""``."""
+    from analysis.decision import Rule
+
+    first = reasons[0] if reasons else None
+    if first is None or first.rule is not Rule.LR_LARGEST or not first.values:
+        return ""
+    chosen = float(first.values[0])
+    if not rounds.at_cap(chosen, lr_max):
+        return ""
+    return f"needs lr > {lr_max}: `{first.arm}` at n_train={first.n_train} chose {chosen:.3g}, the largest tried"
 
 
 def _not_learned(reasons: list[Reason], mixer: str) -> bool:
@@ -472,9 +492,12 @@ def _runs(trials: list, store) -> pd.DataFrame:
 
 
 def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
-              store) -> tuple[list, int]:
-    """Extend the lr grid one ×√10 step past each edge a row's arm chose, up to
-    ``report.extend_lr`` rounds (none at ``scale=tiny``), with the report's rounds
+              store, lr_max: float = LR_MAX) -> tuple[list, int]:
+    """Extend the lr grid one ×√10 step past each edge a row's arm chose, round after round,
+    until every choice is interior (an lr past it diverging on every seed leaves it interior) or
+    the next step passes ``lr_max`` (a row still there reads "needs lr > 3.0"): as many rounds as
+    take the grid's largest lr to ``lr_max`` (:func:`analysis.rounds.steps_to`), at least
+    ``report.extend_lr`` (none at ``scale=tiny``), with the report's rounds
     (:func:`analysis.rounds.edge_rounds`, :func:`analysis.rounds.extension_trials`; phase
     ``lr_extension``). ``groups``: ``(grid trials, overrides they were composed with)``, the
     references' and the mixer's. Returns ``(the extension trials, the worst exit status of their
@@ -495,7 +518,8 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
     def build(_: str, edges: list) -> list:
         new: dict[str, Any] = {}
         for trials, cli in groups:
-            for t in rounds.extension_trials(edges, {t.trial_id: t for t in trials}, split_sweeps(cli)[0]):
+            for t in rounds.extension_trials(edges, {t.trial_id: t for t in trials}, split_sweeps(cli)[0],
+                                             lr_max=lr_max):
                 new.setdefault(t.trial_id, t)
         return list(new.values())
 
@@ -506,7 +530,8 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
         status[0] = max(status[0], _sweep(sc, new, groups[0][1], store))
         return -1 if status[0] == 2 else len(new)
 
-    cap = 0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)  # tiny: a path check
+    top = max((float(t.config.train.lr) for t in grid), default=lr_max)
+    cap = 0 if sc.scale.name == "tiny" else max(int(sc.report.extend_lr), rounds.steps_to(top, lr_max))  # tiny: a path check
     rounds.edge_rounds(cap, {"": {t.trial_id for t in grid}}, read, edges_of, build, run)
     return added, status[0]
 

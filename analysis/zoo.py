@@ -16,7 +16,9 @@ as :mod:`analysis.scorecard` scores one mixer, all in ONE sweep in one store:
 3. The reference arms and every zoo arm as one sweep (:func:`analysis.scorecard._sweep`; trials
    already FINISHED in the store's experiment ``scorecard`` are skipped by trial id, so the
    references a scorecard ran are reused, and a second run or a resume runs only what is
-   missing), then the scorecard's lr-edge extension (:func:`analysis.scorecard.extend_lr`).
+   missing), then the scorecard's lr-edge extension (:func:`analysis.scorecard.extend_lr`: past
+   each chosen edge until the choice is interior, up to lr 3.0; a row still there reads "needs
+   lr > 3.0").
 4. The results bundle, ``<zoo.out>/zoo/``: ``runs.csv.gz`` (:mod:`analysis.bundle`: every run of
    exactly these trials, the ``arm`` column holding the zoo's names), ``symmetry.csv`` (each
    arm's parameters and init symmetry errors, the pre-flight's measurement) and ``plan.json``
