@@ -28,8 +28,11 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dr
 # (the trial's own seed, tasks/base.py); an explicit 0 keeps those trials' ids.
 # train.augment: the augmentation control (harness/augment.py); every earlier trial trained without.
 # task.label_noise: the teachers' training-target noise (tasks/teacher.py); 0 before it existed.
+# model.causal_mask, model.learned_positions: attention's causal and positional references for the
+# zoo (harness/models/attention.py); every earlier attention trial had neither.
 NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none",
-                                                ("task", "label_noise"): 0.0}
+                                                ("task", "label_noise"): 0.0, ("model", "causal_mask"): False,
+                                                ("model", "learned_positions"): False}
 
 
 # Keys inside a group that say how a trial runs, never what it is: left out of every identity.

@@ -44,3 +44,28 @@ def test_an_arm_at_the_trivial_predictors_error_is_not_learned():
     assert zoo_page.not_learned(runs)
     assert not zoo_page.not_learned(runs.assign(error=[1e-5, 1e-5]))
     assert not zoo_page.not_learned(runs.assign(reference_error=np.nan))  # no reference: no claim
+
+
+def test_the_causal_and_positional_references_are_measured_as_declared():
+    """M4a with a causal mask measures causal and loses only permutation; M4a with learned
+    positions is neither causal nor permutation equivariant (issue 63 item 1)."""
+    import torch
+
+    from harness.external_check import causality_refusal, measure_redrawn
+    from harness.models import build_model
+    from harness.models.attention import AttentionConfig
+
+    for cfg, causal in ((AttentionConfig(causal_mask=True), True), (AttentionConfig(learned_positions=True), False)):
+        model = build_model(cfg, 8, 6, torch.Generator().manual_seed(0))
+        why, leak, _ = causality_refusal(model, 8, 6)
+        assert why is None and (leak < 1e-12) is causal
+        errors, _ = measure_redrawn(model, 8, 6)
+        assert model.symmetries == {"orthogonal_knowledge"}
+        assert errors["symmetry/rotation_knowledge_err"] < 1e-10 and errors["symmetry/permutation_err"] > 1e-3
+    plain = build_model(AttentionConfig(), 8, 6, torch.Generator().manual_seed(0))
+    assert causality_refusal(plain, 8, 6)[0] is None and plain.symmetries == {"orthogonal_knowledge", "permutation"}
+    # the options off: M4a's parameters are drawn as before and its trial id is unchanged
+    from harness.records import drop_neutral
+
+    model = {"name": "attention", "sigma": "softmax", "causal_mask": False, "learned_positions": False}
+    assert drop_neutral({"model": model}) == {"model": {"name": "attention", "sigma": "softmax"}}
