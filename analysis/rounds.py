@@ -3,7 +3,8 @@ report (:mod:`analysis.reporting`), the scorecard and the zoo (:func:`analysis.s
 
 * :func:`edge_rounds`: up to ``report.extend_lr`` rounds one lr step (×√10) past each edge a
   part chose, each round reading the grid and the rounds before it only;
-* :func:`extension_trials`: one trial per seed past each edge;
+* :func:`extension_trials`: one trial per seed past each edge, none past an lr cap
+  (:func:`steps_to`, :func:`at_cap`: the scorecard's and the zoo's 3.0);
 * :func:`tag`: every trial a round starts carries its phase (:data:`analysis.phases.PHASES`:
   ``lr_extension``, ``budget``, ``confirmation``, ``readout``, ``scale``) in ``Trial.phase``,
   which the writer records as the run's ``phase`` tag, so that the analysis reads a run's phase
@@ -39,15 +40,41 @@ def tag(trials: Iterable[Any], phase: str) -> list:
     return [dataclasses.replace(t, phase=phase) if dataclasses.is_dataclass(t) else t for t in trials]
 
 
+STEP = math.sqrt(10)  # one lr grid step
+# an lr printed to 3 significant digits (0.949 · √10 = 3.0009 → "3") still counts as the cap
+_ROUNDING = 1e-2
+
+
+def steps_to(lr: float, lr_max: float) -> int:
+    """How many ×√10 steps take ``lr`` up to ``lr_max`` (0 when it is there already): the rounds
+    an lr-edge extension may take before its cap.
+
+    Raises:
+        ValueError: ``lr`` or ``lr_max`` not positive.
+    """
+    if not (lr > 0 and lr_max > 0):
+        raise ValueError(f"lr and lr_max must be positive, got lr={lr!r}, lr_max={lr_max!r}")
+    return max(0, math.ceil(math.log(lr_max / lr, STEP) - _ROUNDING))
+
+
+def at_cap(lr: float, lr_max: float | None) -> bool:
+    """Whether one more ×√10 step past ``lr`` goes beyond ``lr_max`` (None: no cap)."""
+    return lr_max is not None and lr * STEP > lr_max * (1 + _ROUNDING)
+
+
 def extension_trials(edges: list[dict[str, Any]], trials: Mapping[str, Any], cli: list[str],
-                     changes: dict[str, str] | None = None, phase: str = phases.LR_EXTENSION) -> list:
+                     changes: dict[str, str] | None = None, phase: str = phases.LR_EXTENSION,
+                     lr_max: float | None = None) -> list:
     """One trial per seed past each edge (:attr:`analysis.protocol.PartResult.edges`): the grid
     trial's point with ``train.lr`` one step (×√10) beyond the chosen lr (and ``changes``: a scale
     rerun's sizes, :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id and
-    ``phase``; ids in ``trials`` left out."""
+    ``phase``; ids in ``trials`` left out. A high edge whose next step passes ``lr_max``
+    (:func:`at_cap`) is not extended: its row stays at the cap and says so."""
     def points():
         for edge in edges:
-            lr = edge["lr"] * (math.sqrt(10) if edge["side"] == "high" else 1 / math.sqrt(10))
+            if edge["side"] == "high" and at_cap(edge["lr"], lr_max):
+                continue
+            lr = edge["lr"] * (STEP if edge["side"] == "high" else 1 / STEP)
             for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
                 base = trials.get(ext) or trials.get(run_id)
                 if base is not None:

@@ -74,6 +74,45 @@ COST_TABLE = Path(__file__).with_name("scorecard_cost.csv")
 NOT_ON_PAGE = ("cluster", "tracking", "hydra", "force", "dry_run", "summary")
 
 
+# The area's floor is the metric's own resolution (issue 63): a test error below it is not
+# measured, so it counts as it, and an arm that fits a task exactly does not win or lose by
+# round-off orders of magnitude on the log scale. Accuracy: half an error in the n_test test
+# examples; relative MSE: this stated floor (an RMS error of 0.1% of the target's, below which the
+# page tells no fits apart). The zoo's and the scorecard's only: the report keeps its own
+# (analysis.stats.FLOOR).
+ACC_RESOLUTION, REL_MSE_FLOOR = 0.5, 1e-6
+# The lr-edge rounds' cap (issue 63): 10× the 0.3 that two rounds past the grid's 0.03 reached,
+# where a fifth of the zoo's rows stopped "at grid edge"; a row still choosing it needs more.
+LR_MAX = 3.0
+
+
+def error_floor(df: pd.DataFrame) -> pd.Series:
+    """Per run, the resolution of its test error (:data:`ACC_RESOLUTION` / ``task.n_test`` for
+    accuracy, :data:`REL_MSE_FLOOR` for relative MSE; NaN where the run has no ``task.n_test``
+    or no error). ``df`` as :func:`analysis.stats.add_error` returns it (``error_name``)."""
+    n_test = pd.to_numeric(df.get("task.n_test", pd.Series(np.nan, index=df.index)), errors="coerce")
+    acc = df.get("error_name", pd.Series("", index=df.index)).astype(str).str.contains("accuracy")
+    return pd.Series(np.where(acc, ACC_RESOLUTION / n_test, REL_MSE_FLOOR), index=df.index).where(df["error"].notna())
+
+
+def floored(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (with ``error``, :func:`analysis.stats.add_error`) with each test error below its
+    resolution (:func:`error_floor`) raised to it; a copy."""
+    if df.empty or "error" not in df:
+        return df
+    floor = error_floor(df)
+    return df.assign(error=df["error"].where(~(df["error"] < floor), floor))
+
+
+def floor_words(df: pd.DataFrame) -> str:
+    """The floor as the page states it, e.g. ``accuracy 0.5/n_test (n_test = 2048: 0.000244);
+    relative MSE 1e-06``."""
+    n_test = sorted(pd.to_numeric(df.get("task.n_test", pd.Series(dtype=float)), errors="coerce").dropna().astype(int).unique())
+    shown = ", ".join(f"{n}: {ACC_RESOLUTION / n:.3g}" for n in n_test) or "none"
+    return (f"a test error below the metric's resolution counts as it: accuracy {ACC_RESOLUTION:g}/n_test, half an "
+            f"error in the test set (n_test = {shown}); relative MSE {REL_MSE_FLOOR:g}, the stated floor")
+
+
 def _p_values(diff: protocol.PartResult, delta: float) -> tuple[float, float]:
     """(difference p, TOST p) of the paired per-seed differences, from the 95% Student-t
     interval the protocol printed (mean ``effect``, bounds ``lo, hi``, ``n`` pairs)."""
@@ -105,15 +144,32 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
                      "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
                      "why": render.reasons(diff.reasons or equiv.reasons), "choice": diff.choice,
-                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer)})
+                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer),
+                     "at_cap": _at_cap(diff.reasons or equiv.reasons)})
     table = pd.DataFrame(rows)
     # one family of comparisons: each part's difference and equivalence test
     adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
     table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
     table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
+    capped = (table["verdict"] == "inconclusive") & table["at_cap"].fillna("").astype(bool)
+    table.loc[capped, "reason"] = table.loc[capped, "at_cap"]
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
     return table
+
+
+def _at_cap(reasons: list[Reason], lr_max: float = LR_MAX) -> str:
+    """``"needs lr > 3.0: …"`` where the first rule that leaves the row open is an arm choosing
+    the largest lr of its grid at the cap (:data:`LR_MAX`: the lr-edge rounds stop there), else ``""``."""
+    from analysis.decision import Rule
+
+    first = reasons[0] if reasons else None
+    if first is None or first.rule is not Rule.LR_LARGEST or not first.values:
+        return ""
+    chosen = float(first.values[0])
+    if not rounds.at_cap(chosen, lr_max):
+        return ""
+    return f"needs lr > {lr_max}: `{first.arm}` at n_train={first.n_train} chose {chosen:.3g}, the largest tried"
 
 
 def _not_learned(reasons: list[Reason], mixer: str) -> bool:
@@ -436,9 +492,12 @@ def _runs(trials: list, store) -> pd.DataFrame:
 
 
 def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
-              store) -> tuple[list, int]:
-    """Extend the lr grid one ×√10 step past each edge a row's arm chose, up to
-    ``report.extend_lr`` rounds (none at ``scale=tiny``), with the report's rounds
+              store, lr_max: float = LR_MAX) -> tuple[list, int]:
+    """Extend the lr grid one ×√10 step past each edge a row's arm chose, round after round,
+    until every choice is interior (an lr past it diverging on every seed leaves it interior) or
+    the next step passes ``lr_max`` (a row still there reads "needs lr > 3.0"): as many rounds as
+    take the grid's largest lr to ``lr_max`` (:func:`analysis.rounds.steps_to`), at least
+    ``report.extend_lr`` (none at ``scale=tiny``), with the report's rounds
     (:func:`analysis.rounds.edge_rounds`, :func:`analysis.rounds.extension_trials`; phase
     ``lr_extension``). ``groups``: ``(grid trials, overrides they were composed with)``, the
     references' and the mixer's. Returns ``(the extension trials, the worst exit status of their
@@ -459,7 +518,8 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
     def build(_: str, edges: list) -> list:
         new: dict[str, Any] = {}
         for trials, cli in groups:
-            for t in rounds.extension_trials(edges, {t.trial_id: t for t in trials}, split_sweeps(cli)[0]):
+            for t in rounds.extension_trials(edges, {t.trial_id: t for t in trials}, split_sweeps(cli)[0],
+                                             lr_max=lr_max):
                 new.setdefault(t.trial_id, t)
         return list(new.values())
 
@@ -470,7 +530,8 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
         status[0] = max(status[0], _sweep(sc, new, groups[0][1], store))
         return -1 if status[0] == 2 else len(new)
 
-    cap = 0 if sc.scale.name == "tiny" else int(sc.report.extend_lr)  # tiny: a path check
+    top = max((float(t.config.train.lr) for t in grid), default=lr_max)
+    cap = 0 if sc.scale.name == "tiny" else max(int(sc.report.extend_lr), rounds.steps_to(top, lr_max))  # tiny: a path check
     rounds.edge_rounds(cap, {"": {t.trial_id for t in grid}}, read, edges_of, build, run)
     return added, status[0]
 
@@ -502,13 +563,14 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     if ext_status == 2:
         return 2
     trials = refs + mine + added
-    df = _runs(trials, store)
+    df = floored(_runs(trials, store))  # the zoo's and the scorecard's floor (error_floor)
     out = out_folder(runtime.cwd, mixer, sc.scale.name, [*rest, *runtime.sweeps])
     out.mkdir(parents=True, exist_ok=True)
     table, control = decide(df, parts, mixer), control_rows(df, parts)
     figures = _figures(df, out, sc.scale.name, mixer)
     extended = int((df["extends"].astype(str) != "").sum()) if "extends" in df else 0  # this run's and earlier ones'
-    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps])
+    header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps]) + \
+        f" The area's floor: {floor_words(df)}."
     text = page(mixer, table, control, symmetry_rows(df, (mine or [t for t in refs if t.variant == mixer])[0].config, mixer), figures, header)
     (out / "scorecard.md").write_text(text)
     table.to_csv(out / "scorecard.csv", index=False)

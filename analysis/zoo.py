@@ -6,7 +6,9 @@ as :mod:`analysis.scorecard` scores one mixer, all in ONE sweep in one store:
 
 1. **Pre-flight**, before any trial and before the store is opened: every arm is built on every
    task of the grid, its output shape checked and its symmetries measured on re-drawn weights
-   (:func:`harness.external_check.check`, :func:`harness.external_check.measure_redrawn`); the
+   (:func:`harness.external_check.check`, :func:`harness.external_check.measure_redrawn`) and
+   its causality (:func:`harness.external_check.causality_refusal`: a change at position t
+   changes no output before t, float64, re-drawn weights) must equal its ``causal``; the
    declared set must *equal* the measured one: a declared symmetry that does not hold (or cannot
    be measured: ``orthogonal_knowledge`` without ``rotate_``) and one that holds undeclared
    ("found, not declared") both refuse the run (exit 2, one line naming the arm).
@@ -14,7 +16,9 @@ as :mod:`analysis.scorecard` scores one mixer, all in ONE sweep in one store:
 3. The reference arms and every zoo arm as one sweep (:func:`analysis.scorecard._sweep`; trials
    already FINISHED in the store's experiment ``scorecard`` are skipped by trial id, so the
    references a scorecard ran are reused, and a second run or a resume runs only what is
-   missing), then the scorecard's lr-edge extension (:func:`analysis.scorecard.extend_lr`).
+   missing), then the scorecard's lr-edge extension (:func:`analysis.scorecard.extend_lr`: past
+   each chosen edge until the choice is interior, up to lr 3.0; a row still there reads "needs
+   lr > 3.0").
 4. The results bundle, ``<zoo.out>/zoo/``: ``runs.csv.gz`` (:mod:`analysis.bundle`: every run of
    exactly these trials, the ``arm`` column holding the zoo's names), ``symmetry.csv`` (each
    arm's parameters and init symmetry errors, the pre-flight's measurement) and ``plan.json``
@@ -84,6 +88,12 @@ def arms_of(cfg: DictConfig) -> list[dict]:
         arm.setdefault("kwargs", {})
         arm["kwargs"] = arm["kwargs"] or {}
         arm.setdefault("paper", "")
+        # the name is not part of a trial's id (harness.records.drop_neutral): two names for one
+        # class and kwargs would be one set of trials shown twice
+        same = next((a["name"] for a in arms[:i] if (a["target"], a["kwargs"]) == (arm["target"], arm["kwargs"])), None)
+        if same is not None:
+            raise ZooInputError(f"zoo.arms[{i}]: {arm['name']!r} is {same!r} again ({arm['target']} with "
+                                f"kwargs {arm['kwargs']}); a name is not part of a trial: give each arm its own kwargs")
     return arms
 
 
@@ -131,11 +141,14 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
 
     Raises:
         ZooInputError: (a mixer) it does not build, its output is not ``(B, n, d)``, or its
-            declared symmetries differ from the measured ones on some task; the line names the arm.
+            declared symmetries or its declared causality (its ``causal`` attribute; a change at
+            position t changes no output before t, measured in float64 on re-drawn weights)
+            differ from the measured ones on some task; the line names the arm.
     """
     import torch
 
-    from harness.external_check import TOLERANCE, check
+    from harness.external_check import TOLERANCE, causality_refusal, check, declared_causal
+    from harness.symmetry import CAUSAL_KEY
     from harness.models import build_model, count_parameters
     from harness.models.external import declared
     from tasks import build_task
@@ -165,10 +178,17 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
             shown = ", ".join(f"{s} {errors[k]:.1e}" for s, k in scorecard.SYMMETRY_KEYS.items())
             raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {'; '.join(said)} "
                                 f"(relative errors on re-drawn {dtype} weights: {shown}; tolerance {tol:g})")
+        try:
+            why, leak, _ = causality_refusal(model, task.d, task.n_max)
+        except ValueError as err:  # a causal that is not a bool
+            raise ZooInputError(f"zoo arm {name!r} ({target}): {err}") from err
+        if why and kind == "mixer":
+            raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {why}")
         if first is None:
             first = {"arm": name, "kind": kind, "task": trial.task, "d": task.d,
                      "params": count_parameters(model), "dtype": dtype, "tolerance": tol,
-                     "declared": ",".join(sorted(claims)), **errors}
+                     "declared": ",".join(sorted(claims)), **errors,
+                     "causal": declared_causal(model), CAUSAL_KEY: leak}
     return first
 
 

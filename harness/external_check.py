@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from harness.models.external import NAME, PROBE_B, PROBE_N, declared
-from harness.symmetry import measure, redraw_
+from harness.symmetry import causality_leak, measure, redraw_
 
 # Measured-symmetry tolerances (relative Frobenius error, harness.symmetry.measure): a claim
 # holds when its error is at most this. float64 round-off of an exact symmetry is ~1e-15 at the
@@ -53,6 +53,51 @@ def measure_redrawn(model: nn.Module, d: int, n_max: int) -> tuple[dict[str, flo
     return measure(probe, x, torch.Generator().manual_seed(4)), x.dtype
 
 
+def declared_causal(model: nn.Module) -> bool:
+    """Whether ``model`` declares itself causal: its ``causal`` attribute (the zoo's mixers take
+    it as a constructor argument; a built-in family's config has it), else its config's, else
+    not causal.
+
+    Raises:
+        ValueError: a ``causal`` that is not a bool (``"yes"``, 1) names the value.
+    """
+    value = getattr(model, "causal", getattr(getattr(model, "cfg", None), "causal", False))
+    if not isinstance(value, bool):
+        raise ValueError(f"causal must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def measure_causality(model: nn.Module, d: int, n_max: int) -> tuple[float, torch.dtype]:
+    """:func:`harness.symmetry.causality_leak` on a re-drawn copy of ``model`` (as
+    :func:`measure_redrawn`: float64 where the model runs in it), on ``(PROBE_B, min(PROBE_N,
+    n_max), d)``. Returns ``(the largest relative leak, dtype)``; at most ``TOLERANCE[dtype]``
+    is causal.
+
+    Raises:
+        ValueError: ``n_max < 2``.
+    """
+    x = torch.randn(PROBE_B, min(PROBE_N, n_max), d, generator=torch.Generator().manual_seed(3),
+                    dtype=torch.float64)
+    probe, x = _in_float64(model, x)
+    redraw_(probe, torch.Generator().manual_seed(2))
+    return causality_leak(probe, x, torch.Generator().manual_seed(5)), x.dtype
+
+
+def causality_refusal(model: nn.Module, d: int, n_max: int) -> tuple[str | None, float, torch.dtype]:
+    """``(None or why the declaration is false, the measured leak, dtype)``: a model declaring
+    ``causal`` whose earlier outputs move when a later token changes, or one that does not
+    declare it although none moves (found, not declared), is refused as a false symmetry is."""
+    said = declared_causal(model)
+    leak, dtype = measure_causality(model, d, n_max)
+    holds = leak <= TOLERANCE[dtype]
+    if said == holds:
+        return None, leak, dtype
+    what = ("declares causal, but a change at position t moved outputs before t" if said
+            else "found causal, not declared (causal = True)")
+    return (f"{what} (relative leak {leak:.1e} on re-drawn {str(dtype)[6:]} weights; "
+            f"tolerance {TOLERANCE[dtype]:g})"), leak, dtype
+
+
 def symmetry_table(errors: dict[str, float], dtype: torch.dtype, claims: frozenset[str]) -> dict[str, str]:
     """``{symmetry: "holds"|"does not hold"|"not measured"}`` plus ``declared``/``found``:
     a measured error at most ``TOLERANCE[dtype]`` holds."""
@@ -72,8 +117,9 @@ def check(cfg: Any, model: nn.Module, d: int, n_max: int) -> None:
     which hold without being declared ("found").
 
     Raises:
-        ValueError: a forward that raises or returns another shape than ``(B, n, d)``, or a
-            declared symmetry whose measured error exceeds the tolerance; names ``model.target``.
+        ValueError: a forward that raises or returns another shape than ``(B, n, d)``, a
+            declared symmetry whose measured error exceeds the tolerance, or a declared
+            ``causal`` whose earlier outputs move with a later token; names ``model.target``.
     """
     if getattr(cfg, "name", None) != NAME:
         return
@@ -96,6 +142,10 @@ def check(cfg: Any, model: nn.Module, d: int, n_max: int) -> None:
         raise ValueError(f"model.target={cfg.target!r} declares {sorted(refuted)} but the measured "
                          f"relative error on re-drawn {str(dtype)[6:]} weights is "
                          f"{', '.join(f'{s} {e:.1e}' for s, e in refuted.items())} > tolerance {tol:g}")
+    if declared_causal(model):  # a false causal declaration refuses as a false symmetry does
+        why, _, _ = causality_refusal(model, d, n_max)
+        if why:
+            raise ValueError(f"model.target={cfg.target!r} {why}")
     table = symmetry_table(errors, dtype, claims)
     key = repr((cfg, d, n_max))
     if key in _REPORTED:  # one line per model, not per trial

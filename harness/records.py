@@ -29,8 +29,11 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dr
 # (the trial's own seed, tasks/base.py); an explicit 0 keeps those trials' ids.
 # train.augment: the augmentation control (harness/augment.py); every earlier trial trained without.
 # task.label_noise: the teachers' training-target noise (tasks/teacher.py); 0 before it existed.
+# model.causal_mask, model.learned_positions: attention's causal and positional references for the
+# zoo (harness/models/attention.py); every earlier attention trial had neither.
 NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none",
-                                                ("task", "label_noise"): 0.0}
+                                                ("task", "label_noise"): 0.0, ("model", "causal_mask"): False,
+                                                ("model", "learned_positions"): False}
 
 
 # Keys inside a group that say how a trial runs, never what it is: left out of every identity.
@@ -38,11 +41,23 @@ NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("trai
 HOW_IT_RUNS: tuple[tuple[str, str], ...] = (("train", "compile"),)
 
 
+# A model from outside the package (model=external, or an installed plug-in, which is the same
+# config with its entry-point name as model.variant): model.variant is the name pages and MLflow
+# show, not what is trained. It is left out of the identity so that one class with one set of
+# kwargs is one trial under any name (a plug-in name reuses the runs an import path finished).
+# Built-in families have no model.variant key: their ids are unchanged.
+EXTERNAL_MODEL, DISPLAY_ONLY = "external", "variant"
+
+
 def drop_neutral(identity: dict[str, Any]) -> dict[str, Any]:
-    """``identity`` without the :data:`NEUTRAL_DEFAULTS` keys that sit at their neutral value
-    and without the :data:`HOW_IT_RUNS` keys (a shallow copy of each group it changes;
-    ``identity`` itself is left as it is)."""
+    """``identity`` without the :data:`NEUTRAL_DEFAULTS` keys that sit at their neutral value,
+    without the :data:`HOW_IT_RUNS` keys and, for an external model, without its display name
+    ``model.variant`` (a shallow copy of each group it changes; ``identity`` itself is left as
+    it is)."""
     out = dict(identity)
+    model = out.get("model")
+    if isinstance(model, dict) and model.get("name") == EXTERNAL_MODEL and DISPLAY_ONLY in model:
+        out["model"] = {k: v for k, v in model.items() if k != DISPLAY_ONLY}
     for group, key in HOW_IT_RUNS:
         if isinstance(out.get(group), dict) and key in out[group]:
             out[group] = {k: v for k, v in out[group].items() if k != key}

@@ -32,6 +32,40 @@ def _rel(a: Tensor, b: Tensor, ref: Tensor) -> float:
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(ref).clamp_min(1e-300))
 
 
+CAUSAL_KEY = "causality/leak_err"
+
+
+@torch.no_grad()
+def causality_leak(model: nn.Module, x: Tensor, generator: torch.Generator) -> float:
+    """How far a change at position ``t`` moves the outputs before ``t``: for every ``t`` in
+    ``1 … n−1``, the tokens ``t … n−1`` of ``x`` re-drawn (``generator``), the relative error
+    ``‖f(X')[:, :t] − f(X)[:, :t]‖ / ‖f(X)[:, :t]‖``; the largest over ``t``. 0 (to round-off)
+    for a causal mixer, O(1) for one whose outputs see later tokens.
+
+    Args:
+        model: any ``(B, n, d) → (B, n, d)`` module, any float dtype.
+        x: one batch ``(B, n, d)``, ``n ≥ 2``, of the model's dtype and device.
+        generator: a CPU generator for the re-drawn tokens.
+
+    Returns:
+        The largest relative error (a float ≥ 0); the model is left unchanged.
+
+    Raises:
+        ValueError: ``n < 2`` (no position has one before it).
+    """
+    n = x.shape[1]
+    if n < 2:
+        raise ValueError(f"causality needs n >= 2 tokens to change one after another, got n={n}")
+    out = model(x)  # (B, n, d)
+    worst = 0.0
+    for t in range(1, n):
+        changed = x.clone()
+        fresh = torch.randn(x.shape[0], n - t, x.shape[2], generator=generator, dtype=torch.float64)
+        changed[:, t:] = fresh.to(dtype=x.dtype, device=x.device)
+        worst = max(worst, _rel(model(changed)[:, :t], out[:, :t], out[:, :t]))
+    return worst
+
+
 def span_residual(x: Tensor, out: Tensor, knowledge: Tensor) -> float:
     """``‖(I − P) f(X)‖ / ‖f(X)‖`` with ``P`` the projector onto span of the input tokens and
     the knowledge columns, per sequence (paper.md C1, C3).

@@ -101,9 +101,11 @@ def _trial(*overrides: str):
 def test_composed_tracked_and_named_by_class(hydra_conf, outside):
     trial = _trial(f"model.target={LINEAR}", "model.kwargs.k=4")
     assert trial.variant == "LinearAttention[kwargs.k=4]"
-    assert trial.identity["model"] == {"name": "external", "target": LINEAR, "kwargs": {"k": 4}, "variant": ""}
+    # the display name model.variant is not identity (issue 63): one class and kwargs, one trial
+    assert trial.identity["model"] == {"name": "external", "target": LINEAR, "kwargs": {"k": 4}}
     assert _trial(f"model.target={LINEAR}", "model.kwargs.k=8").trial_id != trial.trial_id
-    assert _trial(f"model.target={LINEAR}", "model.variant=lin").variant == "lin"
+    named = _trial(f"model.target={LINEAR}", "model.kwargs.k=4", "model.variant=lin")
+    assert named.variant == "lin[kwargs.k=4]" and named.trial_id == trial.trial_id
     model = build_model(trial.config.model, 16, 8, torch.Generator().manual_seed(0))
     assert model.W_Q.shape == (4, 16)  # the kwarg reached the constructor
     with pytest.raises(SweepError, match="model.targt"):  # a typo in the schema's keys

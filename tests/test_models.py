@@ -39,7 +39,7 @@ EXTRA = [  # (preset, overrides): options that no preset names
 ]
 VARIANTS = [(p, ()) for p in PRESETS] + EXTRA
 IDS = [p + "".join(f"[{o.split('.', 1)[1]}]" for o in ov) for p, ov in VARIANTS]
-BOUNDED = {"mlp", "mixing", "transformer_pe"}  # presets with a maximum length n_max
+BOUNDED = {"mlp", "mixing", "transformer_pe", "softmax_pos"}  # presets with a maximum length n_max
 
 
 def make(preset: str, overrides: tuple[str, ...] = (), d: int = D, n_max: int = 17,
@@ -55,7 +55,7 @@ OK, ORTH, PERM = "orthogonal_knowledge", "orthogonal", "permutation"
 EXPECTED = {
     "general": {OK, PERM}, "general_nozg2": {OK, PERM}, "xg": {OK, PERM}, "xg_noknow": {OK, ORTH, PERM},
     "quad_sigma": {OK, PERM}, "quad_sigma_nonorm": {OK, PERM}, "relu_attention": {OK, PERM},
-    "softmax": {OK, PERM}, "softmax_unscaled": {OK, PERM}, "softmax_narrow": {OK, PERM}, "softmax_free": {OK, PERM},
+    "softmax": {OK, PERM}, "softmax_causal": {OK}, "softmax_pos": {OK}, "softmax_unscaled": {OK, PERM}, "softmax_narrow": {OK, PERM}, "softmax_free": {OK, PERM},
     "value": {OK, PERM},
     "value_lowrank": {OK, PERM}, "residual": {OK, PERM}, "multihead": {OK, PERM},
     "higher_order": {OK, PERM}, "higher_order_gram": {OK, PERM}, "higher_order_identity": {OK, PERM}, "zg2": {OK, PERM},

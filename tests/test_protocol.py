@@ -255,6 +255,32 @@ def test_extension_trials_step_past_the_edge_with_the_grid_trials_arm(hydra_conf
     assert {(t.config.seed, t.config.task.n_train) for t in new} == {(t.config.seed, 64) for t in grid}
     low = _extension_trials([{**edge, "side": "low"}], known, cli)
     assert {t.config.train.lr for t in low} == {0.00316}
+    # the zoo's and the scorecard's cap: a high edge whose next step passes lr_max is not extended
+    assert _extension_trials([edge], known, cli, lr_max=0.0316) == new  # 0.01·√10 prints as 0.0316: at the cap
+    assert _extension_trials([edge], known, cli, lr_max=0.02) == []
+    assert len(_extension_trials([{**edge, "side": "low"}], known, cli, lr_max=0.001)) == 2  # low side uncapped
+
+
+def test_lr_cap_rounds_reach_three_from_the_grids_top():
+    """issue 63: from 0.03 the rounds go 0.0949, 0.3, 0.949, 3 and stop; 3 printed from 0.949·√10
+    (3.0009) is the cap, not past it."""
+    from analysis.rounds import at_cap, steps_to
+
+    assert steps_to(0.03, 3.0) == 4 and steps_to(3.0, 3.0) == 0 and steps_to(0.3, 3.0) == 2
+    assert not at_cap(0.949, 3.0) and at_cap(3.0, 3.0) and not at_cap(3.0, None)
+    with pytest.raises(ValueError, match="lr=0"):
+        steps_to(0, 3.0)
+
+
+def test_a_row_at_the_lr_cap_reads_needs_a_larger_lr():
+    from analysis.decision import Reason, Rule
+    from analysis.scorecard import _at_cap
+
+    at = Reason(Rule.LR_LARGEST, arm="s4d", n_train=256, values=(3.0, 0.3, 0.949, 3.0))
+    assert _at_cap([at]) == "needs lr > 3.0: `s4d` at n_train=256 chose 3, the largest tried"
+    below = Reason(Rule.LR_LARGEST, arm="s4d", n_train=256, values=(0.949, 0.3, 0.949))
+    assert _at_cap([below]) == "" and _at_cap([]) == ""
+    assert _at_cap([Reason(Rule.DIVERGED, arm="s4d"), at]) == ""  # another rule leaves the row open first
 
 
 def test_choose_b_picks_the_arm_with_the_lowest_validation_error_never_test():

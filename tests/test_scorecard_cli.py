@@ -112,7 +112,8 @@ def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
 
     from analysis import scorecard
 
-    grid = [SimpleNamespace(trial_id="g")]
+    # the grid's top lr 0.3: two ×√10 rounds reach the cap 3.0 (analysis.rounds.steps_to)
+    grid = [SimpleNamespace(trial_id="g", config=SimpleNamespace(train=SimpleNamespace(lr=0.3)))]
     earlier = ["x1", "x2"]  # two rounds an earlier invocation ran, in the store
     read: list[set] = []
     monkeypatch.setattr(scorecard, "_runs", lambda trials, store: pd.DataFrame({"trial_id": ["g", *earlier]}))
@@ -123,9 +124,15 @@ def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
 
     monkeypatch.setattr(scorecard.protocol, "decide_part", decide)
     monkeypatch.setattr("analysis.rounds.extension_trials",
-                        lambda edges, known, cli: [SimpleNamespace(trial_id=f"x{edges[0]}")])
+                        lambda edges, known, cli, lr_max: [SimpleNamespace(trial_id=f"x{edges[0]}")])
     monkeypatch.setattr(scorecard, "_sweep", lambda sc, new, cli, store: 0)
     sc = OmegaConf.create({"scale": {"name": "default"}, "report": {"extend_lr": 2}})
     added, status = scorecard.extend_lr(sc, [{"a": "softmax"}], [(grid, [])], "m", store=None)
     assert read == [{"g"}, {"g", "x1"}]  # round 2 reads round 1's extension, never round 3's
     assert [t.trial_id for t in added] == ["x1", "x2"] and status == 0
+    # from 0.03 the rounds go on to 3.0 (0.0949, 0.3, 0.949, 3): four, past report.extend_lr
+    read.clear()
+    earlier[:] = ["x1", "x2", "x3", "x4", "x5"]
+    low = [SimpleNamespace(trial_id="g", config=SimpleNamespace(train=SimpleNamespace(lr=0.03)))]
+    added, _ = scorecard.extend_lr(sc, [{"a": "softmax"}], [(low, [])], "m", store=None)
+    assert [t.trial_id for t in added] == ["x1", "x2", "x3", "x4"]

@@ -33,6 +33,7 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     rows = [line for line in board.splitlines() if line.startswith("| ") and not line.startswith("| arm")]
     assert len(rows) == 2 + 4  # two mixers, four reference arms (softmax, W_V, best σ, MLP)
     assert "| orthogonal with knowledge, permutation |" in rows[1]  # linear attention, measured at init
+    assert "| orthogonal with knowledge, causal |" in rows[0]  # GLA's causality, declared and measured
     assert {p.name for p in (run / "out" / "zoo").iterdir()} == {
         "runs.csv.gz", "symmetry.csv", "plan.json", "gla_k4.md", "linear_attention.md"}
     assert rows[0].startswith("| [`gla_k4`](zoo/gla_k4.md) | Yang et al. 2023 | 320 |")  # W_Q, W_K, W_V, W_α (4 × 16) and W_O (16 × 4)
@@ -126,3 +127,18 @@ def test_a_zoo_out_that_is_a_file_is_refused_before_any_trial(tmp_path, invoke, 
         f"error: zoo.out='{out}' cannot be written: {tmp_path / 'afile'} is a file where a folder goes; "
         "name a folder (the leaderboard is zoo.md inside it)"], err[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_two_names_for_one_mixer_are_refused_before_any_trial():
+    """A name is not part of a trial's id (issue 63 item 5): two arms of one class and kwargs
+    would be one set of trials shown as two rows."""
+    from omegaconf import OmegaConf
+
+    from analysis.zoo import ZooInputError, arms_of
+
+    arm = {"target": "my_mixers.gated:GatedLinearAttention", "kwargs": {"k": 4}}
+    twice = OmegaConf.create({"zoo": {"arms": [{"name": "gla", **arm}, {"name": "gla_again", **arm}]}})
+    with pytest.raises(ZooInputError, match=r"zoo.arms\[1\]: 'gla_again' is 'gla' again"):
+        arms_of(twice)
+    other = OmegaConf.create({"zoo": {"arms": [{"name": "gla", **arm}, {"name": "gla_k8", **arm, "kwargs": {"k": 8}}]}})
+    assert [a["name"] for a in arms_of(other)] == ["gla", "gla_k8"]

@@ -199,3 +199,25 @@ def test_bad_options_raise(zoo):
                            ("gla", {"tau": 0.0}), ("s4d", {"N": 3}), ("s4d", {"h": 0})]:
         with pytest.raises(ValueError, match=next(iter(kwargs))):
             build(zoo[module], **kwargs)
+
+
+def test_s4d_powers_by_exp_stay_finite_where_the_state_matrix_underflows(zoo):
+    """The zoo's S4D diverged on a seed at every lr (issue 63): once Adam drove Re A to about
+    −e^13, Ā = exp(ΔA) underflowed to 0 in float32 and ``Ā ** 0`` (through log 0) was NaN.
+    ``powers="exp"`` computes exp(l ΔA): the same kernel where both are finite, finite where
+    ``pow`` is not."""
+    import torch
+
+    pow_, exp_ = build(zoo["s4d"]), build(zoo["s4d"], powers="exp")
+    exp_.load_state_dict(pow_.state_dict())
+    x = torch.randn(2, N_MAX, D, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(pow_(x), exp_(x), atol=1e-5)
+    with torch.no_grad():
+        for m in (pow_, exp_):
+            m.log_A_re[0, 0] = 13.0  # Re A = −e^13: exp(ΔA) underflows
+    assert not torch.isfinite(pow_(x)).all()
+    out = exp_(x)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and all(torch.isfinite(p.grad).all() for p in exp_.parameters() if p.grad is not None)
+    with pytest.raises(ValueError, match="powers='log' must be one of pow, exp"):
+        build(zoo["s4d"], powers="log")

@@ -24,6 +24,7 @@ class GatedLinearAttention(nn.Module):
     (larger: gates nearer 1, longer memory)."""
 
     symmetries = frozenset({"orthogonal_knowledge"})
+    causal = True  # output i reads tokens j ≤ i only; the zoo's pre-flight measures it
 
     def __init__(self, d: int, n_max: int, generator: torch.Generator, k: int = 8, tau: float = 16.0) -> None:
         super().__init__()

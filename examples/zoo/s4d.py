@@ -29,7 +29,8 @@ Shapes: ``W_in: (h, d)``, ``W_out: (d, h)``, ``log_dt: (h,)``, ``log_A_re, A_im,
 C_back_re, C_back_im: (h, N/2)``, ``D: (h,)``. The kernel is built for the ``n`` given: any ``n``
 is taken (no ``n_max`` bound).
 
-Errors: ``ValueError`` from the constructor for ``h < 1`` or an odd or non-positive ``N``.
+Errors: ``ValueError`` from the constructor for ``h < 1``, an odd or non-positive ``N``, or
+``powers`` not ``pow`` or ``exp`` (:meth:`S4D.vandermonde`).
 
 Symmetries (``rotate(f, Q)`` maps ``W_in ↦ W_in Qᵀ``, ``W_out ↦ Q W_out``; the SSM's parameters
 live in the ``h`` channels: unchanged):
@@ -55,15 +56,22 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 
+# How Ā^l is computed (S4D.vandermonde): "pow" as the zoo's first run, "exp" without log 0
+POWERS = ("pow", "exp")
+
+
 class S4D(nn.Module):
     """``(B, n, d) → (B, n, d)``; ``h``: the channels of the inner space; ``N``: the state size
     per channel (even: ``N/2`` conjugate pairs); ``causal``: one kernel, or forward plus backward."""
 
     def __init__(self, d: int, n_max: int, generator: torch.Generator, h: int = 8, N: int = 8,
-                 causal: bool = True) -> None:
+                 causal: bool = True, powers: str = "pow") -> None:
         super().__init__()
         if h < 1:
             raise ValueError(f"h={h} must be ≥ 1")
+        if powers not in POWERS:
+            raise ValueError(f"powers={powers!r} must be one of {', '.join(POWERS)}")
+        self.powers = powers
         if N < 2 or N % 2:
             raise ValueError(f"N={N} must be even and ≥ 2 (the state comes in conjugate pairs)")
 
@@ -93,12 +101,24 @@ class S4D(nn.Module):
         dtA = torch.exp(self.log_dt)[:, None] * A
         return torch.exp(dtA), (torch.exp(dtA) - 1) / A
 
+    def vandermonde(self, n: int) -> Tensor:
+        """``Ā_m^l: (h, N/2, n)``. ``pow``: ``Ā ** l``, which is NaN at ``l = 0`` once ``Ā``
+        underflows to 0 (complex ``0 ** 0`` goes through ``log 0``; an lr ≥ 0.1 drives ``Re A``
+        to −e^13 within a few hundred Adam steps, ``exp(ΔA)`` then underflows in float32: the
+        zoo's S4D diverged on a seed at every lr). ``exp``: ``exp(l ΔA)``, the same values
+        without the log (1 at l = 0, 0 past the underflow)."""
+        A_bar, _ = self.discrete()
+        l = torch.arange(n, device=A_bar.device, dtype=A_bar.real.dtype)
+        if self.powers == "pow":
+            return A_bar[..., None] ** l
+        A = torch.complex(-torch.exp(self.log_A_re), self.A_im)
+        return torch.exp((torch.exp(self.log_dt)[:, None] * A)[..., None] * l)
+
     def kernel(self, n: int, backward: bool = False) -> Tensor:
         """``K: (h, n)``, ``K_l = 2 Re Σ_m C_m B̄_m Ā_m^l`` (``C←`` for the backward kernel)."""
         A_bar, B_bar = self.discrete()
         C = torch.complex(self.C_back_re, self.C_back_im) if backward else torch.complex(self.C_re, self.C_im)
-        l = torch.arange(n, device=A_bar.device, dtype=A_bar.real.dtype)
-        powers = A_bar[..., None] ** l  # (h, N/2, n): Ā_m^l, the Vandermonde matrix
+        powers = self.vandermonde(n)  # (h, N/2, n): Ā_m^l, the Vandermonde matrix
         return 2 * torch.einsum("cm,cml->cl", C * B_bar, powers).real
 
     def mix(self, u: Tensor) -> Tensor:

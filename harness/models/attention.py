@@ -49,6 +49,10 @@ class AttentionConfig:
     value: bool = False  # learn W_V; off means V = X
     value_rank: int = 0  # 0: square W_V (d, d); r > 0: W_V = Z_v Z_uᵀ with Z_v, Z_u: (d, r)
     residual: bool = False  # F = X + attention(X)
+    # The zoo's fair references (issue 63); both default off and are left out of the trial id
+    # there (harness.records.NEUTRAL_DEFAULTS), so every attention trial keeps its id.
+    causal_mask: bool = False  # query i sees keys j ≤ i only: M4a against causal mixers
+    learned_positions: bool = False  # X + P[:n], P: (n_max, d) learned: M4a off its permutation symmetry
 
 
 class Attention(nn.Module):
@@ -69,12 +73,18 @@ class Attention(nn.Module):
 
     symmetries = frozenset({"orthogonal_knowledge", "permutation"})
 
-    def __init__(self, cfg: AttentionConfig, d: int, generator: torch.Generator) -> None:
+    def __init__(self, cfg: AttentionConfig, d: int, generator: torch.Generator, n_max: int = 0) -> None:
         super().__init__()
         if min(d, cfg.d1, cfg.k) <= 0 or cfg.value_rank < 0:
             raise ValueError(f"attention needs d, d1, k > 0 and value_rank >= 0, got d={d}, "
                              f"d1={cfg.d1}, k={cfg.k}, value_rank={cfg.value_rank}")
-        self.cfg, self.d = cfg, d
+        if cfg.learned_positions and n_max <= 0:
+            raise ValueError(f"attention with learned_positions needs n_max > 0, got n_max={n_max}")
+        self.cfg, self.d, self.n_max = cfg, d, n_max
+        # a causal mask or positions tie the output to the tokens' order (theory.md, C7)
+        self.symmetries = frozenset({"orthogonal_knowledge"}) if cfg.causal_mask or cfg.learned_positions \
+            else type(self).symmetries
+        self.causal = cfg.causal_mask  # declared, and measured (harness.external_check.causality_refusal)
         std = 1.0 / math.sqrt(d)
         if cfg.knowledge is Knowledge.qk:
             self.W_Q = normal(generator, cfg.d1, d, std=std)
@@ -88,6 +98,8 @@ class Attention(nn.Module):
         elif cfg.value:
             self.Z_v = normal(generator, d, cfg.value_rank, std=1 / math.sqrt(cfg.value_rank))
             self.Z_u = normal(generator, d, cfg.value_rank, std=std)
+        # drawn last: without positions every other parameter is drawn as before
+        self.P = normal(generator, n_max, d, std=0.1 / math.sqrt(d)) if cfg.learned_positions else None  # rows: embedding vectors
 
     def quadratic_form(self) -> tuple[Tensor, Tensor, float]:
         """``(Z, W, c)`` with scores ``A = c · Yt W Ytᵀ``, ``Yt = x @ Z`` (paper.md §6, C4).
@@ -113,10 +125,19 @@ class Attention(nn.Module):
             yt = x @ self.Z  # (B, n, k): the paper's Yᵀ
             a = yt @ self.W @ yt.transpose(-1, -2)  # (B, n, n): A_ij = y_iᵀ W y_j
             a = a / math.sqrt(self.cfg.k) if self.cfg.scale else a
-        return mix_weights(a, self.cfg.sigma, self.cfg.length_norm)
+        return mix_weights(a, self.cfg.sigma, self.cfg.length_norm, self.cfg.causal_mask)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Map ``x: (B, n, d)`` to ``(B, n, d)``."""
+        """Map ``x: (B, n, d)`` to ``(B, n, d)``.
+
+        Raises:
+            ValueError: with ``learned_positions``, ``n > n_max`` (no position row for it).
+        """
+        if self.P is not None:
+            n = x.shape[1]
+            if n > self.n_max:
+                raise ValueError(f"attention with learned_positions supports n <= n_max={self.n_max}, got n={n}")
+            x = x + self.P[:n]  # (B, n, d): every use of the tokens sees their positions
         if self.W_V is not None:
             v = x @ self.W_V.T  # (B, n, d)
         elif self.Z_v is not None:
@@ -133,6 +154,8 @@ class Attention(nn.Module):
             return self.W_V.detach()
         if self.Z_v is not None:
             return self.Z_v.detach()
+        if self.P is not None:  # V = X + P: the position rows join the tokens' span
+            return self.P.detach().T  # (d, n_max)
         ref = self.W_Q if self.cfg.knowledge is Knowledge.qk else self.Z
         return ref.new_zeros(self.d, 0)
 
@@ -149,3 +172,5 @@ class Attention(nn.Module):
         if self.Z_v is not None:
             rotate_out_(self.Z_v, q)
             rotate_out_(self.Z_u, q)
+        if self.P is not None:
+            rotate_in_(self.P, q)  # rows are embedding vectors: p ↦ Q p

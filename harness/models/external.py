@@ -11,6 +11,10 @@ code the package does not own can only be named by where it lives, so the one en
 * optional ``symmetries``: the subset of ``orthogonal_knowledge``, ``orthogonal``,
   ``permutation`` it claims; each claim is measured before any trial (:func:`check`) and a
   refuted one stops the invocation (exit 2).
+* optional ``causal``: ``True`` when output ``i`` reads tokens ``j ≤ i`` only; a true claim is
+  measured before any trial (a change at position t changes no output before t, float64,
+  :func:`harness.external_check.causality_refusal`) and a false one stops the invocation; the
+  zoo also refuses a causal mixer that does not declare it.
 * optional ``rotate_(Q)``: transform its embedding-space parameters in place so that
   ``rotate(f, Q)(QX) = Q f(X)`` (paper.md §9, C4); without it ``orthogonal_knowledge`` is not
   measured.
@@ -50,7 +54,8 @@ class ExternalConfig:
     # error when built: not MISSING, so that an ablation grid can set it like any value)
     target: str = ""
     kwargs: Dict[str, Any] = field(default_factory=dict)  # constructor keyword arguments
-    variant: str = ""  # the name MLflow and the plots show; default: the class name
+    variant: str = ""  # the name MLflow and the plots show; default: the class name. Not part of the
+    # trial id (harness.records.drop_neutral): a plug-in name reuses the runs of its import path
 
 
 def load_target(target: str) -> type:

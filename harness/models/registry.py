@@ -68,7 +68,7 @@ MODELS: dict[str, ModelEntry] = {
     "general": ModelEntry(GeneralConfig, lambda c, d, n_max, g: General(c, d, g)),
     "xg": ModelEntry(XGConfig, lambda c, d, n_max, g: XG(c, d, g)),
     "xg_noknow": ModelEntry(GramConfig, lambda c, d, n_max, g: Gram(c, d, g)),
-    "attention": ModelEntry(AttentionConfig, lambda c, d, n_max, g: Attention(c, d, g)),
+    "attention": ModelEntry(AttentionConfig, lambda c, d, n_max, g: Attention(c, d, g, n_max)),
     "multihead": ModelEntry(MultiheadConfig, lambda c, d, n_max, g: MultiheadAttention(c, d, g)),
     "higher_order": ModelEntry(HigherOrderConfig, lambda c, d, n_max, g: HigherOrder(c, d, g)),
     "zg2": ModelEntry(ZG2Config, lambda c, d, n_max, g: ZG2(c, d, g)),
