@@ -213,14 +213,6 @@ def _failed_batch_commits_nothing(db_store) -> None:
 
 
 
-def test_the_batched_writer_keeps_its_contract_on_postgresql(hydra_conf, pg_store):
-    """The three in-process checks above on PostgreSQL written directly (``FOR UPDATE`` where
-    SQLite has ``BEGIN IMMEDIATE``): one test, as the server is a process (the e2e tier)."""
-    _reads_as_one_written_through_the_client(pg_store)
-    for how in ("closed", "heartbeat"):
-        _in_flight_commits_nothing(pg_store, how)
-    _failed_batch_commits_nothing(pg_store)
-
 
 KILLED_DRIVER = r"""
 import sys, time
@@ -259,13 +251,28 @@ tracker.finish_trials([(r, Outcome(t, result, None, "n"), []) for r, t in zip(ru
 
 
 @pytest.mark.e2e  # a driver process SIGKILLed inside a batch is what it tests
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, kind, request, tmp_path):
+def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_rerun(hydra_conf, db_store):
     """A driver SIGKILLed inside a batch's transaction (its params, tags and metrics inserted,
     not committed) leaves those runs RUNNING without a row of the batch; the next invocation,
     once the lease expired, closes them as stale and reruns exactly the two trials whose batch
     did not commit."""
-    db_store = request.getfixturevalue("db_store" if kind == "sqlite" else "pg_store")
+    _killed_inside_a_batch(db_store, hydra_conf)
+
+
+@pytest.mark.e2e  # the session's PostgreSQL server and a killed driver are processes
+def test_the_batched_writer_keeps_its_contract_on_postgresql(hydra_conf, pg_store):
+    """The checks above on PostgreSQL written directly (``FOR UPDATE`` where SQLite has
+    ``BEGIN IMMEDIATE``), in one test as each needs the server: the same store read as one
+    written through the client, a batch in flight when its lease is lost, a refused batch, and
+    a driver killed inside a batch."""
+    _reads_as_one_written_through_the_client(pg_store)
+    for how in ("closed", "heartbeat"):
+        _in_flight_commits_nothing(pg_store, how)
+    _failed_batch_commits_nothing(pg_store)
+    _killed_inside_a_batch(pg_store, hydra_conf)
+
+
+def _killed_inside_a_batch(db_store, hydra_conf) -> None:
     import os
     import signal
     import subprocess
