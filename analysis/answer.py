@@ -209,7 +209,7 @@ def _key(result: protocol.PartResult) -> tuple:
     """Results that are the same comparison (the same trials) share this key: the analysis's
     ``shared_with`` where set, else equal arms, task, value, sizes, seeds and numbers."""
     s = result.spec
-    return (s["task"], s["a"], s["b"], s["value"], result.n_train, result.seeds,
+    return (s["task"], s["a"], s["b"], s["value"], result.sizes, result.paired, result.expected,
             round(float(result.effect), 12) if not math.isnan(result.effect) else None,
             round(float(result.lo95), 12) if not math.isnan(result.lo95) else None)
 
@@ -443,7 +443,7 @@ class Trust:
     those that lose their verdict there (claim, part, verdict → at scale; None
     without a scale column), and the deciding parts against the distinct comparisons."""
 
-    confirmed: tuple[int, int, tuple[str, ...], int] | None
+    confirmed: tuple[int, int, tuple[tuple[int, ...], ...], int] | None  # (parts, of, each part's paired seeds, same)
     marked: int
     deciding: int
     models: tuple[str, ...]
@@ -462,7 +462,7 @@ def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mappi
     if not stab.empty and "decided_on" in stab:
         block = stab[stab["decided_on"] == "confirmation"]
         same = int((block["exploratory"] == block["confirmation"]).sum())
-        seeds = sorted({protocol.seed_span(r.paired) for r in deciding if r.paired and
+        seeds = sorted({r.paired for r in deciding if r.paired and
                         (r.spec["claim"], r.spec["name"]) in set(zip(block["claim"], block["part"]))})
         confirmed = (len(block), len(stab), tuple(seeds), same)
     marked = sum((r.spec["claim"], r.spec["name"]) in rereg for r in deciding)

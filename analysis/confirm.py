@@ -75,13 +75,13 @@ def _arms(df: pd.DataFrame, part: Any) -> list[protocol.PartResult]:
         ca, cb = result.spec["control"]
         out.append(protocol.decide_part(df, {**result.spec, "a": ca, "b": cb, "control": [], "choose_b": [],
                                              "role": "control"}))
-    return [r for r in out if r.n_train]
+    return [r for r in out if r.sizes]
 
 
 def _chosen(df: pd.DataFrame, result: protocol.PartResult) -> pd.DataFrame:
     """The rows of the part's two arms at their chosen lr and the decided sizes."""
     spec = result.spec
-    sizes = [float(n) for n in str(result.n_train).split(", ") if n]
+    sizes = [float(n) for n in result.sizes]
     rows = df[(df["task"] == spec["task"]) & df["arm"].isin([spec["a"], spec["b"]])]
     if spec.get("readout") and "task.readout" in rows:  # the registered readout, as the part decides
         rows = rows[rows["task.readout"].astype(str) == spec["readout"]]

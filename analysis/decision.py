@@ -306,3 +306,46 @@ class ClaimVerdict:
     verdict: str
     combined: Combined
     unstable: Unstable | None = None
+
+
+class Method(Enum):
+    """The interval a part's test reads (paper.md §13 step 3): a difference's paired Student-t
+    95% interval, a two-sided equivalence's TOST (paired t, 90% interval), a one-sided
+    equivalence's upper 90% bound against δ."""
+
+    T95 = "difference"
+    TOST90 = "tost"
+    ONE_SIDED90 = "one-sided"
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """A block's paired seeds and how many each arm was meant to have (``expected`` None: no
+    size was decided, so nothing was paired)."""
+
+    paired: tuple[int, ...] = ()
+    expected: int | None = None
+
+
+@dataclass(frozen=True)
+class LrChoice:
+    """An arm's lr chosen on validation at one size (step 1): the chosen lr, the grid it was
+    chosen from (sorted) and the other lrs that reached the same validation error (validation
+    loss broke the tie)."""
+
+    chosen: float
+    grid: tuple[float, ...]
+    ties: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How ``b`` was chosen among a part's ``choose_b`` arms on validation: the candidates,
+    the one chosen, the size compared at and each candidate's seed-mean validation error there
+    (in ``among``'s order); ``n_train`` None: no size where every candidate has an eligible lr,
+    so the first was taken."""
+
+    among: tuple[str, ...]
+    best: str
+    n_train: int | None = None
+    means: tuple[float, ...] = ()

@@ -91,7 +91,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import stats
-from analysis.decision import BlownUp, Check, Combined, Conditions, Control, Interval, Reason, Robust, Rule, Step
+from analysis.decision import (BlownUp, Check, Choice, Combined, Conditions, Control, Interval, LrChoice, Method,
+                               Reason, Robust, Rule, Step)
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, OBSERVED = "supported", "contradicted", "inconclusive", "—"
 PRECONDITIONS = (Step.NOT_LEARNED, Step.BUDGET, Step.DIVERGED, Step.LR_EDGE)
@@ -110,20 +111,21 @@ class PartResult:
     spec: dict[str, Any]
     verdict: str
     reasons: list[Reason] = field(default_factory=list)  # why inconclusive (preconditions, data)
-    n_train: str = ""  # the decided size(s)
-    seeds: str = ""  # the paired seeds, e.g. "0–4 (5 of 5)"
+    sizes: tuple[int, ...] = ()  # the decided size(s), n_train
+    expected: int | None = None  # the seeds each arm was meant to have (None: not paired yet; the paired: ``paired``)
     mean_a: float = np.nan
     mean_b: float = np.nan
     effect: float = np.nan  # mean of d = value(b) − value(a)
     lo: float = np.nan
     hi: float = np.nan
-    method: str = ""
+    method: Method | None = None  # the interval read (step 3)
+    method_p: float = np.nan  # TOST's p-value (Method.TOST90), else NaN
     preconditions: dict[Step, Check] = field(default_factory=dict)  # precondition → its check
-    lr: dict[str, str] = field(default_factory=dict)  # arm → "chosen of grid"
+    lr: dict[str, LrChoice] = field(default_factory=dict)  # "arm @ n_train" → the lr chosen, its grid, ties
     lr_chosen: dict[str, float] = field(default_factory=dict)  # "arm @ n_train" → the chosen lr
     edges: list[dict[str, Any]] = field(default_factory=list)  # arms to extend past an edge
     test_alone: str = ""  # what the interval alone would say, where a precondition failed
-    choice: str = ""  # how b was chosen among the part's choose_b arms (on validation)
+    choice: Choice | None = None  # how b was chosen among the part's choose_b arms (on validation)
     lo95: float = np.nan  # the 95% interval (an equivalence's contradiction test; = lo, hi for a difference)
     hi95: float = np.nan
     p: float = np.nan  # p-value for contradiction (p_contradiction), unadjusted
@@ -215,20 +217,9 @@ def _usable(df: pd.DataFrame, value: str) -> pd.DataFrame:
     return ok[~stats.diverged(ok)]
 
 
-def seed_span(seeds: Any) -> str:
-    """Seeds as a reader writes them: a run ``2000–2009``, else a list ``0,2,3``."""
-    s = sorted(int(x) for x in seeds)
-    return f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
-
-
-def _seed_text(seeds: list, expected: int) -> str:
-    if not seeds:
-        return f"none of {expected}"
-    return f"{seed_span(seeds)} ({len(seeds)} of {expected})"
-
-
-def _fmt_lr(x: float) -> str:
-    return f"{x:.3g}"
+def _sizes_name(sizes: Any) -> str:
+    """Training-set sizes as a :class:`Reason` names them (``"64, 256"``): data, not a sentence."""
+    return ", ".join(str(int(n)) for n in sizes)
 
 
 def _reference(rows: pd.DataFrame) -> tuple[float, str]:
@@ -291,28 +282,29 @@ def _edge(rows: pd.DataFrame, bound: float | None) -> tuple[Rule | None, str | N
     return None, None
 
 
-def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, str, Reason | None]:
-    """(verdict before preconditions, lo, hi, method, the rule that leaves it open or None)."""
+def _test(d: np.ndarray, spec: Mapping[str, Any]) -> tuple[str, float, float, Method, float, Reason | None]:
+    """(verdict before preconditions, lo, hi, method, TOST's p or NaN, the rule that leaves it
+    open or None)."""
     delta = float(spec["delta"])
     if spec["test"] == "difference":
         _, lo, hi = stats.t_interval(d, 0.95)
         verdict = SUPPORTED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
-        return verdict, lo, hi, "paired Student-t 95%", None if verdict != INCONCLUSIVE else Reason(Rule.INCLUDES_ZERO)
+        return verdict, lo, hi, Method.T95, np.nan, None if verdict != INCONCLUSIVE else Reason(Rule.INCLUDES_ZERO)
     if int(spec["sides"]) == 2:
         result = stats.tost(d, delta)
         _, lo95, hi95 = stats.t_interval(d, 0.95)
         outside = lo95 > delta or hi95 < -delta
         verdict = SUPPORTED if result["equivalent"] else CONTRADICTED if outside else INCONCLUSIVE
         why = None if verdict != INCONCLUSIVE else Reason(Rule.STRADDLES_DELTA)
-        return verdict, result["lo"], result["hi"], f"TOST (paired t 90%), p = {result['p']:.2g}", why
+        return verdict, result["lo"], result["hi"], Method.TOST90, float(result["p"]), why
     _, lo90, hi90 = stats.t_interval(d, 0.90)
     _, lo95, _ = stats.t_interval(d, 0.95)
     verdict = SUPPORTED if hi90 < delta else CONTRADICTED if lo95 > delta else INCONCLUSIVE
     why = None if verdict != INCONCLUSIVE else Reason(Rule.ONE_SIDED_OPEN, values=(hi90, lo95))
-    return verdict, lo90, hi90, "one-sided paired t (90% interval, upper bound vs δ)", why
+    return verdict, lo90, hi90, Method.ONE_SIDED90, np.nan, why
 
 
-def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, str]:
+def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, Choice]:
     """The arm among ``arms`` with the lowest seed-mean validation error (``val/best_error``)
     at the largest ``task.n_train`` they all have, each at its lr chosen on validation (paper.md
     §13: a choice among arms is made on validation too), and a line saying so. Test metrics are
@@ -323,19 +315,18 @@ def choose_arm(df: pd.DataFrame, task: str, arms: list[str]) -> tuple[str, str]:
     sizes = [set(chosen[chosen["arm"] == arm]["task.n_train"]) for arm in arms]
     common = sorted(set.intersection(*sizes)) if sizes and all(sizes) else []
     if not common:
-        return arms[0], f"b: no size where every candidate {arms} has an eligible lr; took `{arms[0]}`"
+        return arms[0], Choice(tuple(arms), arms[0])
     at = chosen[chosen["task.n_train"] == common[-1]]
     crit = "val/best_error" if "val/best_error" in at else "val/error"
     means = at.groupby("arm", dropna=False)[crit].mean().reindex(arms)
     best = str(means.idxmin())
-    listed = ", ".join(f"`{arm}` {means[arm]:.3g}" for arm in arms)
-    return best, f"b chosen on validation at n_train={int(common[-1])}: `{best}` ({listed})"
+    return best, Choice(tuple(arms), best, int(common[-1]), tuple(float(means[arm]) for arm in arms))
 
 
-def _resolve(df: pd.DataFrame, part: Any) -> tuple[dict[str, Any], str]:
+def _resolve(df: pd.DataFrame, part: Any) -> tuple[dict[str, Any], Choice | None]:
     """The part's spec with ``b`` chosen among ``choose_b`` on validation (where given)."""
     spec = spec_dict(part)
-    chose = ""
+    chose = None
     if spec["choose_b"] and not df.empty:
         spec["b"], chose = choose_arm(df, spec["task"], spec["choose_b"])
     return spec, chose
@@ -399,7 +390,7 @@ def arm_values(df: pd.DataFrame, task: str, arm: str, value: str = "auc") -> tup
         never raises for missing data.
     """
     ok, at, missing = chosen_runs(df, task, arm, value)
-    text = ", ".join(str(int(n)) for n in at)
+    text = _sizes_name(at)
     if missing:
         return pd.Series(dtype=float), text, missing
     if value == "auc" and len(at) < 2:
@@ -425,12 +416,11 @@ def chosen_runs(df: pd.DataFrame, task: str, arm: str, value: str = "error") -> 
     return _usable(chosen[chosen["task.n_train"].isin(at)], value), at, None
 
 
-def _lr_line(g: pd.DataFrame) -> str:
-    """'chosen of grid', plus the lrs it tied with on validation error."""
+def _lr_choice(g: pd.DataFrame) -> LrChoice:
+    """The chosen lr, its grid and the lrs it tied with on validation error."""
     lr_at = float(g["lr_chosen"].iloc[0])
-    others = [_fmt_lr(t) for t in _ties(g) if not np.isclose(t, lr_at)]
-    return f"{_fmt_lr(lr_at)} of {[_fmt_lr(x) for x in g['lr_grid'].iloc[0]]}" + \
-        (f" (tied on validation error with {', '.join(others)}; validation loss chose)" if others else "")
+    return LrChoice(lr_at, tuple(float(x) for x in g["lr_grid"].iloc[0]),
+                    tuple(float(t) for t in _ties(g) if not np.isclose(t, lr_at)))
 
 
 def _edge_check(result: PartResult, pre: dict[Step, list[Reason]], g: pd.DataFrame, arm: str, n: Any,
@@ -454,7 +444,7 @@ def _arm_checks(result: PartResult, pre: dict[Step, list[Reason]], mine: pd.Data
     """Per size of one arm: the chosen lr line, *lr at grid edge* and *budget-limited*."""
     spec = result.spec
     for n, g in mine.dropna(subset=["lr_chosen"]).groupby("task.n_train", dropna=False):
-        result.lr[f"{arm} @ {int(n)}"] = _lr_line(g)
+        result.lr[f"{arm} @ {int(n)}"] = _lr_choice(g)
         result.lr_chosen[f"{arm} @ {int(n)}"] = float(g["lr_chosen"].iloc[0])
         if check_edge:
             _edge_check(result, pre, g, arm, n, spec["lr_bound"])
@@ -501,13 +491,13 @@ def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[Rea
             for arm, mean in judged if not (mean <= ref - delta)]
 
 
-def _arm_mean(df: pd.DataFrame, spec: Mapping[str, Any], arm: str, n_train: str) -> float:
+def _arm_mean(df: pd.DataFrame, spec: Mapping[str, Any], arm: str, sizes: tuple[int, ...]) -> float:
     """An arm's seed-mean test value at its chosen lr and the part's decided size (NaN if none)."""
     rows, missing = _arm_rows(df, {**spec, "a": arm, "b": arm})
-    if missing or not n_train:
+    if missing or not sizes:
         return np.nan
     chosen = stats.select_lr(rows, group=("task", "arm", "task.n_train")).dropna(subset=["lr_chosen"])
-    at = chosen[chosen["task.n_train"].isin([float(n) for n in n_train.split(", ")])]
+    at = chosen[chosen["task.n_train"].isin([float(n) for n in sizes])]
     return float(_usable(at, spec["value"])[spec["value"]].mean()) if not at.empty else np.nan
 
 
@@ -523,9 +513,9 @@ def _power(df: pd.DataFrame, result: PartResult, check_edge: bool) -> list[Reaso
     if steps and result.mean_a >= 1 - delta and result.mean_b >= 1 - delta:
         fails.append(Reason(Rule.AT_BUDGET, values=means))
     if spec["floor"]:
-        floor = _arm_mean(df, spec, spec["floor"], result.n_train)
+        floor = _arm_mean(df, spec, spec["floor"], result.sizes)
         if np.isnan(floor):
-            fails.append(Reason(Rule.FLOOR_MISSING, arm=str(spec["floor"]), names=(result.n_train,)))
+            fails.append(Reason(Rule.FLOOR_MISSING, arm=str(spec["floor"]), names=(_sizes_name(result.sizes),)))
         elif abs(result.mean_a - floor) <= delta and abs(result.mean_b - floor) <= delta:
             fails.append(Reason(Rule.AT_FLOOR, arm=str(spec["floor"]), values=(floor,)))
     if len(spec["control"]) != 2:
@@ -554,7 +544,7 @@ def _verdict(result: PartResult, pairs: pd.DataFrame, pre: dict[Step, list[Reaso
     pairs = pairs.sort_index()
     d = (pairs[spec["b"]] - pairs[spec["a"]]).to_numpy(float)
     result.d = tuple(float(x) for x in d)
-    verdict, result.lo, result.hi, result.method, why = _test(d, spec)
+    verdict, result.lo, result.hi, result.method, result.method_p, why = _test(d, spec)
     result.effect = float(d.mean())
     _, result.lo95, result.hi95 = stats.t_interval(d, 0.95)
     result.se = float(d.std(ddof=1) / np.sqrt(d.size))
@@ -674,7 +664,7 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
     if not common:
         return _no_size(result, pre)
     at = common if value == "auc" else [common[-1]]
-    result.n_train = ", ".join(str(int(n)) for n in at)
+    result.sizes = tuple(int(n) for n in at)
     per_arm: dict[str, pd.Series] = {}
     used = []
     for arm in (a, b):
@@ -689,10 +679,10 @@ def _decide(df: pd.DataFrame, part: Any, expected_seeds: int | None, check_edge:
             result.params[arm] = float(pd.to_numeric(ok["n_params"], errors="coerce").max())
         _arm_checks(result, pre, mine, arm, check_edge)
     if value == "auc" and len(at) < 2:
-        result.reasons = [Reason(Rule.AUC_SIZES, names=(result.n_train,))]
+        result.reasons = [Reason(Rule.AUC_SIZES, names=(_sizes_name(result.sizes),))]
         return result
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
-    result.seeds = _seed_text(list(pairs.index), expected_seeds or max(len(s) for s in per_arm.values()))
+    result.expected = int(expected_seeds or max(len(s) for s in per_arm.values()))
     result.n_pairs, result.paired = len(pairs), tuple(sorted(int(x) for x in pairs.index))
     result.mean_a, result.mean_b = float(per_arm[a].mean()), float(per_arm[b].mean())
     paired = pd.concat(used)

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from analysis.decision import (Block, Check, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label, Move, Reason,
-                               Remedy, Robust, Rule, Step, Unstable)
+from analysis.decision import (Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label,
+                               LrChoice, Method, Move, Reason, Remedy, Robust, Rule, Seeds, Step, Unstable)
 
 if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
     from analysis.answer import Augmentation, Line, Row, Trust
@@ -249,6 +249,57 @@ def short_label(spec: Mapping[str, Any]) -> str:
     arms = f"`{spec['a']}` vs `{spec['b']}`"
     whole = ":" in str(spec["name"]) and len(lead) <= 30 and lead.count("(") == lead.count(")")
     return f"{lead}, {arms}" if whole else f"{arms} on {spec['task']}"
+
+
+# ----------------------------------------------------------------------------- a part's measurement
+def seed_span(seeds: Iterable[Any]) -> str:
+    """Seeds as a reader writes them: a run ``2000–2009``, else a list ``0,2,3``."""
+    s = sorted(int(x) for x in seeds)
+    return f"{s[0]}–{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 1 else ",".join(map(str, s))
+
+
+def seeds(paired: Sequence[int], expected: int | None) -> str:
+    """The paired seeds of a part with how many each arm was meant to have: ``0–4 (5 of 5)``;
+    empty where nothing was paired yet (``expected`` None: no size decided), ``none of 5``
+    where none paired."""
+    if expected is None:
+        return ""
+    return f"{seed_span(paired)} ({len(paired)} of {expected})" if paired else f"none of {expected}"
+
+
+def block_seeds(s: Any) -> str:
+    """A stability-table cell of :class:`~analysis.decision.Seeds` (anything else as it is)."""
+    return seeds(s.paired, s.expected) if isinstance(s, Seeds) else s
+
+
+def sizes(values: Sequence[int]) -> str:
+    """The decided training-set sizes: ``256``, or ``64, 256, 1024`` for an area."""
+    return ", ".join(str(int(n)) for n in values)
+
+
+METHOD_WORDS = {Method.T95: "paired Student-t 95%", Method.TOST90: "TOST (paired t 90%), p = {p:.2g}",
+                Method.ONE_SIDED90: "one-sided paired t (90% interval, upper bound vs δ)"}
+
+
+def method(m: Method | None, p: float = math.nan) -> str:
+    """The interval a part's test read, with TOST's p-value; empty where no test ran."""
+    return METHOD_WORDS[m].format(p=p) if m is not None else ""
+
+
+def lr_choice(c: LrChoice) -> str:
+    """``0.01 of ['0.001', '0.003', '0.01', '0.03']``, with the lrs it tied with on validation."""
+    tied = f" (tied on validation error with {', '.join(lr(t) for t in c.ties)}; validation loss chose)" if c.ties else ""
+    return f"{lr(c.chosen)} of {[lr(x) for x in c.grid]}" + tied
+
+
+def choice(c: Choice | None) -> str:
+    """How ``b`` was chosen among the part's candidates on validation (empty: no choice)."""
+    if c is None:
+        return ""
+    if c.n_train is None:
+        return f"b: no size where every candidate {list(c.among)} has an eligible lr; took `{c.best}`"
+    listed = ", ".join(f"`{arm}` {m:.3g}" for arm, m in zip(c.among, c.means))
+    return f"b chosen on validation at n_train={c.n_train}: `{c.best}` ({listed})"
 
 
 # ----------------------------------------------------------------------------- the stability table
@@ -491,7 +542,7 @@ def trust(t: Trust) -> str:
     if t.confirmed is not None:
         n, of, seeds, same = t.confirmed
         out.append(f"{n} of {of} deciding parts are decided on a confirmation block (seeds "
-                   f"{', '.join(seeds) or '–'}, fresh evaluation sets, each arm at the lr frozen from the "
+                   f"{', '.join(sorted({seed_span(p) for p in seeds})) or '–'}, fresh evaluation sets, each arm at the lr frozen from the "
                    f"exploratory block, so neither the lr nor the verdict was chosen on those seeds); {same} of "
                    f"them get the same label on the exploratory seeds.")
     if t.marked:

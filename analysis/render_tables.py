@@ -93,12 +93,13 @@ def part_rows(results: list[protocol.PartResult], tiny: bool,
         rows.append(f"| {i}. {s['name']} ({s['role']}){_rereg(s, rereg)}{shared} | `{s['a']}` {_num(r.mean_a)} vs "
                     f"`{s['b']}` {_num(r.mean_b)} | {_num(r.effect)} [{_num(r.lo)}, {_num(r.hi)}] | "
                     f"{s['delta']} | {verdict} |")
-        lrs = "<br>".join(([r.choice] if r.choice else []) + [f"{k}: {v}" for k, v in r.lr.items()]) or "–"
+        lrs = "<br>".join(([render.choice(r.choice)] if r.choice else [])
+                          + [f"{k}: {render.lr_choice(v)}" for k, v in r.lr.items()]) or "–"
         pre = render.checks(r.preconditions) or "–"
         detail += [f"{i}. **{s['name']}** ({s['role']}): {kind} on {_value_name(s)}; task `{s['task']}`, n_train "
-                   f"{r.n_train or '–'}, seeds {r.seeds or '–'}",
+                   f"{render.sizes(r.sizes) or '–'}, seeds {render.seeds(r.paired, r.expected) or '–'}",
                    f"   * arms: `{s['a']}`{_params(r, s['a'])} vs `{s['b']}`{_params(r, s['b'])}",
-                   f"   * interval: {r.method or '–'}{_also95(r)}; p for contradiction (Holm within the "
+                   f"   * interval: {render.method(r.method, r.method_p) or '–'}{_also95(r)}; p for contradiction (Holm within the "
                    f"claim): {_p_text(r)}",
                    f"   * preconditions: {pre}", f"   * lr chosen (of grid): {lrs}"]
         if r.control:  # an equivalence's power: its known-different pair, the same test (paper.md §13)
@@ -236,7 +237,7 @@ def budget(compared: list[tuple[dict[str, Any], protocol.PartResult, protocol.Pa
         e1, v1 = cell(one)
         e4, v4 = cell(many)
         moved = "no" if one.verdict == many.verdict else "**yes**"
-        rows.append(f"| {spec['claim']} | {spec['name']} | {spec['task']} · {one.n_train or '–'} | "
+        rows.append(f"| {spec['claim']} | {spec['name']} | {spec['task']} · {render.sizes(one.sizes) or '–'} | "
                     f"{e1} | {v1} | {e4} | {v4} | {moved} |")
     return head + rows if rows else []
 
@@ -280,7 +281,7 @@ def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
         for b in blocks:
             if f"{b}_runs" not in r or not r[f"{b}_runs"] or pd.isna(r[f"{b}_runs"]):
                 continue
-            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": r[f"{b}_seeds"] or "–",
+            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": render.block_seeds(r[f"{b}_seeds"]) or "–",
                          "steps": r[f"{b}_steps"] or "–", "readout": r[f"{b}_readout"] or "–",
                          "lr": r[f"{b}_lr"] or "–", "runs": int(r[f"{b}_runs"])})
     return pd.DataFrame(rows).to_markdown(index=False) if rows else "No block has runs."

@@ -140,10 +140,10 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
         p_diff, p_tost = _p_values(diff, float(spec["delta"]))
         shown = diff.spec["b"] if not spec.get("choose_b") else f"{spec['b']}: {diff.spec['b']}"
         rows.append({"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
-                     "n_train": diff.n_train, "seeds": diff.seeds, "mixer": diff.mean_a,
+                     "n_train": render.sizes(diff.sizes), "seeds": render.seeds(diff.paired, diff.expected), "mixer": diff.mean_a,
                      "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
                      "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
-                     "why": render.reasons(diff.reasons or equiv.reasons), "choice": diff.choice,
+                     "why": render.reasons(diff.reasons or equiv.reasons), "choice": render.choice(diff.choice),
                      "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer),
                      "at_cap": _at_cap(diff.reasons or equiv.reasons)})
     table = pd.DataFrame(rows)
@@ -310,7 +310,8 @@ def control_rows(df: pd.DataFrame, parts: list[dict]) -> pd.DataFrame:
         worse, better = spec["control"]
         res = protocol.decide_part(df, {**spec, "a": better, "b": worse, "control": [], "choose_b": [],
                                         "test": "difference", "role": "control"})
-        rows.append({"task": spec["task"], "a": better, "b": worse, "n_train": res.n_train, "seeds": res.seeds,
+        rows.append({"task": spec["task"], "a": better, "b": worse, "n_train": render.sizes(res.sizes),
+                     "seeds": render.seeds(res.paired, res.expected),
                      "mean_a": res.mean_a, "mean_b": res.mean_b, "effect": res.effect, "lo": res.lo,
                      "hi": res.hi, "verdict": res.verdict, "why": render.reasons(res.reasons)})
     return pd.DataFrame(rows, columns=["task", "a", "b", "n_train", "seeds", "mean_a", "mean_b", "effect",

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import phases, protocol, render
-from analysis.decision import Block, Conditions, Flip, Interval, Move, Moved, Reason, Rule, Unstable
+from analysis.decision import Block, Conditions, Flip, Interval, Move, Moved, Reason, Rule, Seeds, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
@@ -186,7 +186,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     for name, r in results.items():
         frame = blocks.get(name, pd.DataFrame())
         ran = bool(r.n_runs) or not _empty(r)  # an empty block says "–", never a verdict
-        row.update({f"{name}": r.verdict if ran else "–", f"{name}_seeds": r.seeds, f"{name}_runs": r.n_runs,
+        row.update({f"{name}": r.verdict if ran else "–", f"{name}_seeds": Seeds(r.paired, r.expected), f"{name}_runs": r.n_runs,
                     f"{name}_steps": ",".join(sorted({str(int(s)) for s in frame.get(STEPS, pd.Series(dtype=float)).dropna()})),
                     f"{name}_readout": ",".join(sorted({str(x) for x in frame.get(READOUT, pd.Series(dtype=str)).dropna()})),
                     f"{name}_lr": _lr_text(r)})
@@ -266,6 +266,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
     if "scale" in frame:
         frame = frame.assign(scale=frame["scale"].map(render.scale_verdict))
+    frame = frame.assign(**{c: frame[c].map(render.block_seeds) for c in frame if c.endswith("_seeds")})
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
     flat.to_csv(path, index=False)
     return path

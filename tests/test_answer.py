@@ -19,8 +19,9 @@ def _part(claim, name, a, b, verdict, effect, lo95, hi95, *, test="difference", 
           test_alone="", role="deciding", value="error"):
     spec = spec_dict({"claim": claim, "name": name, "task": task, "a": a, "b": b, "test": test, "sides": sides,
                       "delta": delta, "role": role, "value": value, "readout": readout})
-    n_pairs = int(seeds.split("(")[1].split(" of")[0]) if "(" in seeds else 0
-    return PartResult(spec, verdict, list(reasons), n_train="1024", seeds=seeds, n_pairs=n_pairs, mean_a=mean[0], mean_b=mean[1],
+    paired = tuple(range(int(seeds.split("–")[0]), int(seeds.split("–")[1].split(" ")[0]) + 1)) if "–" in seeds else ()
+    return PartResult(spec, verdict, list(reasons), sizes=(1024,), expected=10, paired=paired, n_pairs=len(paired),
+                      mean_a=mean[0], mean_b=mean[1],
                       effect=effect, lo=lo95, hi=hi95, lo95=lo95, hi95=hi95, se=se, test_alone=test_alone)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import protocol, render, stats
-from analysis.decision import Rule, Step
+from analysis.decision import Method, Rule, Step
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from analysis.trials import arm_label, restrict, swept_axes
 from harness.expansion import Trial
@@ -73,7 +73,7 @@ def test_difference_and_equivalence_verdicts():
     assert protocol.decide_part(df, _part()).verdict == SUPPORTED
     assert protocol.decide_part(df, _part(a="b", b="a")).verdict == CONTRADICTED
     two = protocol.decide_part(df, _part(test="equivalence", sides=2))
-    assert two.verdict == CONTRADICTED and two.method.startswith("TOST")
+    assert two.verdict == CONTRADICTED and two.method is Method.TOST90 and render.method(two.method, two.method_p).startswith("TOST")
     close = _runs({"a": 0.100, "b": 0.101, "w": 0.3})  # w: the positive control's worse arm
     assert protocol.decide_part(close, _part(test="equivalence", sides=2, control=["a", "w"])).verdict == SUPPORTED
     # one-sided: a does not beat b by δ or more: true when a is worse, false when far better
@@ -81,7 +81,8 @@ def test_difference_and_equivalence_verdicts():
                                 reference=0.9)).verdict in (SUPPORTED, INCONCLUSIVE)
     assert protocol.decide_part(df, _part(test="equivalence", sides=1)).verdict == CONTRADICTED
     result = protocol.decide_part(df, _part())
-    assert result.n_train == "256" and result.seeds == "0–4 (5 of 5)"
+    assert result.sizes == (256,) and result.paired == (0, 1, 2, 3, 4) and result.expected == 5
+    assert render.seeds(result.paired, result.expected) == "0–4 (5 of 5)"
     assert result.effect == pytest.approx(0.2, abs=0.01)
     assert all(c.ok for c in result.preconditions.values())
 
@@ -157,7 +158,8 @@ def test_an_edge_lr_that_won_only_the_tie_break_does_not_bind():
     df.loc[a, "val/best_loss"] = 1.0 / df.loc[a, "train.lr"]  # the largest lr has the smallest loss
     result = protocol.decide_part(df, _part())
     assert result.preconditions[Step.LR_EDGE].ok and result.edges == []
-    assert "tied on validation error with 0.001, 0.003" in result.lr["a @ 256"], result.lr
+    assert result.lr["a @ 256"].ties == (0.001, 0.003), result.lr
+    assert "tied on validation error with 0.001, 0.003" in render.lr_choice(result.lr["a @ 256"])
     df.loc[a & (df["train.lr"] < max(LRS)), "val/best_error"] = 0.05
     result = protocol.decide_part(df, _part())
     assert "largest" in _pre(result, Step.LR_EDGE)
@@ -178,7 +180,7 @@ def test_missing_pairs_are_counted_not_dropped_silently():
     df = _runs({"a": 0.10, "b": 0.30})
     df.loc[(df["arm"] == "b") & (df["seed"] == 4), "status"] = "FAILED"
     result = protocol.decide_part(df, _part())
-    assert result.seeds == "0–3 (4 of 5)"
+    assert result.paired == (0, 1, 2, 3) and render.seeds(result.paired, result.expected) == "0–3 (4 of 5)"
 
 
 def test_pooled_axes_are_refused():
@@ -191,7 +193,7 @@ def test_pooled_axes_are_refused():
 def test_auc_part_pairs_seeds_across_sizes():
     df = _runs({"a": 0.10, "b": 0.30}, sizes=(64, 256, 1024))
     result = protocol.decide_part(df, _part(value="auc", delta=0.1))
-    assert result.verdict == SUPPORTED and result.n_train == "64, 256, 1024"
+    assert result.verdict == SUPPORTED and result.sizes == (64, 256, 1024)
     assert result.effect == pytest.approx(np.log(0.3) - np.log(0.1), abs=0.05)
     one = protocol.decide_part(_runs({"a": 0.1, "b": 0.3}, sizes=(256,)), _part(value="auc", delta=0.1))
     assert one.verdict == INCONCLUSIVE and "≥ 2 sizes" in render.reason(one.reasons[0])
@@ -291,10 +293,11 @@ def test_choose_b_picks_the_arm_with_the_lowest_validation_error_never_test():
     df = stats.add_error(df)
     result = protocol.decide_part(df, _part(b="best σ", choose_b=["exp", "tanh", "relu"],
                                             test="equivalence", sides=1))
-    assert result.spec["b"] == "exp" and "`exp`" in result.choice and "validation" in result.choice
+    assert result.spec["b"] == "exp" and result.choice.best == "exp" and result.choice.among == ("exp", "tanh", "relu")
+    assert "`exp`" in render.choice(result.choice) and "validation" in render.choice(result.choice)
     assert result.mean_b == pytest.approx(0.11, abs=0.01)
     best, why = protocol.choose_arm(df, "t", ["tanh", "relu"])
-    assert best == "relu" and "n_train=256" in why
+    assert best == "relu" and why.n_train == 256 and "n_train=256" in render.choice(why)
 
 
 def test_budget_reruns_lengthen_the_chosen_lr_and_are_kept_apart(hydra_conf):

@@ -58,7 +58,7 @@ def test_blocks_are_split_by_seed_steps_and_readout():
 def test_a_stable_part_has_one_verdict_everywhere_and_its_slack():
     row = stability.stability_row(stability.split_blocks(_all(), 600, "scaled"), PART)
     assert [row[k] for k in ("exploratory", "confirmation", "x4", "readout=tied")] == [SUPPORTED] * 4
-    assert row["decided_on"] == "confirmation" and row["confirmation_seeds"] == "1000–1009 (10 of 10)"
+    assert row["decided_on"] == "confirmation" and render.block_seeds(row["confirmation_seeds"]) == "1000–1009 (10 of 10)"
     assert row["confirmation_lr"] == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
     assert row["confirmation_steps"] == "600" and row["readout=tied_readout"] == "tied" and row["readout_moved"] == []
     assert row["support_delta"] > 2 and row["support_se"] > 2 and row["contradict_delta"] < 0
@@ -287,12 +287,12 @@ def test_a_deciding_part_is_decided_on_its_block_and_nothing_leaks_into_the_expl
 
     df = _phased().drop(columns="expected")
     first, block = verdicts.decide_both(_conf(), df, PART)
-    assert first.seeds.startswith("0–4") and first.n_runs == 10  # grid seeds at the chosen lr only
-    assert block is not None and block.seeds.startswith("1000–1009") and block.n_runs == 20
+    assert first.paired == (0, 1, 2, 3, 4) and first.n_runs == 10  # grid seeds at the chosen lr only
+    assert block is not None and block.paired == tuple(range(1000, 1010)) and block.n_runs == 20
     # one lr per arm on the block (an edge of its one-point grid): the lr edge is the exploratory block's to judge
     assert block.edges == [] and block.preconditions[Step.LR_EDGE].ok
     deciding, observed = verdicts.decide_parts({"abl": _conf()}, {"abl": df})
-    assert deciding.seeds == block.seeds and observed.seeds == first.seeds  # an observation stays exploratory
+    assert deciding.paired == block.paired and observed.paired == first.paired  # an observation stays exploratory
     _, none = verdicts.decide_both(_conf(), df[~df["seed"].isin(CONFIRM)], PART)
     assert none is None
 
