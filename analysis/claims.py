@@ -15,6 +15,7 @@ The statistical parts (S rows) are pre-registered in the ablation files and deci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable
 
 import numpy as np
@@ -27,13 +28,41 @@ EXACT_TOL, BROKEN_TOL, TRAINED_TOL = 1e-10, 1e-3, 1e-4
 PASSED, FAILED, INCOMPLETE = "passed", "failed", "incomplete"
 
 
+class Measure(Enum):
+    """What kind of measurement an exact check read (:class:`Measured`)."""
+
+    ERRORS = "each preset's float64 error"
+    VALUE = "one float64 measurement"
+    RUNS = "a metric over recorded runs"
+    PAIRS = "paired runs' relative difference"
+    WORDS = "the enumerated words"
+    NO_RUNS = "no runs (with the named metric)"
+    NOT_MEASURED = "not measured"
+    NO_PAIRS = "no paired runs"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The numbers behind an exact check, worded by :func:`analysis.render_tables.measured`:
+    ``name`` the measurement's key (ERRORS, VALUE, NOT_MEASURED), the runs' description (RUNS),
+    the optimiser (PAIRS) or the missing metric (NO_RUNS, empty: no runs at all); ``values`` the
+    (preset, error) pairs (ERRORS), the value (VALUE), (min, max) (RUNS), (max, median) (PAIRS);
+    ``n`` runs, pairs or words; ``counts`` the words by number of Y factors (WORDS)."""
+
+    kind: Measure
+    name: str = ""
+    values: tuple = ()
+    n: int = 0
+    counts: tuple[tuple[int, int], ...] = ()
+
+
 @dataclass
 class Part:
     """One decided part of a claim: what was checked, the verdict, and the numbers behind it."""
 
     what: str
     verdict: str
-    evidence: str
+    evidence: Measured
 
 
 @dataclass
@@ -76,8 +105,8 @@ def symmetry_part(what: str, presets: list[str], key: str, holds: bool) -> Calla
         ok = (errs <= EXACT_TOL) if holds else (errs > BROKEN_TOL)
         verdict = (INCONCLUSIVE if len(errs) < len(presets)  # a preset was not measured
                    else SUPPORTED if ok.all() else CONTRADICTED)
-        shown = ", ".join(f"`{p}` {e:.1e}" for p, e in errs.items())
-        return Part(what, verdict, f"{key.split('/')[1]}: {shown}")
+        return Part(what, verdict, Measured(Measure.ERRORS, key.split("/")[1],
+                                            tuple((str(p), float(e)) for p, e in errs.items())))
     return check
 
 
@@ -89,9 +118,9 @@ def identity_part(what: str, key: str, holds: bool) -> Callable[[Evidence], Part
     def check(ev: Evidence) -> Part:
         value = ev.counterexample.get(key)
         if value is None:
-            return Part(what, INCONCLUSIVE, f"{key} not measured")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NOT_MEASURED, key))
         ok = value <= EXACT_TOL if holds else value > BROKEN_TOL
-        return Part(what, SUPPORTED if ok else CONTRADICTED, f"{key.split('/', 1)[1]}: {value:.1e}")
+        return Part(what, SUPPORTED if ok else CONTRADICTED, Measured(Measure.VALUE, key.split("/", 1)[1], (float(value),)))
     return check
 
 
@@ -102,19 +131,19 @@ def runs_part(what: str, ablation: str, select: Callable[[pd.DataFrame], pd.Data
     def check(ev: Evidence) -> Part:
         df = ev.runs.get(ablation)
         if df is None or df.empty:
-            return Part(what, INCONCLUSIVE, "no runs")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_RUNS))
         try:
             df = select(df)
         except KeyError as err:  # a metric the selection needs was never logged
-            return Part(what, INCONCLUSIVE, f"no runs with {err}")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_RUNS, str(err)))
         if metric not in df:
-            return Part(what, INCONCLUSIVE, f"no runs with {metric}")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_RUNS, metric))
         values = stats.finished(df, metric)[metric]
         if values.empty:
-            return Part(what, INCONCLUSIVE, "no runs")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_RUNS))
         verdict = SUPPORTED if rule(values) else CONTRADICTED
-        return Part(what, verdict, f"{describe}: {len(values)} runs, min {values.min():.3g}, "
-                                   f"max {values.max():.3g}")
+        return Part(what, verdict, Measured(Measure.RUNS, describe, (float(values.min()), float(values.max())),
+                                            len(values)))
     return check
 
 
@@ -130,7 +159,7 @@ def pairs_part(what: str, optimizer: str, equal: bool) -> Callable[[Evidence], P
     def check(ev: Evidence) -> Part:
         df = ev.runs.get("rotation")
         if df is None or df.empty:
-            return Part(what, INCONCLUSIVE, "no runs")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_RUNS))
         ok = stats.finished(df, "test/loss")
         ok = ok[(ok["train.optimizer"] == optimizer) & (ok["variant"] != "coordwise")]
         keys = ["variant", "seed"]
@@ -138,12 +167,11 @@ def pairs_part(what: str, optimizer: str, equal: bool) -> Callable[[Evidence], P
         b = ok[ok["task.rotation"] == "retrain"][keys + ["test/loss"]]
         pairs = a.merge(b, on=keys, suffixes=("_none", "_retrain"))
         if pairs.empty:
-            return Part(what, INCONCLUSIVE, "no paired runs")
+            return Part(what, INCONCLUSIVE, Measured(Measure.NO_PAIRS))
         rel = (pairs["test/loss_retrain"] - pairs["test/loss_none"]).abs() / pairs["test/loss_none"].abs()
         holds = bool((rel <= 1e-6).all()) if equal else bool((rel > 1e-6).any())
         return Part(what, SUPPORTED if holds else CONTRADICTED,
-                    f"{len(pairs)} pairs ({optimizer}): relative |Δ test loss| max {rel.max():.2g}, "
-                    f"median {np.median(rel):.2g}")
+                    Measured(Measure.PAIRS, optimizer, (float(rel.max()), float(np.median(rel))), len(pairs)))
     return check
 
 
@@ -152,7 +180,7 @@ def fip_part(ev: Evidence) -> Part:
     counts = dict(sorted(ev.fip["y_counts"].items()))
     verdict = SUPPORTED if ev.fip["all_even_alternating"] else CONTRADICTED
     return Part("every length-free n×n product of Y, Yᵀ, W (≤ 6 factors) is even and alternating",
-                verdict, f"{len(ev.fip['words'])} words; by number of Y factors: {counts}")
+                verdict, Measured(Measure.WORDS, n=len(ev.fip["words"]), counts=tuple(counts.items())))
 
 
 def check(claim: Claim, ev: Evidence) -> tuple[str, list[Part]]:

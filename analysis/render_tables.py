@@ -21,6 +21,7 @@ from analysis import calibration as calibration_of
 from analysis import health as health_of
 from analysis import protocol, render, render_prose
 from analysis import verdicts as verdicts_of
+from analysis.claims import Measure, Measured
 from analysis.decision import Step
 
 if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
@@ -345,8 +346,26 @@ def claims(cs: Sequence[ClaimResult], path_check: bool, rereg: dict[tuple[str, s
         if c.checks:
             out["evidence"] += ["Exact checks (implementation, not evidence):", "",
                                 "| check | status | measured |", "|---|---|---|",
-                                *[f"| {p.what} | {p.verdict} | {p.evidence} |" for p in c.checks], ""]
+                                *[f"| {p.what} | {p.verdict} | {measured(p.evidence)} |" for p in c.checks], ""]
     return out
+
+
+MEASURED_WORDS = {
+    Measure.ERRORS: lambda m: f"{m.name}: " + ", ".join(f"`{p}` {e:.1e}" for p, e in m.values),
+    Measure.VALUE: lambda m: f"{m.name}: {m.values[0]:.1e}",
+    Measure.RUNS: lambda m: f"{m.name}: {m.n} runs, min {m.values[0]:.3g}, max {m.values[1]:.3g}",
+    Measure.PAIRS: lambda m: (f"{m.n} pairs ({m.name}): relative |Δ test loss| max {m.values[0]:.2g}, "
+                              f"median {m.values[1]:.2g}"),
+    Measure.WORDS: lambda m: f"{m.n} words; by number of Y factors: {dict(m.counts)}",
+    Measure.NO_RUNS: lambda m: f"no runs with {m.name}" if m.name else "no runs",
+    Measure.NOT_MEASURED: lambda m: f"{m.name} not measured",
+    Measure.NO_PAIRS: lambda m: "no paired runs",
+}
+
+
+def measured(m: Measured) -> str:
+    """What an exact check measured (:class:`analysis.claims.Measured`), as its table cell."""
+    return MEASURED_WORDS[m.kind](m)
 
 
 # ----------------------------------------------------------------------------- the ablations

@@ -58,7 +58,7 @@ def test_c2_fails_when_an_identity_is_violated_and_is_incomplete_unmeasured(meas
     broken = {**measured, "c2/m2_equivariance_err": 0.3}  # e.g. M2 given a fixed-basis weight
     status, parts = check(C2, _evidence(broken))
     assert status == FAILED
-    assert [p.verdict for p in parts if "m2_equivariance" in p.evidence] == [CONTRADICTED]
+    assert [p.verdict for p in parts if "m2_equivariance" in p.evidence.name] == [CONTRADICTED]
     invisible = {**measured, "c2/mlp_err": 1e-16}  # a baseline that no longer breaks it
     assert check(C2, _evidence(invisible))[0] == FAILED
     assert check(C2, _evidence({}))[0] != PASSED
