@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from analysis import curves, lengths, plots, stats, tables
+from analysis import curves, lengths, plots, render_tables, stats, tables
 
 MAX_CURVES = 8
 CURVES_PICK = ("per task × arm, the FINISHED run that did not diverge with the largest n_train, then "
@@ -56,7 +56,7 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = tables.write_table(_counts(df), out / "counts")
+    paths = render_tables.write_table(_counts(df), out / "counts")
     if runs_csv:
         df.to_csv(out / "runs.csv", index=False)
         paths.insert(0, out / "runs.csv")
@@ -66,12 +66,12 @@ def write_all(df: pd.DataFrame, out: Path, tracking_uri: str | None = None,
         return paths
     look = dict(ablation=ablation, scale=scale, axes=axes, formats=formats)
     paths += plots.sample_efficiency(data, out / "sample_efficiency", **look)
-    paths += tables.write_table(tables.sample_efficiency_table(data), out / "sample_efficiency_table",
-                                caption=tables.SAMPLE_EFFICIENCY_CAPTION)
+    paths += render_tables.write_table(tables.sample_efficiency_table(data), out / "sample_efficiency_table",
+                                       caption=render_tables.SAMPLE_EFFICIENCY_CAPTION)
     if not lengths.per_length(stats.finished(data)).empty:
         paths += plots.length_generalisation(data, out / "length_generalisation", **look)
     if any(c.startswith("symmetry/") for c in data.columns):
-        paths += tables.write_table(tables.symmetry_table(data, by=("task", "arm")), out / "symmetry")
+        paths += render_tables.write_table(tables.symmetry_table(data, by=("task", "arm")), out / "symmetry")
     for name, (column, figure) in SPECIAL.items():
         if column in data and (figures is None or name in figures):
             try:

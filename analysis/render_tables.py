@@ -12,6 +12,7 @@ elsewhere (:class:`analysis.protocol.PartResult`, :class:`analysis.reporting.Rep
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -19,7 +20,8 @@ import pandas as pd
 
 from analysis import calibration as calibration_of
 from analysis import health as health_of
-from analysis import protocol, render, render_prose
+from analysis import curves, protocol, render, render_prose, stats
+from analysis import tables as tables_of
 from analysis import verdicts as verdicts_of
 from analysis.claims import Measure, Measured
 from analysis.decision import Step
@@ -349,6 +351,37 @@ def claims(cs: Sequence[ClaimResult], path_check: bool, rereg: dict[tuple[str, s
                                 *[f"| {p.what} | {p.verdict} | {measured(p.evidence)} |" for p in c.checks], ""]
     return out
 
+
+
+# ----------------------------------------------------------------------------- an ablation's tables
+SAMPLE_EFFICIENCY_CAPTION = (
+    "Per task and arm, at the learning rate chosen on validation (`lr`: the one at the largest "
+    f"n_train). `error_n<N>`: test error at n_train = N, {stats.LOG_T_INTERVAL}. `auc_log_error`: per seed, "
+    "the trapezoid area under log(error) against log(n_train), divided by the log-width of the "
+    "n_train range (the mean log error over the range; errors floored at 1e-6; lower is better); "
+    "`slope`: per seed, the OLS slope of log(error) on log(n_train); for these two [lo, hi] is a "
+    f"{curves.T_INTERVAL} interval. `n_to_target_boot`: the smallest n_train at which the "
+    "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached; the smallest n_train = "
+    "already reached there, an upper bound), with a 95% "
+    "percentile bootstrap interval over seeds. Only FINISHED, non-diverged runs are used (`used`); "
+    "the others are counted. n=N: the seeds an estimate has; with fewer than "
+    f"{stats.MIN_SEEDS} there is no interval (\"n=2, no interval\").")
+
+
+def write_markdown(df: pd.DataFrame, out: Path, caption: str | None = None) -> Path:
+    """Write ``df`` to ``<out>.md`` as a GitHub pipe table (:func:`analysis.tables.for_markdown`:
+    each estimate with its interval), ``caption`` a paragraph above it; returns the path."""
+    md = Path(out).with_suffix(".md")
+    md.parent.mkdir(parents=True, exist_ok=True)
+    text = tables_of.for_markdown(df).to_markdown(index=False) + "\n"
+    md.write_text(f"{caption}\n\n{text}" if caption else text)
+    return md
+
+
+def write_table(df: pd.DataFrame, out: Path, caption: str | None = None) -> list[Path]:
+    """``df`` as ``<out>.csv`` (:func:`analysis.tables.write_csv`) and ``<out>.md``
+    (:func:`write_markdown`); returns ``[csv, md]``."""
+    return [tables_of.write_csv(df, out), write_markdown(df, out, caption)]
 
 MEASURED_WORDS = {
     Measure.ERRORS: lambda m: f"{m.name}: " + ", ".join(f"`{p}` {e:.1e}" for p, e in m.values),

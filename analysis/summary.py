@@ -66,7 +66,7 @@ def drawing(name: str, trials: Sequence[Trial], store_uri: str, scale: str | Non
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per task × arm of the runs ``df`` (:func:`analysis.curves.prepare`'s contract):
     ``task``, ``arm``, ``metric`` (what ``error`` is: test relative MSE or 1 − test accuracy),
-    ``lr`` (chosen on validation), ``error_n<N>`` (+ ``_lo``/``_hi``, :data:`tables.SAMPLE_EFFICIENCY_CAPTION`)
+    ``lr`` (chosen on validation), ``error_n<N>`` (+ ``_lo``/``_hi``, :data:`analysis.render_tables.SAMPLE_EFFICIENCY_CAPTION`)
     and the counts :data:`COUNTS`. Empty if no usable run has an error."""
     data = curves.prepare(df)
     if curves.usable(data).empty:

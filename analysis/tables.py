@@ -19,20 +19,6 @@ import pandas as pd
 from analysis import curves, stats
 from analysis.curves import SIZE
 
-SAMPLE_EFFICIENCY_CAPTION = (
-    "Per task and arm, at the learning rate chosen on validation (`lr`: the one at the largest "
-    f"n_train). `error_n<N>`: test error at n_train = N, {stats.LOG_T_INTERVAL}. `auc_log_error`: per seed, "
-    "the trapezoid area under log(error) against log(n_train), divided by the log-width of the "
-    "n_train range (the mean log error over the range; errors floored at 1e-6; lower is better); "
-    "`slope`: per seed, the OLS slope of log(error) on log(n_train); for these two [lo, hi] is a "
-    f"{curves.T_INTERVAL} interval. `n_to_target_boot`: the smallest n_train at which the "
-    "seed-mean error reaches `target` (log–log interpolation; ∞ = never reached; the smallest n_train = "
-    "already reached there, an upper bound), with a 95% "
-    "percentile bootstrap interval over seeds. Only FINISHED, non-diverged runs are used (`used`); "
-    "the others are counted. n=N: the seeds an estimate has; with fewer than "
-    f"{stats.MIN_SEEDS} there is no interval (\"n=2, no interval\").")
-
-
 def symmetry_table(df: pd.DataFrame, by: Sequence[str] = ("variant",)) -> pd.DataFrame:
     """Mean measured equivariance errors (every ``symmetry/*`` column) per ``by`` group over the
     FINISHED, non-diverged runs (claims C1–C7; errors are relative, ~1e-7 in fp32 means exact),
@@ -172,13 +158,10 @@ def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_table(df: pd.DataFrame, out: Path, caption: str | None = None) -> list[Path]:
-    """Write ``df`` to ``<out>.csv`` (numbers as they are) and ``<out>.md`` (:func:`for_markdown`,
-    a GitHub pipe table, with ``caption`` as a paragraph above it); returns ``[csv, md]``."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    csv, md = out.with_suffix(".csv"), out.with_suffix(".md")
+def write_csv(df: pd.DataFrame, out: Path) -> Path:
+    """Write ``df`` to ``<out>.csv``, numbers as they are (its Markdown twin, with its caption:
+    :func:`analysis.render_tables.write_markdown`); returns the path."""
+    csv = Path(out).with_suffix(".csv")
+    csv.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(csv, index=False)
-    text = for_markdown(df).to_markdown(index=False) + "\n"
-    md.write_text(f"{caption}\n\n{text}" if caption else text)
-    return [csv, md]
+    return csv

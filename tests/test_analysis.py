@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import lengths, plots, stats, tables
+from analysis import lengths, plots, render_tables, stats, tables
 
 SIZES = [64, 256, 1024]
 
@@ -133,7 +133,7 @@ def test_tables_sort_numerically_and_write(tmp_path):
     errs = [c for c in table.columns if c.startswith("error_n") and not c.endswith(("_lo", "_hi", "_n"))]
     assert errs == ["error_n8", "error_n64", "error_n256", "error_n1024"]
     assert table.loc[table["variant"] == "softmax", "slope"].iloc[0] == pytest.approx(-0.5, abs=0.02)
-    csv, md = tables.write_table(table, tmp_path / "se")
+    csv, md = render_tables.write_table(table, tmp_path / "se")
     assert pd.read_csv(csv).shape == table.shape
     text = md.read_text()
     assert "error_n8" in text and "[" in text and "error_n8_lo" not in text

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import synthetic_runs as S
-from analysis import curves, stats, tables
+from analysis import curves, render_tables, stats, tables
 
 K_ORDER = [f"softmax_free[k={k}]" for k in (2, 4, 8, 16, 32)]
 
@@ -43,7 +43,7 @@ def test_two_seeds_give_no_interval_and_say_n_2(tmp_path):
     bounds = table.filter(regex=r"_(lo|hi)$")
     assert bounds.isna().all().all()  # error, auc, slope and samples-to-target: none from 2 seeds
     assert (table["error_n8_n"] == 2).all() and table["error_n8"].notna().all()
-    md = tables.write_table(table, tmp_path / "se", caption=tables.SAMPLE_EFFICIENCY_CAPTION)[1]
+    md = render_tables.write_table(table, tmp_path / "se", caption=render_tables.SAMPLE_EFFICIENCY_CAPTION)[1]
     text = md.read_text()
     assert text.count("(n=2, no interval)") >= 2 * 4 and not re.search(r"\[[-\d.e]+, ", text)
     assert "geometric mean" in text and "fewer than 3" in text
@@ -77,7 +77,7 @@ def test_single_run_has_no_interval_and_the_markdown_says_so(tmp_path):
     df = S.knowledge_size(seeds=range(1), ks=(2, 4))
     table = tables.sample_efficiency_table(df)
     assert table["error_n8_lo"].isna().all() and table["n_to_target_boot_lo"].isna().all()
-    csv, md = tables.write_table(table, tmp_path / "se", caption=tables.SAMPLE_EFFICIENCY_CAPTION)
+    csv, md = render_tables.write_table(table, tmp_path / "se", caption=render_tables.SAMPLE_EFFICIENCY_CAPTION)
     text = md.read_text()
     assert "(n=1, no interval)" in text and "Student-t" in text and "bootstrap" in text
     back = pd.read_csv(csv)
