@@ -78,8 +78,10 @@ def test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run(tm
 
 def test_sigint_closes_the_running_trial_as_killed_and_exits_130(tmp_path, trial_runs):
     proc = _popen(["harness", "cluster=serial", "model=mlp", "train.max_steps=100000"], tmp_path)
-    _wait_for(lambda: [r for r in trial_runs(_uri(tmp_path), "single/teacher/mlp") if r.info.status == "RUNNING"],
-              proc=proc)
+    # running means training: a claimed run exists before its trial starts (a signal then drops
+    # the claim, "not started"), so wait for the live learning-curve points a started trial sends
+    _wait_for(lambda: [r for r in trial_runs(_uri(tmp_path), "single/teacher/mlp")
+                       if r.info.status == "RUNNING" and r.data.metrics], proc=proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err[-2000:]
