@@ -25,6 +25,7 @@ reference`` (margin ≤ 0), ``a deciding part cannot be decided`` (some deciding
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -34,8 +35,21 @@ from analysis import curves, stats
 from analysis.protocol import spec_dict
 
 SIZE = "task.n_train"
-OK, NOTHING, UNDECIDABLE, NO_RUNS = ("ok", "nothing beats the reference", "a deciding part cannot be decided",
-                                     "no runs")
+
+
+class Status(Enum):
+    """A task's health (worded by :data:`analysis.render_tables.HEALTH_WORDS`): its best arm
+    beats the best reference predictor and every deciding part on it can be decided (``OK``),
+    no arm beats the reference (``NOTHING``), a deciding part cannot be decided
+    (``UNDECIDABLE``), or the task has no runs (``NO_RUNS``)."""
+
+    OK = "ok"
+    NOTHING = "nothing"
+    UNDECIDABLE = "undecidable"
+    NO_RUNS = "no runs"
+
+
+OK, NOTHING, UNDECIDABLE, NO_RUNS = Status.OK, Status.NOTHING, Status.UNDECIDABLE, Status.NO_RUNS
 REFERENCES = {  # logged column → (name, error from the logged value)
     "test/uniform_rel_mse": ("uniform mixing", lambda v: v),
     "test/identity_rel_mse": ("identity", lambda v: v),

@@ -155,6 +155,8 @@ def calibration(table: pd.DataFrame) -> list[str]:
             calibration_of.per_task(table).to_markdown(index=False), "", "</details>", ""]
 
 
+HEALTH_WORDS = {health_of.OK: "ok", health_of.NOTHING: "nothing beats the reference",
+                health_of.UNDECIDABLE: "a deciding part cannot be decided", health_of.NO_RUNS: "no runs"}
 HEALTH_CAPTION = (
     "Per task: its trivial reference predictors (mean test error over the task's runs; the best "
     "one is the bar), the best and worst arm (seed-mean test error at the largest n_train of its "
@@ -194,7 +196,7 @@ def health(table: pd.DataFrame) -> list[str]:
         "best reference": [f"{n} {_fmt(e)}" for n, e in zip(table["reference"], table["reference_error"])],
         "best arm": [f"{_arm(b)} {_fmt(e)}" for b, e in zip(table["best"], table["best_error"])],
         "margin": table["margin"].map(_fmt),
-        "status": [s if s == health_of.OK else f"**{s}**" for s in table["status"]],
+        "status": [HEALTH_WORDS[s] if s == health_of.OK else f"**{HEALTH_WORDS[s]}**" for s in table["status"]],
     })
     detail = pd.DataFrame({
         "task": task, "reference predictors (test error)": [" · ".join(f"{k} {_fmt(v)}" for k, v in refs) or "–"

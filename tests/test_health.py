@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import stats
+from analysis import render_tables, stats
 from analysis.bundle import read_bundle, split, write_bundle
 from analysis.health import NO_RUNS, NOTHING, OK, UNDECIDABLE, Judged, arm_errors, task_health
 from analysis.render_tables import health as health_lines
@@ -108,7 +108,7 @@ def test_markdown_section_and_the_bundle_gives_the_same_table(runs, tmp_path):
     direct = task_health(runs, PARTS)
     lines = health_lines(direct)
     text = "\n".join(lines)
-    assert "| `teacher_quartic` |" in text and f"**{NOTHING}**" in text
+    assert "| `teacher_quartic` |" in text and f"**{render_tables.HEALTH_WORDS[NOTHING]}**" in text
     assert "uniform mixing 0.6 · identity 3.7 · zero predictor 1" in text and "C6 `higher_order` δ=0.02 ✗" in text and "C9 `forms` δ=0.02 ✓" in text
     bundle = pd.concat([df.assign(ablation=name, role="trial") for name, df in runs.items()],
                        ignore_index=True)
