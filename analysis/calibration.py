@@ -31,12 +31,13 @@ from omegaconf import DictConfig
 from scipy import stats as sps
 
 from analysis import protocol, stability, stats
+from analysis.decision import CalibrationRule
 from analysis.verdicts import confirm_seeds
 
 NOMINAL = protocol.ALPHA
 FIRST, SECOND = "first half", "second half"
 BLOCKS = ("exploratory", "confirmation")
-RULES = ("difference", "equivalence, two-sided (shift ±δ)", "equivalence, one-sided (shift +δ)")
+RULES = tuple(CalibrationRule)  # in the order of the tables
 
 
 def shift(df: pd.DataFrame, value: str, by: float) -> pd.DataFrame:
@@ -138,29 +139,33 @@ def _rules(frame: pd.DataFrame, spec: Mapping[str, Any], where: dict[str, str]) 
 
     out = []
     label = _label(frame, {**spec, "test": "difference", "sides": 2})
-    out.append({**where, "rule": RULES[0], "label": label,
+    out.append({**where, "rule": CalibrationRule.DIFFERENCE, "label": label,
                 "decisive": label in (protocol.SUPPORTED, protocol.CONTRADICTED)})
-    for rule, sides, by in ((RULES[1], 2, delta), (RULES[1], 2, -delta), (RULES[2], 1, delta)):
+    for rule, sides, by in ((CalibrationRule.EQUIVALENCE_TWO_SIDED, 2, delta), (CalibrationRule.EQUIVALENCE_TWO_SIDED, 2, -delta),
+                            (CalibrationRule.EQUIVALENCE_ONE_SIDED, 1, delta)):
         label = _label(moved(by), {**spec, "test": "equivalence", "sides": sides})
         out.append({**where, "rule": rule, "label": label, "decisive": label == protocol.SUPPORTED})
     return out
 
 
 def rates(table: pd.DataFrame) -> pd.DataFrame:
-    """Per rule: n comparisons, k decisive (difference) or equivalent (equivalence), the rate and
-    its exact binomial 95% interval, beside the nominal rate."""
+    """Per rule (:class:`~analysis.decision.CalibrationRule`): n comparisons, k decisive
+    (difference) or equivalent (equivalence), the rate and its exact binomial 95% interval
+    (``low``, ``high``; NaN where no comparison), beside the nominal rate."""
     out = []
     for rule in RULES:
         mine = table[table["rule"] == rule]
         n, k = len(mine), int(mine["decisive"].sum())
         ci = sps.binomtest(k, n, NOMINAL).proportion_ci(0.95, method="exact") if n else None
-        out.append({"rule": rule, "counted as": "decisive" if rule == RULES[0] else "equivalent", "n": n, "k": k,
-                    "rate": k / n if n else np.nan, "95% interval": f"[{ci.low:.3f}, {ci.high:.3f}]" if ci else "–",
-                    "nominal": NOMINAL})
+        out.append({"rule": rule, "n": n, "k": k, "rate": k / n if n else np.nan,
+                    "low": ci.low if ci else np.nan, "high": ci.high if ci else np.nan, "nominal": NOMINAL})
     return pd.DataFrame(out)
 
 
 def per_task(table: pd.DataFrame) -> pd.DataFrame:
-    """The comparisons per task, block and rule: how many (``n``) and how many decisive (``k``)."""
-    return (table.groupby(["task", "block", "rule"], dropna=False)["decisive"].agg(["size", "sum"])
-            .rename(columns={"size": "n", "sum": "k"}).reset_index())
+    """The comparisons per task, block and rule (in :data:`RULES`' order): how many (``n``) and
+    how many decisive (``k``)."""
+    order = table.assign(order=table["rule"].map(RULES.index))
+    return (order.groupby(["task", "block", "order"], dropna=False)
+            .agg(rule=("rule", "first"), n=("decisive", "size"), k=("decisive", "sum"))
+            .reset_index().drop(columns="order"))

@@ -349,3 +349,14 @@ class Choice:
     best: str
     n_train: int | None = None
     means: tuple[float, ...] = ()
+
+
+class CalibrationRule(Enum):
+    """A verdict rule the calibration applies to same-vs-same comparisons
+    (:mod:`analysis.calibration`): the difference rule on the pairs as they are, the two-sided
+    equivalence with one half shifted by ±δ, the one-sided equivalence shifted by +δ. Worded by
+    :data:`analysis.render_tables.CALIBRATION_RULE_WORDS`."""
+
+    DIFFERENCE = "difference"
+    EQUIVALENCE_TWO_SIDED = "equivalence-two-sided"
+    EQUIVALENCE_ONE_SIDED = "equivalence-one-sided"

@@ -20,7 +20,11 @@ trials; ``tests/test_layering.py`` checks the render family). A new rule adds on
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
 
 from analysis.decision import (Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label,
                                LrChoice, Method, Move, Reason, Remedy, Robust, Rule, Seeds, Step, Unstable)
@@ -270,6 +274,12 @@ def seeds(paired: Sequence[int], expected: int | None) -> str:
 def block_seeds(s: Any) -> str:
     """A stability-table cell of :class:`~analysis.decision.Seeds` (anything else as it is)."""
     return seeds(s.paired, s.expected) if isinstance(s, Seeds) else s
+
+
+def block_lrs(lrs: Any) -> str:
+    """A stability-table cell of a block's chosen lrs (arm @ n_train → lr):
+    ``a @ 256: 0.003; b @ 256: 0.003``; empty where none (anything not a mapping as it is)."""
+    return "; ".join(f"{k}: {v:.3g}" for k, v in lrs.items()) if isinstance(lrs, Mapping) else lrs
 
 
 def sizes(values: Sequence[int]) -> str:
@@ -569,3 +579,42 @@ def trust(t: Trust) -> str:
         out.append(f"{t.deciding} deciding parts are {t.distinct} distinct comparisons: a comparison that bears on "
                    "two claims is listed once.")
     return " ".join(out)
+
+
+def cell(v: object) -> str:
+    """A table cell: numbers to 3 significant digits, integers as integers, NaN as ``–``, inf as ``∞``."""
+    if isinstance(v, (float, np.floating)):
+        if np.isnan(v):
+            return "–"
+        if np.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        return f"{v:.0f}" if float(v).is_integer() and abs(v) < 1e7 else f"{v:.3g}"
+    return str(v)
+
+
+def _triple(m: object, lo: object, hi: object, n: object = None) -> str:
+    if pd.isna(m):
+        return "–"
+    if n is None or pd.isna(n):  # a bootstrap column: its n is the seed count of the error columns
+        return f"{cell(m)} (no interval)" if pd.isna(lo) and pd.isna(hi) else f"{cell(m)} [{cell(lo)}, {cell(hi)}]"
+    if pd.isna(lo) and pd.isna(hi):
+        return f"{cell(m)} (n={int(n)}, no interval)"
+    return f"{cell(m)} [{cell(lo)}, {cell(hi)}] n={int(n)}"
+
+
+def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
+    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` (and ``X_n``) as one column
+    ``X [lo, hi] n=N`` (``X (n=2, no interval)`` when both bounds are NaN: fewer than
+    :data:`analysis.stats.MIN_SEEDS` seeds), numbers to 3 significant digits, integers as
+    integers, NaN as ``–`` and inf as ``∞``."""
+    out = pd.DataFrame(index=df.index)
+    for col in df.columns:
+        if re.search(r"_(lo|hi)$", col) and col[:-3] in df or (
+                col.endswith("_n") and f"{col[:-2]}_lo" in df):
+            continue
+        if f"{col}_lo" in df and f"{col}_hi" in df:
+            n = df[f"{col}_n"] if f"{col}_n" in df else [None] * len(df)
+            out[col] = [_triple(*t) for t in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"], n)]
+        else:
+            out[col] = df[col].map(cell)
+    return out

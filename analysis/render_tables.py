@@ -24,7 +24,7 @@ from analysis import curves, protocol, render, render_prose, stats
 from analysis import tables as tables_of
 from analysis import verdicts as verdicts_of
 from analysis.claims import Measure, Measured
-from analysis.decision import Step
+from analysis.decision import CalibrationRule, Step
 
 if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
     from analysis.reporting import AblationSection, ClaimResult, Header, Report
@@ -150,9 +150,28 @@ def calibration(table: pd.DataFrame) -> list[str]:
             "the margin: the rate of *equivalent*. Both against the nominal 5%; the interval is the exact binomial "
             "95% interval of the rate. Descriptive, not a decision: a comparison counts once however many parts "
             "share its runs, and the comparisons of one task share arms, so they are not independent.", "",
-            calibration_of.rates(table).to_markdown(index=False, floatfmt=".3f"), "",
+            _calibration_rates(calibration_of.rates(table)).to_markdown(index=False, floatfmt=".3f"), "",
             "<details><summary>per task and block</summary>", "",
-            calibration_of.per_task(table).to_markdown(index=False), "", "</details>", ""]
+            calibration_of.per_task(table).assign(rule=lambda t: t["rule"].map(CALIBRATION_RULE_WORDS))
+            .sort_values(["task", "block", "rule"], kind="stable").to_markdown(index=False), "", "</details>", ""]
+
+
+# the calibration's rules (analysis.decision.CalibrationRule) and what each counts
+CALIBRATION_RULE_WORDS = {CalibrationRule.DIFFERENCE: "difference",
+                          CalibrationRule.EQUIVALENCE_TWO_SIDED: "equivalence, two-sided (shift ±δ)",
+                          CalibrationRule.EQUIVALENCE_ONE_SIDED: "equivalence, one-sided (shift +δ)"}
+CALIBRATION_COUNTED_AS = {CalibrationRule.DIFFERENCE: "decisive", CalibrationRule.EQUIVALENCE_TWO_SIDED: "equivalent",
+                          CalibrationRule.EQUIVALENCE_ONE_SIDED: "equivalent"}
+
+
+def _calibration_rates(rates: pd.DataFrame) -> pd.DataFrame:
+    """The rates table (:func:`analysis.calibration.rates`) in words: the rule, what it counts and
+    the interval as ``[low, high]`` (``–`` where no comparison)."""
+    interval = [f"[{lo:.3f}, {hi:.3f}]" if pd.notna(lo) else "–" for lo, hi in zip(rates["low"], rates["high"])]
+    return pd.DataFrame({"rule": rates["rule"].map(CALIBRATION_RULE_WORDS),
+                         "counted as": rates["rule"].map(CALIBRATION_COUNTED_AS),
+                         "n": rates["n"], "k": rates["k"], "rate": rates["rate"], "95% interval": interval,
+                         "nominal": rates["nominal"]})
 
 
 HEALTH_WORDS = {health_of.OK: "ok", health_of.NOTHING: "nothing beats the reference",
@@ -288,7 +307,7 @@ def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
                 continue
             rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": render.block_seeds(r[f"{b}_seeds"]) or "–",
                          "steps": r[f"{b}_steps"] or "–", "readout": r[f"{b}_readout"] or "–",
-                         "lr": r[f"{b}_lr"] or "–", "runs": int(r[f"{b}_runs"])})
+                         "lr": render.block_lrs(r[f"{b}_lr"]) or "–", "runs": int(r[f"{b}_runs"])})
     return pd.DataFrame(rows).to_markdown(index=False) if rows else "No block has runs."
 
 
@@ -371,11 +390,11 @@ SAMPLE_EFFICIENCY_CAPTION = (
 
 
 def write_markdown(df: pd.DataFrame, out: Path, caption: str | None = None) -> Path:
-    """Write ``df`` to ``<out>.md`` as a GitHub pipe table (:func:`analysis.tables.for_markdown`:
+    """Write ``df`` to ``<out>.md`` as a GitHub pipe table (:func:`analysis.render.for_markdown`:
     each estimate with its interval), ``caption`` a paragraph above it; returns the path."""
     md = Path(out).with_suffix(".md")
     md.parent.mkdir(parents=True, exist_ok=True)
-    text = tables_of.for_markdown(df).to_markdown(index=False) + "\n"
+    text = render.for_markdown(df).to_markdown(index=False) + "\n"
     md.write_text(f"{caption}\n\n{text}" if caption else text)
     return md
 

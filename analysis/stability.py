@@ -153,10 +153,6 @@ def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResu
     return Conditions(main.verdict, registered, tuple(same), tuple(moved)) if moved else None
 
 
-def _lr_text(result: protocol.PartResult) -> str:
-    return "; ".join(f"{k}: {v:.3g}" for k, v in result.lr_chosen.items())
-
-
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
                   decided: Mapping[str, protocol.PartResult] | None = None) -> dict[str, Any]:
     """One row of the stability table for one deciding part (module docstring). ``decided``: the
@@ -189,7 +185,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
         row.update({f"{name}": r.verdict if ran else "–", f"{name}_seeds": Seeds(r.paired, r.expected), f"{name}_runs": r.n_runs,
                     f"{name}_steps": ",".join(sorted({str(int(s)) for s in frame.get(STEPS, pd.Series(dtype=float)).dropna()})),
                     f"{name}_readout": ",".join(sorted({str(x) for x in frame.get(READOUT, pd.Series(dtype=str)).dropna()})),
-                    f"{name}_lr": _lr_text(r)})
+                    f"{name}_lr": dict(r.lr_chosen)})  # arm @ n_train → lr: render.block_lrs words it
     deciding = "confirmation" if not blocks.get("confirmation", pd.DataFrame()).empty else "exploratory"
     row["decided_on"] = deciding
     row.update(slack(results[deciding]))
@@ -266,7 +262,8 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
     if "scale" in frame:
         frame = frame.assign(scale=frame["scale"].map(render.scale_verdict))
-    frame = frame.assign(**{c: frame[c].map(render.block_seeds) for c in frame if c.endswith("_seeds")})
+    frame = frame.assign(**{c: frame[c].map(render.block_seeds) for c in frame if c.endswith("_seeds")},
+                         **{c: frame[c].map(render.block_lrs) for c in frame if c.endswith("_lr")})
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame
     flat.to_csv(path, index=False)
     return path

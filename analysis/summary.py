@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
-from analysis import curves, reuse, tables
+from analysis import curves, render, reuse, tables
 from analysis.load import load_runs, stamped_sqlite
 from analysis.trials import restrict, swept_axes
 
@@ -80,8 +80,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """``table`` as printed text: each estimate with its interval (:func:`tables.for_markdown`)."""
-    return tables.for_markdown(table).to_string(index=False)
+    """``table`` as printed text: each estimate with its interval (:func:`analysis.render.for_markdown`)."""
+    return render.for_markdown(table).to_string(index=False)
 
 
 def report(df: pd.DataFrame, out: Path) -> Path | None:

@@ -9,7 +9,6 @@ scale for test errors, except where a column's name says ``boot``; fewer than 3 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -118,44 +117,6 @@ def sample_efficiency_table(df: pd.DataFrame, x: str = SIZE,
     reference = table.pop("reference_error")
     table.insert(table.columns.get_loc("used"), "reference_error", reference)
     return curves.sort_rows(table.reset_index(), key)
-
-
-def _fmt(v: object) -> str:
-    if isinstance(v, (float, np.floating)):
-        if np.isnan(v):
-            return "–"
-        if np.isinf(v):
-            return "∞" if v > 0 else "−∞"
-        return f"{v:.0f}" if float(v).is_integer() and abs(v) < 1e7 else f"{v:.3g}"
-    return str(v)
-
-
-def _triple(m: object, lo: object, hi: object, n: object = None) -> str:
-    if pd.isna(m):
-        return "–"
-    if n is None or pd.isna(n):  # a bootstrap column: its n is the seed count of the error columns
-        return f"{_fmt(m)} (no interval)" if pd.isna(lo) and pd.isna(hi) else f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}]"
-    if pd.isna(lo) and pd.isna(hi):
-        return f"{_fmt(m)} (n={int(n)}, no interval)"
-    return f"{_fmt(m)} [{_fmt(lo)}, {_fmt(hi)}] n={int(n)}"
-
-
-def for_markdown(df: pd.DataFrame) -> pd.DataFrame:
-    """Strings for display: every ``X``, ``X_lo``, ``X_hi`` (and ``X_n``) as one column
-    ``X [lo, hi] n=N`` (``X (n=2, no interval)`` when both bounds are NaN: fewer than
-    :data:`analysis.stats.MIN_SEEDS` seeds), numbers to 3 significant digits, integers as
-    integers, NaN as ``–`` and inf as ``∞``."""
-    out = pd.DataFrame(index=df.index)
-    for col in df.columns:
-        if re.search(r"_(lo|hi)$", col) and col[:-3] in df or (
-                col.endswith("_n") and f"{col[:-2]}_lo" in df):
-            continue
-        if f"{col}_lo" in df and f"{col}_hi" in df:
-            n = df[f"{col}_n"] if f"{col}_n" in df else [None] * len(df)
-            out[col] = [_triple(*t) for t in zip(df[col], df[f"{col}_lo"], df[f"{col}_hi"], n)]
-        else:
-            out[col] = df[col].map(_fmt)
-    return out
 
 
 def write_csv(df: pd.DataFrame, out: Path) -> Path:

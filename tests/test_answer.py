@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from analysis import answer, calibration, protocol, render, stats
+from analysis import answer, calibration, protocol, render, render_tables, stats
 from analysis.decision import Block, BlownUp, Interval, Reason, Robust, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
@@ -242,6 +242,10 @@ def test_shift_moves_each_value_kind_by_delta_in_its_units():
 
 def test_rates_print_the_exact_binomial_interval_beside_the_nominal_rate():
     table = pd.DataFrame({"rule": [calibration.RULES[0]] * 54, "decisive": [False] * 54})
-    row = calibration.rates(table).iloc[0]
-    assert (row["n"], row["k"], row["95% interval"], row["nominal"]) == (54, 0, "[0.000, 0.066]", 0.05)
-    assert calibration.rates(table).iloc[1]["95% interval"] == "–"  # no comparison under that rule
+    rates = calibration.rates(table)
+    row = rates.iloc[0]
+    assert (row["n"], row["k"], round(row["low"], 3), round(row["high"], 3), row["nominal"]) == (54, 0, 0.0, 0.066, 0.05)
+    assert np.isnan(rates.iloc[1]["low"])  # no comparison under that rule
+    words = render_tables._calibration_rates(rates)
+    assert list(words.iloc[0][["rule", "counted as", "95% interval"]]) == ["difference", "decisive", "[0.000, 0.066]"]
+    assert list(words.iloc[1][["counted as", "95% interval"]]) == ["equivalent", "–"]

@@ -59,7 +59,7 @@ def test_a_stable_part_has_one_verdict_everywhere_and_its_slack():
     row = stability.stability_row(stability.split_blocks(_all(), 600, "scaled"), PART)
     assert [row[k] for k in ("exploratory", "confirmation", "x4", "readout=tied")] == [SUPPORTED] * 4
     assert row["decided_on"] == "confirmation" and render.block_seeds(row["confirmation_seeds"]) == "1000–1009 (10 of 10)"
-    assert row["confirmation_lr"] == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
+    assert render.block_lrs(row["confirmation_lr"]) == "a @ 256: 0.003; b @ 256: 0.003" and row["confirmation_runs"] == 20
     assert row["confirmation_steps"] == "600" and row["readout=tied_readout"] == "tied" and row["readout_moved"] == []
     assert row["support_delta"] > 2 and row["support_se"] > 2 and row["contradict_delta"] < 0
     assert not row["opposite"] and not row["x4_moved"] and row["loo_flip"] == "" and row["loo"] is None
@@ -236,7 +236,7 @@ def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     registered = {**PART, "scale_check": True}
     row = stability.stability_row(blocks, registered)
     assert row["scale"] == "supported" and row["scale_effect"].startswith("d = ") and row["scale_moved"] is False
-    assert row["scale_lr"] and "8192" in row["scale_lr"]  # lrs chosen again at scale, at its size
+    assert row["scale_lr"] and all("8192" in k for k in row["scale_lr"])  # lrs chosen again at scale, at its size
     # a part not registered reads "not run", though another part's scale runs share its arms
     assert stability.stability_row(blocks, PART)["scale"] is None
     del blocks["scale"]

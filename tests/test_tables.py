@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import synthetic_runs as S
-from analysis import curves, render_tables, stats, tables
+from analysis import curves, render, render_tables, stats, tables
 
 K_ORDER = [f"softmax_free[k={k}]" for k in (2, 4, 8, 16, 32)]
 
@@ -47,7 +47,7 @@ def test_two_seeds_give_no_interval_and_say_n_2(tmp_path):
     text = md.read_text()
     assert text.count("(n=2, no interval)") >= 2 * 4 and not re.search(r"\[[-\d.e]+, ", text)
     assert "geometric mean" in text and "fewer than 3" in text
-    three = tables.for_markdown(tables.sample_efficiency_table(S.knowledge_size(seeds=range(3))))
+    three = render.for_markdown(tables.sample_efficiency_table(S.knowledge_size(seeds=range(3))))
     assert three["error_n8"].str.endswith("n=3").all() and three["error_n8"].str.contains(r"\[").all()
 
 
