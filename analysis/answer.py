@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import protocol, render, stability
-from analysis.decision import Block, BlownUp, Decide, Flip, Interval, Label, Remedy, Rule, Step
+from analysis.decision import Block, BlownUp, Decide, Flip, Interval, Label, Remedy, Rule, Step, UnitKind, Units
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
 ALPHA = protocol.ALPHA
@@ -244,13 +244,13 @@ def merge_shared(results: Sequence[protocol.PartResult]) -> list[tuple[protocol.
     return out
 
 
-def _units(result: protocol.PartResult, units: Mapping[str, str]) -> str:
+def _units(result: protocol.PartResult, units: Mapping[str, str]) -> Units:
     value = str(result.spec["value"])
     if value == "auc":
-        return "mean log test error"
+        return Units(UnitKind.LOG_ERROR)
     if value.startswith("steps_to_"):
-        return "fraction of the step budget"
-    return units.get(str(result.spec["task"]), "test error")
+        return Units(UnitKind.BUDGET_FRACTION)
+    return Units(UnitKind.TASK_ERROR, units.get(str(result.spec["task"]), ""))
 
 
 FRAGILE = 0.5  # a margin (in δ) under this is printed on the row: a label that small a shift changes
@@ -267,7 +267,7 @@ class Augmentation:
     target: str  # the equivariant arm
     closes: Interval  # value(plain) − value(augmented), 95% interval
     gap: float  # value(plain) − value(target)
-    units: str
+    units: Units
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ class Line:
     has: str
     lacks: str
     value: str
-    units: str
+    units: Units
     delta: float
     gain: Interval
     label: Label

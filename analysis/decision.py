@@ -360,3 +360,21 @@ class CalibrationRule(Enum):
     DIFFERENCE = "difference"
     EQUIVALENCE_TWO_SIDED = "equivalence-two-sided"
     EQUIVALENCE_ONE_SIDED = "equivalence-one-sided"
+
+
+class UnitKind(Enum):
+    """The unit a part's value is in: the mean log test error (``auc``), a fraction of the step
+    budget (``steps_to_<t>``), or the task's own test error (its name in :class:`Units`)."""
+
+    LOG_ERROR = "auc"
+    BUDGET_FRACTION = "steps"
+    TASK_ERROR = "task"
+
+
+@dataclass(frozen=True)
+class Units:
+    """A part's value's unit; ``task_error`` is the task's error metric's name (from its
+    config), worded where ``kind`` is :attr:`UnitKind.TASK_ERROR` (``""``: the task named none)."""
+
+    kind: UnitKind
+    task_error: str = ""

@@ -746,8 +746,8 @@ def _interval_test(d: np.ndarray, spec: Mapping[str, Any], interval: Any) -> str
     return SUPPORTED if inside else CONTRADICTED if outside else INCONCLUSIVE
 
 
-def _floor(spec: Mapping[str, Any], rows: pd.DataFrame) -> tuple[float, str]:
-    """The value's floor and its name (step 4c): the first validation step after 0 over the
+def _floor(spec: Mapping[str, Any], rows: pd.DataFrame) -> float:
+    """The value's floor (step 4c): the first validation step after 0 over the
     budget for steps-to-target (``train.eval_every / train.max_steps``), log of
     :data:`analysis.stats.FLOOR` for ``auc``, else 0 (no task has teacher noise; the zero
     predictor is a ceiling, not a floor)."""
@@ -755,11 +755,11 @@ def _floor(spec: Mapping[str, Any], rows: pd.DataFrame) -> tuple[float, str]:
         every = pd.to_numeric(rows.get("train.eval_every", pd.Series(dtype=float)), errors="coerce")
         budget = pd.to_numeric(rows.get(STEPS, pd.Series(dtype=float)), errors="coerce")
         if every.notna().any() and budget.notna().any():
-            return float((every / budget).min()), "the first validation step"
-        return 0.0, "0 steps"
+            return float((every / budget).min())
+        return 0.0
     if spec["value"] == "auc":
-        return float(np.log(stats.FLOOR)), "log of the error floor"
-    return 0.0, "0 error"
+        return float(np.log(stats.FLOOR))
+    return 0.0
 
 
 def _resolution(result: PartResult, rows: pd.DataFrame) -> float:
@@ -767,7 +767,7 @@ def _resolution(result: PartResult, rows: pd.DataFrame) -> float:
     the comparison arm's distance from the value's floor (:func:`_floor`): the arm ``b`` for a
     one-sided equivalence (``d = b − a`` cannot exceed it), the higher arm otherwise (``|d|``
     cannot exceed it)."""
-    floor, _ = _floor(result.spec, rows)
+    floor = _floor(result.spec, rows)
     top = result.mean_b if result.spec["test"] == "equivalence" and int(result.spec["sides"]) == 1 \
         else max(result.mean_a, result.mean_b)
     return float(max(top - floor, 0.0)) if np.isfinite(top) else np.nan

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.decision import (Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label,
-                               LrChoice, Method, Move, Reason, Remedy, Robust, Rule, Seeds, Step, Unstable)
+                               LrChoice, Method, Move, Reason, Remedy, Robust, Rule, Seeds, Step, UnitKind, Units,
+                               Unstable)
 
 if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
     from analysis.answer import Augmentation, Line, Row, Trust
@@ -468,10 +469,19 @@ def decide(d: Decide | None) -> tuple[str, str]:
     return why, f"about {d.seeds} paired seeds (now {d.now}; 80% power at the observed sd {num(d.sd)})"
 
 
+UNIT_WORDS = {UnitKind.LOG_ERROR: "mean log test error", UnitKind.BUDGET_FRACTION: "fraction of the step budget",
+              UnitKind.TASK_ERROR: "test error"}
+
+
+def units(u: Units) -> str:
+    """A part's value's unit in words: the task's error metric's name where it has one."""
+    return u.task_error if u.kind is UnitKind.TASK_ERROR and u.task_error else UNIT_WORDS[u.kind]
+
+
 def _answer(x: Line) -> str:
     within = (f"less than δ = {x.delta:g}" if x.label is Label.NO_MATTER else "")
     head = f"**{LABEL_WORDS[x.label]}**" + (f" ({x.role})" if x.label is Label.NO_VERDICT else "")
-    text = f"{head}: {_amount(x)}" + (f", {within}" if within else "") + f" ({x.units}, δ {x.delta:g})"
+    text = f"{head}: {_amount(x)}" + (f", {within}" if within else "") + f" ({units(x.units)}, δ {x.delta:g})"
     if x.label is Label.UNDECIDED:
         why, what = decide(x.decide)
         text += f"; why: {why} → {what}"
@@ -506,7 +516,7 @@ def _firm(x: Line) -> str:
 def _augmentation(a: Augmentation) -> str:
     c = a.closes
     return (f"augmentation control (observation): `{a.augmented}` (trained on position-permuted inputs) lowers "
-            f"{a.units} by {num(c.estimate)} [{num(c.lo)}, {num(c.hi)}] against `{a.plain}`: it closes "
+            f"{units(a.units)} by {num(c.estimate)} [{num(c.lo)}, {num(c.hi)}] against `{a.plain}`: it closes "
             f"{c.estimate / a.gap:.2f} of the {num(a.gap)} gap from `{a.plain}` to `{a.target}`")
 
 
