@@ -378,3 +378,27 @@ class Units:
 
     kind: UnitKind
     task_error: str = ""
+
+
+class Open(Enum):
+    """Why a scorecard or zoo row stays inconclusive (:func:`analysis.scorecard.open_reason`),
+    and whether more runs of the same design can remove it (``.removable``): more paired seeds,
+    the missing runs, further lr-edge rounds below the cap or the ×4 budget reruns can; an lr
+    grid at its cap, a budget still limiting at ×4, an arm that does not learn, divergence at
+    every lr, blown-up runs and a floor or resolution that hides δ cannot (another design: a
+    larger lr cap or budget, a harder task). :data:`analysis.render_tables.OPEN_WORDS` words them."""
+
+    SEEDS = ("seeds", True)  # the interval decides neither way, or only Holm's correction holds it back
+    POWER = ("power", True)  # the positive control is not contradicted yet
+    RUNS = ("runs", True)  # runs or pairs missing
+    LR_EDGE = ("lr edge", True)  # an lr at the grid's edge below the cap: another round
+    BUDGET = ("budget", True)  # budget-limited at ×1: the ×4 reruns decide it
+    LR_CAP = ("lr cap", False)  # the largest lr at the cap (needs lr > 3.0)
+    BUDGET_X4 = ("budget x4", False)  # still budget-limited at ×4
+    NOT_LEARNED = ("not learned", False)
+    DIVERGED = ("diverged", False)  # every lr has a diverged seed
+    BLOWUP = ("blow-up", False)  # decided by blown-up runs
+    FLOOR = ("floor", False)  # both arms at the floor, zero or the budget; the resolution hides δ
+
+    def __init__(self, key: str, removable: bool) -> None:
+        self.key, self.removable = key, removable

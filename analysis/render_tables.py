@@ -24,7 +24,7 @@ from analysis import curves, protocol, render, render_prose, stats
 from analysis import tables as tables_of
 from analysis import verdicts as verdicts_of
 from analysis.claims import Measure, Measured
-from analysis.decision import CalibrationRule, Step
+from analysis.decision import CalibrationRule, Open, Step
 
 if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
     from analysis.reporting import AblationSection, ClaimResult, Header, Report
@@ -481,3 +481,48 @@ def document(report: Report, header: Header, compared: list, sections: Sequence[
         report.presets[SYMMETRY].to_markdown(index=False, floatfmt=".1e"), "",
         "## Ablations", "", *[line for a in sections for line in ablation_section(a)],
     ]
+
+
+# The scorecard's and the zoo's inconclusive rows (analysis.decision.Open): what keeps each open,
+# and for those more runs of this design can remove, which runs.
+OPEN_WORDS = {
+    Open.SEEDS: "the interval decides neither way (or only Holm's correction holds it back): more paired seeds",
+    Open.POWER: "the positive control is not contradicted yet: more paired seeds",
+    Open.RUNS: "runs or paired seeds are missing: the missing runs",
+    Open.LR_EDGE: "an arm chose an lr at the grid's edge below the cap: another lr-edge round",
+    Open.BUDGET: "an arm is budget-limited at ×1 (no ×4 reruns in these runs): the ×4 budget reruns",
+    Open.LR_CAP: "an arm still chooses the largest lr at the cap: it needs lr > 3.0, past this design's grid",
+    Open.BUDGET_X4: ("an arm is still budget-limited at ×4 steps (still improving, or too few evaluations "
+                     "to judge): a longer budget than this design's"),
+    Open.NOT_LEARNED: "an arm does not learn the task: no amount of this design's runs decides it",
+    Open.DIVERGED: "every lr of an arm has a diverged seed: another lr grid or parametrisation",
+    Open.BLOWUP: "the verdict rests on blown-up runs: an lr at which no seed blows up",
+    Open.FLOOR: ("no power: both arms sit at the floor, at 0 or at the budget, the resolution hides δ or no "
+                 "positive control is registered: a harder task or another design"),
+}
+
+
+def budget_limited(factor: int) -> str:
+    """A row still budget-limited after its reruns at ``factor`` × the steps."""
+    return f"budget-limited at ×{factor}"
+
+
+def inconclusive_lines(rows: Sequence[tuple[str, str, str, Open]]) -> list[str]:
+    """The page's account of its inconclusive rows (Markdown lines): ``rows`` as ``(arm, task,
+    reference, why open)``, grouped first by whether more runs of this design can remove the
+    reason (:attr:`analysis.decision.Open.removable`), then by the reason; no lines for none."""
+    if not rows:
+        return []
+    lines = [f"## Inconclusive rows ({len(rows)})", ""]
+    for removable, title in ((False, "More runs of this design cannot decide these"),
+                             (True, "More runs of this design can decide these")):
+        mine = [r for r in rows if r[3].removable is removable]
+        if not mine:
+            continue
+        lines += [f"{title} ({len(mine)}):", ""]
+        for why in Open:
+            cells = [f"`{arm}` on {task} vs `{ref}`" for arm, task, ref, w in mine if w is why]
+            if cells:
+                lines.append(f"* {OPEN_WORDS[why]} ({len(cells)}): {', '.join(cells)}.")
+        lines.append("")
+    return lines

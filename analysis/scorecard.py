@@ -53,8 +53,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from scipy import stats as sps
 
-from analysis import plots, protocol, render, rounds, stats
-from analysis.decision import Reason, Step
+from analysis import budget, phases, plots, protocol, render, rounds, stats
+from analysis.decision import Open, Reason, Rule, Step
 from analysis.load import load_runs
 from analysis.trials import restrict
 from harness.cli import Runtime
@@ -127,42 +127,93 @@ def _p_values(diff: protocol.PartResult, delta: float) -> tuple[float, float]:
     return float(p_diff), float(p_tost)
 
 
-def decide(df: pd.DataFrame, parts: list[dict], mixer: str) -> pd.DataFrame:
-    """One row per part: the mixer (``a``) against its reference (``b``), the verdict and why."""
-    rows = []
-    for spec in parts:
-        # decided as a deciding part is (test and preconditions): an observation's test verdict is
-        # not reported by the protocol, and the page's rows are verdicts of their own (module docstring)
-        spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
-        diff = protocol.decide_part(df, {**spec, "test": "difference"})
-        equiv = protocol.decide_part(df, {**spec, "b": diff.spec["b"], "choose_b": [],  # the same b
-                                          "test": "equivalence", "sides": 2})
-        p_diff, p_tost = _p_values(diff, float(spec["delta"]))
-        shown = diff.spec["b"] if not spec.get("choose_b") else f"{spec['b']}: {diff.spec['b']}"
-        rows.append({"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
-                     "n_train": render.sizes(diff.sizes), "seeds": render.seeds(diff.paired, diff.expected), "mixer": diff.mean_a,
-                     "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
-                     "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
-                     "why": render.reasons(diff.reasons or equiv.reasons), "choice": render.choice(diff.choice),
-                     "not_learned": _not_learned(diff.reasons or equiv.reasons, mixer),
-                     "at_cap": _at_cap(diff.reasons or equiv.reasons)})
-    table = pd.DataFrame(rows)
+def _tests(df: pd.DataFrame, spec: dict, check_edge: bool = True) -> tuple[protocol.PartResult, protocol.PartResult]:
+    """``(difference, two-sided equivalence)`` of one concrete part on ``df``, the equivalence
+    against the ``b`` the difference chose."""
+    diff = protocol.decide_part(df, {**spec, "test": "difference"}, check_edge=check_edge)
+    equiv = protocol.decide_part(df, {**spec, "b": diff.spec["b"], "choose_b": [],  # the same b
+                                      "test": "equivalence", "sides": 2}, check_edge=check_edge)
+    return diff, equiv
+
+
+def _first_step(reasons) -> Step | None:
+    return reasons[0].rule.step if reasons else None
+
+
+def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) -> dict:
+    """One part's row (:func:`decide`): decided on ``df``; a part whose first open rule is the
+    budget's is decided instead on ``longer`` (its arms' runs at ×factor steps, one lr each, so
+    without the lr-edge precondition; :func:`budget_round`) where those hold runs."""
+    # decided as a deciding part is (test and preconditions): an observation's test verdict is
+    # not reported by the protocol, and the page's rows are verdicts of their own (module docstring)
+    spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
+    diff, equiv = _tests(df, spec)
+    longer_used = False
+    if longer is not None and not longer.empty and _first_step(diff.reasons or equiv.reasons) is Step.BUDGET:
+        diff, equiv = _tests(longer, {**spec, "b": diff.spec["b"], "choose_b": []}, check_edge=False)
+        longer_used = True
+    reasons = diff.reasons or equiv.reasons
+    p_diff, p_tost = _p_values(diff, float(spec["delta"]))
+    shown = diff.spec["b"] if not spec.get("choose_b") else f"{spec['b']}: {diff.spec['b']}"
+    return {"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
+            "n_train": render.sizes(diff.sizes), "seeds": render.seeds(diff.paired, diff.expected), "mixer": diff.mean_a,
+            "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
+            "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
+            "why": render.reasons(reasons), "choice": render.choice(diff.choice),
+            "not_learned": _not_learned(reasons, mixer), "at_cap": _at_cap(reasons),
+            "longer": longer_used, "first_rule": reasons[0].rule if reasons else None}
+
+
+def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame | None = None,
+           factor: int = 0) -> pd.DataFrame:
+    """One row per part: the mixer (``a``) against its reference (``b``), the verdict, why, and
+    ``open`` (:class:`analysis.decision.Open`, None where decided). ``longer``: the ×``factor``
+    budget reruns (:func:`budget_round`); a budget-limited row is decided on them (:func:`_row`),
+    and reads "budget-limited at ×factor" where it still is."""
+    from analysis.render_tables import budget_limited
+
+    table = pd.DataFrame([_row(df, spec, mixer, longer) for spec in parts])
     # one family of comparisons: each part's difference and equivalence test
     adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
     table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
     table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
     capped = (table["verdict"] == "inconclusive") & table["at_cap"].fillna("").astype(bool)
     table.loc[capped, "reason"] = table.loc[capped, "at_cap"]
+    table["open"] = [open_reason(r) for r in table.itertuples()]
+    still = table["open"].map(lambda o: o is Open.BUDGET_X4)
+    table.loc[still, "reason"] = [f"{budget_limited(factor)}: {why.removeprefix('budget-limited: ')}"
+                                  for why in table.loc[still, "reason"]]
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
-    return table
+    return table.drop(columns=["first_rule"])
+
+
+def open_reason(r) -> Open | None:
+    """Why a decided row (:func:`decide`'s columns) stays inconclusive, typed; None where decided."""
+    if r.verdict != "inconclusive":
+        return None
+    if r.diff in (protocol.SUPPORTED, protocol.CONTRADICTED) or r.equiv == protocol.SUPPORTED:
+        return Open.SEEDS  # only Holm's correction holds it back
+    if r.at_cap:
+        return Open.LR_CAP
+    rule = r.first_rule
+    if rule is None:
+        return Open.SEEDS
+    if rule.step is Step.BUDGET:
+        return Open.BUDGET_X4 if r.longer else Open.BUDGET
+    if rule is Rule.CONTROL_OPEN or rule is Rule.NO_CONTROL:
+        return Open.POWER if rule is Rule.CONTROL_OPEN else Open.FLOOR
+    return _STEP_OPEN.get(rule.step, Open.SEEDS)
+
+
+_STEP_OPEN = {Step.DATA: Open.RUNS, Step.TEST: Open.SEEDS, Step.NOT_LEARNED: Open.NOT_LEARNED,
+              Step.DIVERGED: Open.DIVERGED, Step.LR_EDGE: Open.LR_EDGE, Step.NO_POWER: Open.FLOOR,
+              Step.BLOWUP: Open.BLOWUP, Step.RESOLUTION: Open.FLOOR}
 
 
 def _at_cap(reasons: list[Reason], lr_max: float = LR_MAX) -> str:
     """``"needs lr > 3.0: …"`` where the first rule that leaves the row open is an arm choosing
     the largest lr of its grid at the cap (:data:`LR_MAX`: the lr-edge rounds stop there), else ``""``."""
-    from analysis.decision import Rule
-
     first = reasons[0] if reasons else None
     if first is None or first.rule is not Rule.LR_LARGEST or not first.values:
         return ""
@@ -492,6 +543,13 @@ def _runs(trials: list, store) -> pd.DataFrame:
     return restrict(stats.add_error(load_runs(ABLATION, store.uri)), trials, ABLATION)
 
 
+def _grid_runs(sc: DictConfig, trials: list, store) -> pd.DataFrame:
+    """:func:`_runs` less the budget reruns (:func:`analysis.budget.split_budget`): they extend
+    the grid's trials, so the store's reruns of an earlier invocation (a resume) are read with
+    them, and pooled with the grid's runs they left no row budget-limited to rerun."""
+    return budget.split_budget(_runs(trials, store), int(sc.train.max_steps))[0]
+
+
 def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
               store, lr_max: float = LR_MAX) -> tuple[list, int]:
     """Extend the lr grid one ×√10 step past each edge a row's arm chose, round after round,
@@ -510,7 +568,7 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
     status = [0]
 
     def read() -> dict[str, pd.DataFrame]:
-        return {"": _runs(grid + added, store)}
+        return {"": _grid_runs(sc, grid + added, store)}
 
     def edges_of(runs: Mapping[str, pd.DataFrame]) -> dict[str, list]:
         return {"": [e for spec in parts for e in protocol.decide_part(
@@ -537,6 +595,46 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
     return added, status[0]
 
 
+def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
+                 store, added: list) -> tuple[list, int]:
+    """The ×``report.budget_factor`` budget reruns (paper.md §13 *budget-limited*) of every row
+    still budget-limited after the lr-edge rounds (:func:`decide` on the grid and ``added``, its
+    extensions): the row's two arms and its positive control's, every seed and size the row
+    reads, each arm at its lr chosen on validation (:func:`analysis.confirm.freeze`), built by the
+    report's :func:`analysis.budget.budget_trials` and tagged phase ``budget``. ``groups`` as
+    :func:`extend_lr`'s. Returns ``(the reruns, the worst exit status of their sweep)``; none
+    where ``report.budget_factor`` ≤ 1 or no row is budget-limited."""
+    from types import SimpleNamespace
+
+    from analysis.budget import budget_trials
+    from analysis.confirm import freeze
+    from harness.expansion import split_sweeps
+
+    factor = int(sc.report.budget_factor)
+    grid = [t for trials, _ in groups for t in trials] + list(added)
+    if factor <= 1:
+        return [], 0
+    df = floored(_grid_runs(sc, grid, store))
+    table = decide(df, parts, mixer)
+    limited = [{**p, "a": mixer if p["a"] == MIXER else p["a"], "role": "deciding"}
+               for p, why in zip(parts, table["open"]) if why is Open.BUDGET]
+    if not limited:
+        return [], 0
+    configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=limited))}
+    frozen = freeze(configs, {ABLATION: df})
+    new: dict[str, Any] = {}
+    for trials, cli in groups:
+        plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]  # budget_trials adds it
+        for t in budget_trials(configs, {ABLATION: df}, {ABLATION: trials}, plain, factor, frozen).get(ABLATION, []):
+            new.setdefault(t.trial_id, t)
+    todo = rounds.tag(new.values(), phases.BUDGET)
+    if not todo:
+        return [], 0
+    print(f"scorecard: {len(todo)} trials at ×{factor} steps ({len(limited)} budget-limited rows, "
+          "their arms and positive controls)", flush=True)
+    return todo, _sweep(sc, todo, groups[0][1], store)
+
+
 def run(cfg: DictConfig, runtime: Runtime) -> int:
     """Run the scorecard's trials, decide, write the page (module docstring); the exit status."""
     from harness.store import resolve_store
@@ -559,15 +657,20 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
         return 2
     rest = [o for o in base if o != "+ablation=scorecard"]
     parts = [protocol.spec_dict(p) for p in OmegaConf.to_object(sc.ablation.parts)]
-    added, ext_status = extend_lr(sc, parts, [(refs, [*base, *runtime.sweeps]),
-                                              (mine, [*base, *model, *runtime.sweeps])], mixer, store)
+    groups = [(refs, [*base, *runtime.sweeps]), (mine, [*base, *model, *runtime.sweeps])]
+    added, ext_status = extend_lr(sc, parts, groups, mixer, store)
     if ext_status == 2:
         return 2
-    trials = refs + mine + added
-    df = floored(_runs(trials, store))  # the zoo's and the scorecard's floor (error_floor)
+    longer, budget_status = budget_round(sc, parts, groups, mixer, store, added)
+    if budget_status == 2:
+        return 2
+    ext_status = max(ext_status, budget_status)
+    # the zoo's and the scorecard's floor (error_floor); the ×4 reruns decide only the rows they rerun
+    df, x4 = budget.split_budget(floored(_runs(refs + mine + added + longer, store)), int(sc.train.max_steps))
     out = out_folder(runtime.cwd, mixer, sc.scale.name, [*rest, *runtime.sweeps])
     out.mkdir(parents=True, exist_ok=True)
-    table, control = decide(df, parts, mixer), control_rows(df, parts)
+    table = decide(df, parts, mixer, x4, int(sc.report.budget_factor))
+    control = control_rows(df, parts)
     figures = _figures(df, out, sc.scale.name, mixer)
     extended = int((df["extends"].astype(str) != "").sum()) if "extends" in df else 0  # this run's and earlier ones'
     header = _header(sc.scale.name, len(df), extended, [*runtime.overrides, *runtime.sweeps]) + \

@@ -97,6 +97,51 @@ def arms_of(cfg: DictConfig) -> list[dict]:
     return arms
 
 
+SERVES = ("causal", "bidirectional")
+REFERENCE_KEYS = ("arm", "label", "serves")
+
+
+def references_of(cfg: DictConfig) -> list[dict]:
+    """``zoo.references`` as plain dicts ``{arm, label, serves}``: the leaderboard's reference
+    arms (model presets), each serving the arms of one measured causality (:data:`SERVES`).
+
+    Raises:
+        ZooInputError: none registered, an unknown key, a ``serves`` not in :data:`SERVES`, a
+            causality no reference serves, or one arm twice.
+    """
+    refs = OmegaConf.to_container(cfg.zoo.references, resolve=True) or []
+    for i, ref in enumerate(refs):
+        if not isinstance(ref, dict) or set(ref) != set(REFERENCE_KEYS) or ref["serves"] not in SERVES:
+            raise ZooInputError(f"zoo.references[{i}]: needs exactly {', '.join(REFERENCE_KEYS)} with serves "
+                                f"one of {', '.join(SERVES)}, got {ref}")
+    arms = [r["arm"] for r in refs]
+    if len(set(arms)) != len(arms):
+        raise ZooInputError(f"zoo.references: an arm registered twice: {arms}")
+    missing = [kind for kind in SERVES if kind not in {r["serves"] for r in refs}]
+    if missing:
+        raise ZooInputError(f"zoo.references: no reference serves the {' and '.join(missing)} arms "
+                            "(register them in conf/zoo.yaml)")
+    return refs
+
+
+def check_references(refs: list[dict], rows: list[dict]) -> None:
+    """Refuse a reference whose measured causality (its pre-flight row) is not the one it serves.
+
+    Raises:
+        ZooInputError: naming the reference and its measured leak.
+    """
+    from analysis.zoo_page import measured_causal
+    from harness.symmetry import CAUSAL_KEY
+
+    by_arm = {r["arm"]: r for r in rows}
+    for ref in refs:
+        row = by_arm[ref["arm"]]
+        if measured_causal(row) != (ref["serves"] == "causal"):
+            raise ZooInputError(f"zoo.references: {ref['arm']!r} serves the {ref['serves']} arms but is measured "
+                                f"{'causal' if measured_causal(row) else 'bidirectional'} (largest change before a "
+                                f"changed position {row.get(CAUSAL_KEY, float('nan')):.1e})")
+
+
 def _value(v) -> str:
     """A kwarg as Hydra's override grammar reads it back as the same value."""
     if isinstance(v, bool):
@@ -210,23 +255,24 @@ def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list
     return 0
 
 
-def _parts(sc: DictConfig, cfg: DictConfig) -> list[dict]:
+def _parts(sc: DictConfig, cfg: DictConfig, refs: list[dict]) -> list[dict]:
     """The page's parts: the scorecard's (``a: MIXER``), then per registered task one area part
-    against ``zoo.reference`` (the leaderboard's verdict), all observations of claim ``zoo``."""
+    against each reference of ``refs`` (:func:`references_of`; the leaderboard's verdicts), tagged
+    ``serves`` with the causality of the arms it is for; all observations of claim ``zoo``."""
     from analysis import protocol
 
     parts = [protocol.spec_dict(p) for p in OmegaConf.to_object(sc.ablation.parts)]
-    ref = str(cfg.zoo.reference)
-    labels = {p["task"]: p["name"] for p in parts if p["b"] == ref}
+    words = {p["task"]: scorecard._words(p["name"])[0] for p in parts if p["a"] == scorecard.MIXER}
     control = next((p["control"] for p in parts if p["control"]), [])
     for task, spec in OmegaConf.to_container(cfg.zoo.tasks, resolve=True).items():
-        if task not in labels:
-            raise ZooInputError(f"zoo.tasks.{task}: no scorecard part against {ref!r} on {task} "
-                                f"(tasks: {', '.join(sorted(labels))})")
-        name = f"{labels[task]}, {spec.get('value', 'auc')} over n_train"
-        parts.append(protocol.spec_dict({"claim": "zoo", "role": "observation", "name": name, "task": task,
-                                         "a": scorecard.MIXER, "b": ref, "value": spec.get("value", "auc"),
-                                         "delta": float(spec["delta"]), "control": control, "leaderboard": True}))
+        if task not in words:
+            raise ZooInputError(f"zoo.tasks.{task}: no scorecard part on {task} (tasks: {', '.join(sorted(words))})")
+        for ref in refs:
+            name = f"{words[task]} vs {ref['label']}, {spec.get('value', 'auc')} over n_train"
+            parts.append(protocol.spec_dict({
+                "claim": "zoo", "role": "observation", "name": name, "task": task, "a": scorecard.MIXER,
+                "b": ref["arm"], "value": spec.get("value", "auc"), "delta": float(spec["delta"]),
+                "control": control, "leaderboard": True, "serves": ref["serves"]}))
     return parts
 
 
@@ -280,63 +326,108 @@ def run(cfg: DictConfig, runtime: Runtime) -> int:
     return 0 if cfg.zoo.runs else status
 
 
-def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]:
-    from analysis import zoo_page
-    from analysis.bundle import collect, write_bundle
-    from harness.store import resolve_store
+def _expand(cfg: DictConfig, runtime: Runtime, arms: list[dict], registered: list[dict]):
+    """``(ablation config, reference trials, [(trials, overrides)] of the reference groups,
+    [trials of each arm], [each arm's overrides], base overrides)``: the scorecard's grid, the
+    registered references it lacks (``model=<preset>`` each, their own groups) and the arms, each
+    trial once (a reference's trial is the reference's, an arm's id in it is dropped).
 
-    arms = arms_of(cfg)
-    use_examples(cfg.zoo.examples, runtime.cwd)
+    Raises:
+        ZooInputError: ``model=…`` on the command line, or an arm named as a reference arm.
+    """
     models = [model_overrides(a) for a in arms]
     if any(o.lstrip("+~").split("=", 1)[0].split(".")[0] == "model" for o in [*runtime.overrides, *runtime.sweeps]):
         raise ZooInputError("the zoo's models are zoo.arms (conf/zoo.yaml), not model=… on the command line")
     rest = [o for o in runtime.overrides if not o.startswith("zoo.")]
-    sc, refs, mine, base = scorecard.expand_arms(rest, list(runtime.sweeps), models)
-    parts = _parts(sc, cfg)  # before any trial: a task the scorecard lacks is bad input
+    ref_models = [[f"model={r['arm']}"] for r in registered]
+    sc, refs, expanded, base = scorecard.expand_arms(rest, list(runtime.sweeps), [*ref_models, *models])
+    cli = [*base, *runtime.sweeps]
+    groups, seen = [(refs, cli)], {t.trial_id for t in refs}
+    for trials, model in zip(expanded[:len(ref_models)], ref_models):
+        extra = [t for t in trials if t.trial_id not in seen]  # softmax: the grid's own trials
+        seen.update(t.trial_id for t in extra)
+        if extra:
+            groups.append((extra, [*base, *model, *runtime.sweeps]))
+    refs = [t for trials, _ in groups for t in trials]
     clash = sorted({a["name"] for a in arms} & {t.variant for t in refs})
     if clash:
         raise ZooInputError(f"zoo.arms: {clash} name a reference arm of conf/ablation/scorecard.yaml; rename the arm")
-    ref_ids = {t.trial_id for t in refs}
-    mine = [[t for t in trials if t.trial_id not in ref_ids] for trials in mine]
+    mine = [[t for t in trials if t.trial_id not in seen] for trials in expanded[len(ref_models):]]
+    return sc, refs, groups, mine, models, base
+
+
+def concrete_parts(parts: list[dict], rows: list[dict]) -> list[dict]:
+    """The parts each arm of the pre-flight's ``rows`` is decided on, its name as ``a``: a mixer
+    (``kind`` mixer) the scorecard's and the leaderboard's against the references of its measured
+    causality; a reference arm only the latter, never against itself (:func:`zoo_page.parts_for`)."""
+    from analysis.zoo_page import measured_causal, parts_for
+
+    out = []
+    for row in rows:
+        mine = parts_for(parts, measured_causal(row))
+        out += [{**p, "a": row["arm"]} for p in mine if p["a"] == scorecard.MIXER and p["b"] != row["arm"]
+                and (row["kind"] == "mixer" or p.get("leaderboard"))]
+    return out
+
+
+def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]:
+    from analysis import zoo_page
+    from harness.store import resolve_store
+
+    arms, registered = arms_of(cfg), references_of(cfg)
+    use_examples(cfg.zoo.examples, runtime.cwd)
+    sc, refs, groups, mine, models, base = _expand(cfg, runtime, arms, registered)
+    parts = _parts(sc, cfg, registered)  # before any trial: a task the scorecard lacks is bad input
     names = {trials[0].variant: arm["name"] for arm, trials in zip(arms, mine) if trials}
+    cli = [*base, *runtime.sweeps]
+    store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
+    flat = [t for trials in mine for t in trials]
     if cfg.dry_run:
-        return _dry_run(sc, refs, [t for trials in mine for t in trials], arms, [*base, *runtime.sweeps],
-                        resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd), out), []
+        return _dry_run(sc, refs, flat, arms, cli, store, out), []
     rows = [preflight(a["name"], trials, "mixer", a["target"]) for a, trials in zip(arms, mine)]
     for variant in dict.fromkeys(t.variant for t in refs):  # the references' init measurements
         rows.append(preflight(variant, [t for t in refs if t.variant == variant], "reference"))
+    check_references(registered, rows)
     for row, arm in zip(rows, arms):
         row.update(target=arm["target"], kwargs=json.dumps(arm["kwargs"], sort_keys=True), paper=arm["paper"])
-    flat = [t for trials in mine for t in trials]
-    store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
-    cli = [*base, *runtime.sweeps]
     status = scorecard._sweep(sc, refs + flat, cli, store, before=lambda finished: scorecard.print_expected(
         refs, flat, finished, "", scorecard._cores(sc.cluster), command="zoo", what=f"the {len(arms)} mixers"))
     if status == 2:
         return 2, []
-    concrete = [{**p, "a": arm} for arm in names for p in parts if p["a"] == scorecard.MIXER]
-    # the reference rows' own area verdicts against zoo.reference choose their lrs too: extend
-    # them past a grid edge as the mixers' (without this, W_V's and the MLP's rows stayed
-    # "inconclusive: lr at grid edge" on the first quick run)
-    others = [v for v in dict.fromkeys(t.variant for t in refs) if v != str(cfg.zoo.reference)]
-    concrete += [{**p, "a": arm} for arm in others for p in parts if p.get("leaderboard")]
-    groups = [(refs, cli), *((trials, [*base, *model, *runtime.sweeps]) for trials, model in zip(mine, models))]
+    # the arms' rows by their variants (the runs' arm); every row's lrs are extended past a grid
+    # edge, the reference rows' too (without this, W_V's and the MLP's rows stayed "inconclusive:
+    # lr at grid edge" on the first quick run), then its budget-limited rows rerun at ×4
+    variants = {arm["name"]: trials[0].variant for arm, trials in zip(arms, mine) if trials}
+    concrete = concrete_parts(parts, [{**r, "arm": variants.get(r["arm"], r["arm"])} for r in rows])
+    groups += [(trials, [*base, *model, *runtime.sweeps]) for trials, model in zip(mine, models)]
     added, ext = scorecard.extend_lr(sc, concrete, groups, "", store)
     if ext == 2:
         return 2, []
-    bundle = collect(store.uri, {ABLATION: refs + flat})
+    longer, ext4 = scorecard.budget_round(sc, concrete, groups, "", store, added)
+    if ext4 == 2:
+        return 2, []
+    plan = {"command": " ".join(["python -m analysis.zoo", *runtime.overrides, *runtime.sweeps]),
+            "commit": _commit(), "scale": OmegaConf.to_container(sc.scale, resolve=True),
+            "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)), "registered": registered,
+            "length_task": str(cfg.zoo.length_task), "budget_factor": int(sc.report.budget_factor),
+            "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
+            "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
+    folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
+    return max(status, ext, ext4), zoo_page.render(folder, out)
+
+
+def _write(out: Path, store, trials: list, added: list, names: dict, rows: list[dict], plan: dict) -> Path:
+    """The bundle (``runs.csv.gz`` of exactly ``trials`` and this invocation's rounds ``added``,
+    the arms' names in ``arm``), ``symmetry.csv`` and ``plan.json`` in ``out/zoo``; the folder."""
+    from analysis.bundle import collect, write_bundle
+
+    bundle = collect(store.uri, {ABLATION: trials})
     if not bundle.empty:  # the runs this invocation composed or extended, never another's extension
-        bundle = bundle[bundle["trial_id"].isin({t.trial_id for t in refs + flat + added})]
+        bundle = bundle[bundle["trial_id"].isin({t.trial_id for t in trials + added})]
     if "arm" in bundle:
         bundle["arm"] = bundle["arm"].replace(names)
     folder = out / FOLDER
     write_bundle(bundle, folder / BUNDLE, measured=False)
     pd.DataFrame(rows).to_csv(folder / SYMMETRY, index=False, float_format="%.3e")
-    plan = {"command": " ".join(["python -m analysis.zoo", *runtime.overrides, *runtime.sweeps]),
-            "commit": _commit(), "scale": OmegaConf.to_container(sc.scale, resolve=True),
-            "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)),
-            "reference": str(cfg.zoo.reference), "length_task": str(cfg.zoo.length_task),
-            "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
-            "n_trials": len(refs) + len(flat), "n_extension": len(added)}
     (folder / PLAN).write_text(json.dumps(plan, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    return max(status, ext), zoo_page.render(folder, out)
+    return folder

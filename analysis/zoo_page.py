@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import lengths, protocol, scorecard, stats
+from analysis import budget, lengths, protocol, render_tables, scorecard, stats
 from analysis.render import lead as reason_lead
 from analysis.bundle import read_bundle, split
 from harness.symmetry import CAUSAL_KEY
@@ -88,6 +88,34 @@ def not_learned(runs: pd.DataFrame) -> bool:
     return bool(np.isfinite(ref) and pd.to_numeric(runs["error"], errors="coerce").mean() >= ref)
 
 
+def measured_causal(row) -> bool:
+    """Whether a ``symmetry.csv`` row (or the pre-flight's dict) measured its arm causal: its
+    largest change before a changed position (:data:`harness.symmetry.CAUSAL_KEY`) within its
+    tolerance. False where it was not measured (a bundle written before causality was)."""
+    leak = row.get(CAUSAL_KEY) if hasattr(row, "get") else None
+    return leak is not None and bool(pd.notna(leak)) and float(leak) <= float(row["tolerance"])
+
+
+def parts_for(parts: list[dict], causal: bool) -> list[dict]:
+    """``parts`` less the leaderboard's parts against references serving the other causality
+    (``serves``; a part without one, as a bundle written before ``zoo.references``, serves all)."""
+    kind = "causal" if causal else "bidirectional"
+    return [p for p in parts if not p.get("leaderboard") or p.get("serves") in (None, kind)]
+
+
+def registered(plan: dict) -> list[dict]:
+    """The plan's references ``{arm, label, serves}`` (a bundle written before ``zoo.references``:
+    its one ``reference``, serving every arm)."""
+    return plan.get("registered") or [{"arm": plan["reference"], "label": plan["reference"], "serves": None}]
+
+
+def _split(df: pd.DataFrame, plan: dict) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """``(the grid and its lr-edge runs, the ×factor budget reruns, factor)`` of the bundle's runs
+    (:func:`analysis.budget.split_budget` at the plan's steps)."""
+    main, longer = budget.split_budget(df, int(plan["scale"]["steps"]))
+    return main, longer, int(plan.get("budget_factor", 0))
+
+
 def _length(df: pd.DataFrame, task: str, arm: str) -> tuple[str, str]:
     """``(test error at the longest tested length [95%], its ratio to the error at the longest
     training length)`` of ``arm`` at its lr chosen on validation and its largest n_train; an arm
@@ -142,24 +170,43 @@ def _trained(df: pd.DataFrame, arms: list[str]) -> str:
     return " / ".join(cells)
 
 
-def _page(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, arm: dict, header: str) -> tuple[str, pd.DataFrame]:
-    """One mixer's page and its decided rows (:func:`analysis.scorecard.decide`: Holm across them)."""
+def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan: dict, arm: dict,
+          header: str) -> tuple[str, pd.DataFrame]:
+    """One mixer's page and its decided rows (:func:`analysis.scorecard.decide`: Holm across
+    them), its leaderboard rows against the references of its measured causality."""
     import torch
 
+    df, longer, factor = runs
     name = arm["name"]
-    mine = df[df["arm"].isin([name, *plan["references"]])]
-    table = scorecard.decide(mine, plan["parts"], name)
-    concrete = [{**p, "a": name if p["a"] == scorecard.MIXER else p["a"]} for p in plan["parts"]]
-    control = scorecard.control_rows(mine, concrete)
     row = sym[sym["arm"] == name].iloc[0]
+    causal = measured_causal(row)
+    parts = parts_for(plan["parts"], causal)
+    arms = [name, *plan["references"]]
+    table = scorecard.decide(df[df["arm"].isin(arms)], parts, name, longer[longer["arm"].isin(arms)], factor)
+    concrete = [{**p, "a": name if p["a"] == scorecard.MIXER else p["a"]} for p in parts]
+    mine = df[df["arm"].isin(arms)]
+    control = scorecard.control_rows(mine, concrete)
     errors = {k: float(row[k]) for k in scorecard.SYMMETRY_KEYS.values() if pd.notna(row[k])}
     claims = frozenset(filter(None, str(row["declared"]) .split(","))) if pd.notna(row["declared"]) else frozenset()
     lines = scorecard.redrawn_lines(errors, getattr(torch, row["dtype"]), claims, int(row["d"]))
     lines += scorecard.trained_lines(mine, name)
     paper = f" Paper: {arm['paper']}." if arm.get("paper") else ""
     kwargs = f" with `{json.dumps(arm['kwargs'], sort_keys=True)}`" if arm["kwargs"] else ""
-    text = scorecard.page(name, table, control, lines, [], f"`{arm['target']}`{kwargs}.{paper} {header}")
-    return text, table
+    refs = _uses(plan, causal)
+    said = (f" Its leaderboard rows (`auc over n_train`) are against {refs}: `{name}` is measured "
+            f"{'causal' if causal else 'bidirectional'}.")
+    text = scorecard.page(name, table, control, lines, [], f"`{arm['target']}`{kwargs}.{paper} {header}{said}")
+    open_rows = [(name, r.task, r.reference, r.open) for r in table.itertuples() if r.open is not None]
+    more = render_tables.inconclusive_lines(open_rows)
+    return (text + "\n" + "\n".join(more) if more else text), table
+
+
+def _uses(plan: dict, causal: bool, labels: bool = True) -> str:
+    """The references an arm of this causality is compared with, in words (``labels``: each
+    with its label; else the arms alone, the leaderboard's cell)."""
+    kind = "causal" if causal else "bidirectional"
+    return (" and " if labels else ", ").join(f"`{r['arm']}`" + (f" ({r['label']})" if labels else "")
+                                              for r in registered(plan) if r["serves"] in (None, kind))
 
 
 def _values(df: pd.DataFrame, key: str, fallback: object) -> str:
@@ -169,7 +216,7 @@ def _values(df: pd.DataFrame, key: str, fallback: object) -> str:
     return ", ".join(f"{v:g}" for v in values) if values else str(fallback)
 
 
-def _header(df: pd.DataFrame, plan: dict) -> str:
+def _header(df: pd.DataFrame, plan: dict, n_budget: int = 0) -> str:
     """What ran (from the runs where they say it, else the scale), the command and the commit."""
     scale = plan["scale"]
     tiny = " (a check of the path, not evidence)" if scale["name"] == "tiny" else ""
@@ -178,8 +225,56 @@ def _header(df: pd.DataFrame, plan: dict) -> str:
     return (f"Scale `{scale['name']}`{tiny}: seeds {_seeds(seeds)}, n_train {_values(df, 'task.n_train', scale['n_train'])}, "
             f"learning rates {_values(df, 'train.lr', scale['lrs'])}, {_values(df, 'train.max_steps', scale['steps'])} "
             f"steps per trial; {len(df)} runs of {plan['n_trials']} trials composed ({extended} past an lr grid edge) "
+            f"and {n_budget} budget reruns at ×{plan.get('budget_factor', 0)} steps "
             f"in the store's experiment `{scorecard.ABLATION}`. Command: `{plan['command']}`; harness commit "
             f"`{plan['commit']}`.")
+
+
+def _board_cells(table: pd.DataFrame | None, board: list[dict], tasks: list[str], own: str) -> list[str]:
+    """Per task the verdict cell of a row's leaderboard parts (``board``, those of its causality),
+    one per reference, each named where there are several; ``own``: the row's arm, whose part
+    against itself reads "the reference"."""
+    by_name = {r.name: r for r in table.itertuples()} if table is not None else {}
+    cells = []
+    for task in tasks:
+        mine = [p for p in board if p["task"] == task]
+        said = ["the reference" if p["b"] == own else _verdict_cell(by_name.get(p["name"])) for p in mine]
+        cells.append(said[0] if len(said) == 1 else "; ".join(f"vs `{p['b']}`: {c}" for p, c in zip(mine, said)))
+    return cells
+
+
+def _reference_entries(plan: dict) -> list[tuple[str, list[str]]]:
+    """``[(label, candidate arms)]``: the registered references, then the scorecard's other
+    reference arms (:func:`_reference_rows`)."""
+    refs = registered(plan)
+    entries = [(r["label"], [r["arm"]]) for r in refs]
+    ref = refs[0]["arm"]
+    return entries + [(label, c) for label, c in _reference_rows(plan["parts"], ref)
+                      if c not in [[r["arm"]] for r in refs]]
+
+
+def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area) -> tuple[str, list]:
+    """One reference arm's leaderboard row and its inconclusive rows (``(arm, task, reference, open)``)."""
+    df, longer, factor = runs
+    board = [p for p in plan["parts"] if p.get("leaderboard")]
+    chosen = {t: (protocol.choose_arm(df, t, candidates)[0] if len(candidates) > 1 else candidates[0])
+              for t in [*tasks, length_task]}
+    rows = sym[sym["arm"].isin(candidates)]
+    causal = bool(len(rows)) and measured_causal(rows.iloc[0])
+    mine = parts_for(board, causal)
+    concrete = [{**p, "a": chosen[p["task"]]} for p in mine if p["b"] != chosen[p["task"]]]
+    table = scorecard.decide(df, concrete, "", longer, factor) if concrete else None
+    params, held = _sym_cells(rows)
+    cells = []
+    verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, candidates[0] if len(candidates) == 1 else "")))
+    for task in tasks:
+        pick = f" (`{chosen[task]}`)" if len(candidates) > 1 else ""
+        cells += [area(task, [chosen[task]], "auc") + pick, verdicts[task]]
+    err, ratio = _length(df, length_task, chosen[length_task])
+    open_rows = [] if table is None else [(chosen[r.task], r.task, r.reference, r.open)
+                                          for r in table.itertuples() if r.open is not None]
+    return _row([label, "reference arm", params, held, _uses(plan, causal, False), _trained(df, candidates),
+                 *cells, err, ratio]), open_rows
 
 
 def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
@@ -189,14 +284,15 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
     Raises:
         BundleError: as :func:`read`.
     """
-    df, sym, plan = read(folder, runs)
-    header = _header(df, plan)
-    parts, ref = plan["parts"], plan["reference"]
-    board = [p for p in parts if p.get("leaderboard")]
-    tasks = [p["task"] for p in board]
+    full, sym, plan = read(folder, runs)
+    split = _split(full, plan)
+    df = split[0]
+    header = _header(df, plan, len(split[1]))
+    board = [p for p in plan["parts"] if p.get("leaderboard")]
+    tasks = list(dict.fromkeys(p["task"] for p in board))
     pages_dir = out / "zoo"
     pages_dir.mkdir(parents=True, exist_ok=True)
-    paths, rows, reasons = [out / "zoo.md"], [], {}
+    paths, rows, reasons, open_rows = [out / "zoo.md"], [], {}, []
 
     def area(task: str, arms: list[str], value: str) -> str:
         values, _, why = protocol.arm_values(df, task, arms[0], value)
@@ -207,37 +303,45 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
 
     length_task = plan["length_task"]
     for arm in plan["arms"]:
-        text, table = _page(df, sym, plan, arm, header)
+        text, table = _page(split, sym, plan, arm, header)
         page = pages_dir / f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', arm['name'])}.md"
         page.write_text(text)
         paths.append(page)
-        by_name = {r.name: r for r in table.itertuples()}
+        causal = measured_causal(sym[sym["arm"] == arm["name"]].iloc[0])
+        mine = parts_for(board, causal)
+        verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, arm["name"])))
         params, held = _sym_cells(sym[sym["arm"] == arm["name"]])
-        cells = []
-        for p in board:
-            cells += [area(p["task"], [arm["name"]], p["value"]), _verdict_cell(by_name.get(p["name"]))]
+        cells = [c for task in tasks for c in (area(task, [arm["name"]], "auc"), verdicts[task])]
         err, ratio = _length(df, length_task, arm["name"])
         rows.append(_row([f"[`{arm['name']}`](zoo/{page.name})", arm.get("paper") or "–", params, held,
-                          _trained(df, [arm["name"]]), *cells, err, ratio]))
-    for label, candidates in _reference_rows(parts, ref):
-        chosen = {t: (protocol.choose_arm(df, t, candidates)[0] if len(candidates) > 1 else candidates[0])
-                  for t in [*tasks, length_task]}
-        mine = [{**p, "a": chosen[p["task"]]} for p in board]
-        table = scorecard.decide(df, mine, "") if candidates != [ref] else None
-        by_name = {r.name: r for r in table.itertuples()} if table is not None else {}
-        params, held = _sym_cells(sym[sym["arm"].isin(candidates)])
-        cells = []
-        for p in board:
-            pick = f" (`{chosen[p['task']]}`)" if len(candidates) > 1 else ""
-            cells += [area(p["task"], [chosen[p["task"]]], p["value"]) + pick,
-                      "the reference" if table is None else _verdict_cell(by_name.get(p["name"]))]
-        err, ratio = _length(df, length_task, chosen[length_task])
-        rows.append(_row([label, "reference arm", params, held, _trained(df, candidates), *cells, err, ratio]))
+                          _uses(plan, causal, False), _trained(df, [arm["name"]]), *cells, err, ratio]))
+        names = {p["name"] for p in mine}
+        open_rows += [(arm["name"], r.task, r.reference, r.open) for r in table.itertuples()
+                      if r.open is not None and r.name in names]
+    for label, candidates in _reference_entries(plan):
+        line, more = _reference_row(split, sym, plan, label, candidates, tasks, length_task, area)
+        rows.append(line)
+        open_rows += more
+    lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
+    if reasons:
+        lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
+    paths[0].parent.mkdir(parents=True, exist_ok=True)
+    paths[0].write_text("\n".join(lines))
+    return paths
+
+
+def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[str]:
+    """The leaderboard's Markdown lines: title, legend, the table and its inconclusive rows."""
+    length_task = plan["length_task"]
     d = sym["d"].iloc[0] if len(sym) else "–"
-    deltas = ", ".join(f"{p['task']} {p['delta']:g}" for p in board)
+    deltas = ", ".join(dict.fromkeys(f"{p['task']} {p['delta']:g}" for p in board))
+    refs = registered(plan)
     shown = {t: f"{t}{MARK}" if t in HOME_GROUND else t for t in tasks}
-    head = " | ".join(f"{shown[t]}: area [95% CI] | {shown[t]}: vs {ref}" for t in tasks)
-    lines = [
+    head = " | ".join(f"{shown[t]}: area [95% CI] | {shown[t]}: verdict" for t in tasks)
+    rule = "; ".join(f"`{r['arm']}` ({r['label']}) serves the {r['serves'] or 'every'} arms" for r in refs)
+    mark = MARK if length_task in HOME_GROUND else ""
+    factor = int(plan.get("budget_factor", 0))
+    return [
         "# The mixer zoo: sequence mixers against softmax attention", "",
         f"Generated by `python -m analysis.zoo` from the results bundle `zoo/{BUNDLE}` (with `zoo/{SYMMETRY}` "
         f"and `zoo/{PLAN}`); regenerate with `zoo.runs=<this folder>/zoo/{BUNDLE}`. {header}", "",
@@ -247,24 +351,24 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         "before t (the largest relative change over t, same weights and dtype); each mixer's declared "
         "set and its declared causality equal these (the pre-flight refuses otherwise). **trained**: median relative error over the arm's runs on its trained weights "
         "(orthogonal with knowledge / orthogonal / permutation).",
+        f"* **references**: the arms a row's verdicts are against, by its *measured* causality (at init), "
+        f"registered in `conf/zoo.yaml`: {rule}. Every reference is a row of this table.",
         "* **area**: per seed the mean natural-log test error over log n_train (trapezoid), each size at the "
         "lr chosen on validation; mean over seeds with its Student-t 95% interval; lower is better. Its floor "
         f"is the metric's own resolution: {scorecard.floor_words(df)}.",
-        f"* **vs {ref}**: d = area({ref}) − area(arm) per seed under the verdict protocol "
-        f"(`analysis/protocol.py`): better, equivalent within δ, worse, or inconclusive and why; Holm across "
-        f"each mixer's page (the reference arms: across their own row); δ registered in `conf/zoo.yaml`: {deltas}.",
+        "* **verdict**: d = area(reference) − area(arm) per seed under the verdict protocol "
+        "(`analysis/protocol.py`): better, equivalent within δ, worse, or inconclusive and why; one per "
+        "reference, named where there are several; Holm across each mixer's page (the reference arms: across "
+        f"their own row); δ registered in `conf/zoo.yaml`: {deltas}. A row still budget-limited after the "
+        f"lr-edge rounds is decided on reruns of its arms at ×{factor} the steps (the same seeds, sizes and "
+        f"chosen lrs); still falling there it reads *{render_tables.budget_limited(factor)}*.",
         f"* **length**: on `{length_task}`, at the lr chosen on validation and the largest n_train, the test "
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "
         "below the trivial predictor's (uniform mixing) on the same test set.",
         f"* {MARK} the targets of {', '.join(f'`{t}`' for t in HOME_GROUND)} are generated by a softmax-attention "
         "teacher: the reference's home ground, which it can fit exactly.", "",
-        f"| arm | paper | params | at init | trained | {head} | length{MARK if length_task in HOME_GROUND else ''}: error "
-        f"| length{MARK if length_task in HOME_GROUND else ''}: ratio |",
-        "|---|---|---|---|---|" + "---|---|" * len(tasks) + "---|---|",
-        *rows, ""]
-    if reasons:
-        lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
-    paths[0].parent.mkdir(parents=True, exist_ok=True)
-    paths[0].write_text("\n".join(lines))
-    return paths
+        f"| arm | paper | params | at init | references | trained | {head} | length{mark}: error "
+        f"| length{mark}: ratio |",
+        "|---|---|---|---|---|---|" + "---|---|" * len(tasks) + "---|---|",
+        *rows, "", *render_tables.inconclusive_lines(open_rows)]

@@ -271,12 +271,16 @@ class ZooConfig:
     ``arms``: one mapping per mixer, ``{name, target: "package.module:Class", kwargs: {...},
     paper: "..."}`` (``name`` is the row's label and the runs' arm); ``tasks``: per separating
     task the verdict's value and margin ``{value: auc, delta: 0.02}``; ``length_task``: the task
-    whose per-length test error is the length-generalisation column."""
+    whose per-length test error is the length-generalisation column; ``references``: the
+    leaderboard's reference arms (model presets) with the causality each serves
+    (``analysis.zoo.references_of``)."""
 
     arms: List[Any] = field(default_factory=list)
     tasks: Dict[str, Any] = field(default_factory=dict)
     length_task: str = "teacher_length"
-    reference: str = "softmax"  # the arm every verdict compares against (b)
+    # the leaderboard's references, each {arm, label, serves}: an arm measured causal is compared
+    # with those serving "causal", a bidirectional one with those serving "bidirectional"
+    references: List[Any] = field(default_factory=list)
     examples: str = ""  # a folder put first on sys.path so `target` imports; default: the repository's examples/
     out: str = "docs"  # the leaderboard goes to <out>/zoo.md, the pages and the bundle to <out>/zoo/
     runs: str = ""  # a bundle (<out>/zoo/runs.csv.gz) to regenerate from, offline; default: run and export

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ["scale=tiny", "cluster=serial", "task=nearest"]  # 14 trials of 10 steps: 5 references + 2 mixers, 2 seeds
+BASE = ["scale=tiny", "cluster=serial", "task=nearest"]  # 18 trials of 10 steps: 7 references + 2 mixers, 2 seeds
 # two arms, one with kwargs (as a bidirectional form is given: its variant has them in brackets,
 # its rows the arm's name)
 ARMS = ("zoo.arms=[{name:gla_k4,target:'my_mixers.gated:GatedLinearAttention',kwargs:{k:4},paper:'Yang et al. 2023'},"
@@ -28,12 +28,24 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     run.mkdir()
     code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)
     assert code == 0, err[-3000:]
-    assert "zoo: expected references 10 of 10 trials" in out and "the 2 mixers 4 of 4 trials" in out
+    # the scorecard's 5 reference arms and the two registered references it lacks (softmax_causal, softmax_pos)
+    assert "zoo: expected references 14 of 14 trials" in out and "the 2 mixers 4 of 4 trials" in out
     board = (run / "out" / "zoo.md").read_text()
     rows = [line for line in board.splitlines() if line.startswith("| ") and not line.startswith("| arm")]
-    assert len(rows) == 2 + 4  # two mixers, four reference arms (softmax, W_V, best σ, MLP)
-    assert "| orthogonal with knowledge, permutation |" in rows[1]  # linear attention, measured at init
-    assert "| orthogonal with knowledge, causal |" in rows[0]  # GLA's causality, declared and measured
+    # two mixers; the three registered references (conf/zoo.yaml), then W_V, best σ and the MLP
+    assert len(rows) == 2 + 6
+    assert [r.split(" | ")[0] for r in rows[2:5]] == [
+        "| softmax (M4a) with a causal mask", "| softmax (M4a)", "| softmax (M4a) with learned positions"]
+    assert "| orthogonal with knowledge, permutation | `softmax`, `softmax_pos` |" in rows[1]  # measured at init
+    # GLA's causality, declared and measured: its verdicts are against the causal mask alone
+    assert "| orthogonal with knowledge, causal | `softmax_causal` |" in rows[0]
+    assert "vs `softmax" not in rows[0] and "vs `softmax`: " in rows[1] and "vs `softmax_pos`: " in rows[1]
+    assert "| orthogonal with knowledge, causal | `softmax_causal` |" in rows[2]  # measured, as it serves
+    gla, linear = ((run / "out" / "zoo" / f"{a}.md").read_text() for a in ("gla_k4", "linear_attention"))
+    assert "Its leaderboard rows (`auc over n_train`) are against `softmax_causal` (softmax (M4a) with a causal " \
+           "mask): `gla_k4` is measured causal." in gla
+    assert "are against `softmax` (softmax (M4a)) and `softmax_pos` (softmax (M4a) with learned positions)" in linear
+    _budget_round_ran(run / "out", linear, board)
     assert {p.name for p in (run / "out" / "zoo").iterdir()} == {
         "runs.csv.gz", "symmetry.csv", "plan.json", "gla_k4.md", "linear_attention.md"}
     assert rows[0].startswith("| [`gla_k4`](zoo/gla_k4.md) | Yang et al. 2023 | 320 |")  # W_Q, W_K, W_V, W_α (4 × 16) and W_O (16 × 4)
@@ -56,9 +68,30 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
 
     code, out3, err3 = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)  # the resume: nothing left
     assert code == 0, err3[-2000:]
-    assert "14 trials: 14 already finished (skipped), 0 finished now" in out3 + err3
-    assert "references in the store (10 trials); the 2 mixers 0 of 4 trials" in out3
+    assert "18 trials: 18 already finished (skipped), 0 finished now" in out3 + err3
+    assert "references in the store (14 trials); the 2 mixers 0 of 4 trials" in out3
+    assert "8 trials: 8 already finished (skipped), 0 finished now" in out3 + err3  # the ×4 reruns too
     assert _files(run / "out") == _files(offline / "again")
+
+
+def _budget_round_ran(out: Path, linear: str, board: str) -> None:
+    """At 10 steps the budget binds (too few evaluations to judge): linear attention's rows on
+    `nearest` are rerun at ×4 steps with their reference arms (tagged phase budget, same seeds and
+    size), decided on those and, still limited there, read as the render module words it; the page
+    says which inconclusive rows more runs of this design cannot decide."""
+    from analysis.bundle import read_bundle
+    from analysis.decision import Open
+    from analysis.render_tables import OPEN_WORDS, budget_limited
+
+    runs = read_bundle(out / "zoo" / "runs.csv.gz")
+    longer = runs[runs["train.max_steps"].astype(float) == 40]
+    assert set(longer["phase"]) == {"budget"}
+    assert {"linear_attention", "softmax", "relu_attention", "mlp"} <= set(longer["arm"])  # arm, references, control
+    for arm, seeds in longer.groupby("arm")["seed"]:
+        assert sorted(seeds.astype(int)) == [0, 1] and set(longer["task.n_train"].astype(float)) == {64}, arm
+    assert f"| **inconclusive** | {budget_limited(4)}: " in linear
+    assert "More runs of this design cannot decide these" in linear and OPEN_WORDS[Open.BUDGET_X4] in linear
+    assert "## Inconclusive rows" in board and OPEN_WORDS[Open.RUNS] in board
 
 
 BAD = '''

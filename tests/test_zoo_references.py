@@ -1,0 +1,146 @@
+"""The zoo's fair references (issue 63 item 1) and its typed inconclusive rows (item 2), without
+training: the registered references and their rule (conf/zoo.yaml), the leaderboard's parts per
+reference, which parts an arm of each measured causality is decided on, the refusal of a
+reference whose measured causality is not the one it serves, and why a row stays open."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+from analysis import scorecard, zoo, zoo_page
+from analysis.decision import Open, Reason, Rule
+from harness.symmetry import CAUSAL_KEY
+
+REFS = [{"arm": "softmax_causal", "label": "softmax (M4a) with a causal mask", "serves": "causal"},
+        {"arm": "softmax", "label": "softmax (M4a)", "serves": "bidirectional"},
+        {"arm": "softmax_pos", "label": "softmax (M4a) with learned positions", "serves": "bidirectional"}]
+
+
+def test_the_registered_references_and_their_rule():
+    cfg = OmegaConf.load(zoo.ROOT / "conf" / "zoo.yaml")
+    assert zoo.references_of(cfg) == REFS
+    assert "transformer_causal" not in {r["arm"] for r in REFS}
+
+
+@pytest.mark.parametrize("refs, said", [
+    ([REFS[1], REFS[2]], "no reference serves the causal arms"),
+    ([REFS[0]], "no reference serves the bidirectional arms"),
+    ([{**REFS[0], "serves": "both"}, *REFS[1:]], "zoo.references[0]: needs exactly arm, label, serves"),
+    ([*REFS, REFS[1]], "an arm registered twice"),
+])
+def test_bad_references_are_refused(refs, said):
+    with pytest.raises(zoo.ZooInputError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        zoo.references_of(OmegaConf.create({"zoo": {"references": refs}}))
+
+
+def _row(arm: str, leak: float, kind: str = "reference") -> dict:
+    return {"arm": arm, "kind": kind, CAUSAL_KEY: leak, "tolerance": 1e-8}
+
+
+def test_a_reference_measured_otherwise_than_it_serves_is_refused():
+    rows = [_row("softmax_causal", 0.0), _row("softmax", 0.3), _row("softmax_pos", 0.2)]
+    zoo.check_references(REFS, rows)  # as registered
+    with pytest.raises(zoo.ZooInputError, match="'softmax_causal' serves the causal arms but is measured bidirectional"):
+        zoo.check_references(REFS, [_row("softmax_causal", 0.4), *rows[1:]])
+    with pytest.raises(zoo.ZooInputError, match="'softmax' serves the bidirectional arms but is measured causal"):
+        zoo.check_references(REFS, [rows[0], _row("softmax", 0.0), rows[2]])
+
+
+def _parts() -> list[dict]:
+    sc = SimpleNamespace(ablation=SimpleNamespace(parts=OmegaConf.create([
+        {"claim": "scorecard", "role": "observation", "name": "selection vs softmax (M4a)", "task": "nearest",
+         "a": "MIXER", "b": "softmax", "delta": 0.02, "control": ["mlp", "softmax"]}])))
+    cfg = OmegaConf.create({"zoo": {"tasks": {"nearest": {"value": "auc", "delta": 0.1}}}})
+    return zoo._parts(sc, cfg, REFS)
+
+
+def test_one_leaderboard_part_per_reference_and_each_arm_by_its_measured_causality():
+    parts = _parts()
+    board = [p for p in parts if p.get("leaderboard")]
+    assert [(p["name"], p["b"], p["serves"]) for p in board] == [
+        ("selection vs softmax (M4a) with a causal mask, auc over n_train", "softmax_causal", "causal"),
+        ("selection vs softmax (M4a), auc over n_train", "softmax", "bidirectional"),  # the name it had
+        ("selection vs softmax (M4a) with learned positions, auc over n_train", "softmax_pos", "bidirectional")]
+    causal = [p["b"] for p in zoo_page.parts_for(parts, True) if p.get("leaderboard")]
+    bidir = [p["b"] for p in zoo_page.parts_for(parts, False) if p.get("leaderboard")]
+    assert causal == ["softmax_causal"] and bidir == ["softmax", "softmax_pos"]
+    assert len(zoo_page.parts_for(parts, True)) == 2  # the scorecard's part stays
+    # measured, not named: an arm called *_causal that leaks is decided as bidirectional
+    rows = [_row("gla", 0.0, "mixer"), _row("looks_causal", 0.5, "mixer"), _row("softmax", 0.3)]
+    got = {(p["a"], p["b"]) for p in zoo.concrete_parts(parts, rows) if p.get("leaderboard")}
+    assert got == {("gla", "softmax_causal"), ("looks_causal", "softmax"), ("looks_causal", "softmax_pos"),
+                   ("softmax", "softmax_pos")}  # a reference never against itself
+
+
+def _decided(**kw) -> SimpleNamespace:
+    row = {"verdict": "inconclusive", "diff": "inconclusive", "equiv": "inconclusive", "at_cap": "",
+           "longer": False, "first_rule": None, **kw}
+    return SimpleNamespace(**row)
+
+
+@pytest.mark.parametrize("row, why", [
+    (_decided(verdict="worse"), None),
+    (_decided(diff="contradicted"), Open.SEEDS),  # Holm only
+    (_decided(first_rule=Rule.INCLUDES_ZERO), Open.SEEDS),
+    (_decided(first_rule=Rule.NO_RUNS), Open.RUNS),
+    (_decided(first_rule=Rule.LR_LARGEST), Open.LR_EDGE),
+    (_decided(first_rule=Rule.LR_LARGEST, at_cap="needs lr > 3.0: …"), Open.LR_CAP),
+    (_decided(first_rule=Rule.BUDGET_FALLING), Open.BUDGET),
+    (_decided(first_rule=Rule.BUDGET_FALLING, longer=True), Open.BUDGET_X4),
+    (_decided(first_rule=Rule.NOT_LEARNED), Open.NOT_LEARNED),
+    (_decided(first_rule=Rule.DIVERGED), Open.DIVERGED),
+    (_decided(first_rule=Rule.CONTROL_OPEN), Open.POWER),
+    (_decided(first_rule=Rule.AT_FLOOR), Open.FLOOR),
+    (_decided(first_rule=Rule.RESOLUTION), Open.FLOOR),
+    (_decided(first_rule=Rule.BLOWUP), Open.BLOWUP),
+])
+def test_why_a_row_stays_open(row, why):
+    assert scorecard.open_reason(row) is why
+
+
+def test_which_reasons_more_runs_of_this_design_can_remove():
+    assert {o for o in Open if o.removable} == {Open.SEEDS, Open.POWER, Open.RUNS, Open.LR_EDGE, Open.BUDGET}
+    from analysis.render_tables import OPEN_WORDS, inconclusive_lines
+
+    assert set(OPEN_WORDS) == set(Open)
+    lines = inconclusive_lines([("gla", "nearest", "softmax_causal", Open.BUDGET_X4),
+                                ("mamba", "nearest", "softmax_causal", Open.SEEDS)])
+    cannot, can = lines.index("More runs of this design cannot decide these (1):"), \
+        lines.index("More runs of this design can decide these (1):")
+    assert cannot < lines.index(f"* {OPEN_WORDS[Open.BUDGET_X4]} (1): `gla` on nearest vs `softmax_causal`.") < can
+    assert inconclusive_lines([]) == []
+
+
+def test_a_budget_limited_row_is_decided_on_its_x4_reruns(monkeypatch):
+    """decide() reads a row whose first open rule is the budget's on the ×4 runs (without the
+    lr-edge precondition), and words a row still limited there with the render module's words."""
+    from analysis import protocol
+    from analysis.render_tables import budget_limited
+
+    calls = []
+
+    def fake(df, spec, check_edge=True, **_):
+        calls.append((df, check_edge))
+        rule = Rule.BUDGET_FALLING if df == "x1" or spec.get("still") else Rule.INCLUDES_ZERO
+        return protocol.PartResult({**spec, "b": spec["b"]}, protocol.INCONCLUSIVE, [Reason(rule, arm="m", n_train=64, values=(1.0, 0.5, 0.1))])
+
+    monkeypatch.setattr(protocol, "decide_part", fake)
+    part = {"task": "nearest", "name": "selection vs softmax_causal", "a": "m", "b": "softmax_causal",
+            "delta": 0.1, "choose_b": []}
+    table = scorecard.decide("x1", [part, {**part, "still": True}], "", longer=_Longer(), factor=4)
+    assert list(table["open"]) == [Open.SEEDS, Open.BUDGET_X4]
+    assert table["reason"].iloc[1].startswith(f"{budget_limited(4)}: ")
+    assert [c for c in calls if c[0] != "x1"] and all(edge is False for df, edge in calls if df != "x1")
+    assert list(scorecard.decide("x1", [part], "")["open"]) == [Open.BUDGET]  # no reruns: still ×1
+
+
+class _Longer(str):
+    """A stand-in for the ×4 runs (a non-empty frame as decide() asks)."""
+
+    empty = False
+
+    def __new__(cls):
+        return super().__new__(cls, "x4")
