@@ -461,7 +461,7 @@ def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: in
     refs_text = (f"references {len(todo_refs)} of {len(refs)} trials ≈ {_minutes(a)}; " if todo_refs
                  else f"references in the store ({len(refs)} trials); ")
     print(f"{command}: expected {refs_text}{what} {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
-          f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall if {cores} cores are free, plus lr-edge reruns "
+          f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall if {cores} cores are free, plus lr-edge and ×4 budget reruns "
           f"(costs: {COST_TABLE.name}){load_note(os.cpu_count() or 1)}", flush=True)
 
 
@@ -691,7 +691,8 @@ def _dry_run(sc: DictConfig, refs: list, mine: list, mixer: str, cli: list[str],
     if finished is None:
         return 2
     print_expected(refs, mine, set(finished.get(ABLATION, {})), mixer, _cores(sc.cluster))
-    print(f"scorecard: dry run: would run the trials not done, extend the lr grid past its edges and "
+    print(f"scorecard: dry run: would run the trials not done, extend the lr grid past its edges, rerun "
+          f"budget-limited rows at ×{sc.report.budget_factor} steps and "
           f"write {out / 'scorecard.md'}; nothing was run or written")
     return 0
 

@@ -18,7 +18,10 @@ as :mod:`analysis.scorecard` scores one mixer, all in ONE sweep in one store:
    references a scorecard ran are reused, and a second run or a resume runs only what is
    missing), then the scorecard's lr-edge extension (:func:`analysis.scorecard.extend_lr`: past
    each chosen edge until the choice is interior, up to lr 3.0; a row still there reads "needs
-   lr > 3.0").
+   lr > 3.0"), then the ×4 budget reruns of every row still budget-limited, with its reference
+   arms (:func:`analysis.scorecard.budget_round`). The references (``zoo.references``): each
+   arm's leaderboard rows are against those serving its causality as the pre-flight measured it
+   (:func:`references_of`, :func:`concrete_parts`); every registered reference is a row.
 4. The results bundle, ``<zoo.out>/zoo/``: ``runs.csv.gz`` (:mod:`analysis.bundle`: every run of
    exactly these trials, the ``arm`` column holding the zoo's names), ``symmetry.csv`` (each
    arm's parameters and init symmetry errors, the pre-flight's measurement) and ``plan.json``
@@ -250,7 +253,7 @@ def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list
     scorecard.print_expected(refs, flat, set(finished.get(ABLATION, {})), "", scorecard._cores(sc.cluster),
                              command="zoo", what=f"the {len(arms)} mixers")
     print(f"zoo: dry run: would measure each arm's symmetries, run the trials not done, extend the lr grid "
-          f"past its edges and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
+          f"past its edges, rerun budget-limited rows at ×{sc.report.budget_factor} steps and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
           "nothing was run or written")
     return 0
 

@@ -126,7 +126,7 @@ def test_a_resume_extends_the_lr_grid_no_further_than_the_cap(monkeypatch):
     monkeypatch.setattr("analysis.rounds.extension_trials",
                         lambda edges, known, cli, lr_max: [SimpleNamespace(trial_id=f"x{edges[0]}")])
     monkeypatch.setattr(scorecard, "_sweep", lambda sc, new, cli, store: 0)
-    sc = OmegaConf.create({"scale": {"name": "default"}, "report": {"extend_lr": 2}})
+    sc = OmegaConf.create({"scale": {"name": "default"}, "report": {"extend_lr": 2}, "train": {"max_steps": 10}})
     added, status = scorecard.extend_lr(sc, [{"a": "softmax"}], [(grid, [])], "m", store=None)
     assert read == [{"g"}, {"g", "x1"}]  # round 2 reads round 1's extension, never round 3's
     assert [t.trial_id for t in added] == ["x1", "x2"] and status == 0
