@@ -395,6 +395,7 @@ class Open(Enum):
     BUDGET = ("budget", True)  # budget-limited at ×1: the ×4 reruns decide it
     LR_CAP = ("lr cap", False)  # the largest lr at the cap (needs lr > 3.0)
     BUDGET_X4 = ("budget x4", False)  # still budget-limited at ×4
+    SIZES = ("sizes", False)  # an area over n_train on a grid of one size
     NOT_LEARNED = ("not learned", False)
     DIVERGED = ("diverged", False)  # every lr has a diverged seed
     BLOWUP = ("blow-up", False)  # decided by blown-up runs

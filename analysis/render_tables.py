@@ -494,6 +494,7 @@ OPEN_WORDS = {
     Open.LR_CAP: "an arm still chooses the largest lr at the cap: it needs lr > 3.0, past this design's grid",
     Open.BUDGET_X4: ("an arm is still budget-limited at ×4 steps (still improving, or too few evaluations "
                      "to judge): a longer budget than this design's"),
+    Open.SIZES: "an area over n_train needs two sizes and the grid has one: a grid of several sizes",
     Open.NOT_LEARNED: "an arm does not learn the task: no amount of this design's runs decides it",
     Open.DIVERGED: "every lr of an arm has a diverged seed: another lr grid or parametrisation",
     Open.BLOWUP: "the verdict rests on blown-up runs: an lr at which no seed blows up",

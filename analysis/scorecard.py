@@ -201,6 +201,8 @@ def open_reason(r) -> Open | None:
         return Open.SEEDS
     if rule.step is Step.BUDGET:
         return Open.BUDGET_X4 if r.longer else Open.BUDGET
+    if rule is Rule.AUC_SIZES:
+        return Open.SIZES
     if rule is Rule.CONTROL_OPEN or rule is Rule.NO_CONTROL:
         return Open.POWER if rule is Rule.CONTROL_OPEN else Open.FLOOR
     return _STEP_OPEN.get(rule.step, Open.SEEDS)

@@ -196,9 +196,15 @@ def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan:
     said = (f" Its leaderboard rows (`auc over n_train`) are against {refs}: `{name}` is measured "
             f"{'causal' if causal else 'bidirectional'}.")
     text = scorecard.page(name, table, control, lines, [], f"`{arm['target']}`{kwargs}.{paper} {header}{said}")
-    open_rows = [(name, r.task, r.reference, r.open) for r in table.itertuples() if r.open is not None]
+    open_rows = [(name, _read_as(r), r.reference, r.open) for r in table.itertuples() if r.open is not None]
     more = render_tables.inconclusive_lines(open_rows)
     return (text + "\n" + "\n".join(more) if more else text), table
+
+
+def _read_as(row) -> str:
+    """A decided row's task, with "(area)" where it reads the area over n_train (a leaderboard
+    row), told apart from the scorecard's row at the largest n_train against the same arm."""
+    return f"{row.task} (area)" if row.value == "auc" else row.task
 
 
 def _uses(plan: dict, causal: bool, labels: bool = True) -> str:
@@ -271,7 +277,7 @@ def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area)
         pick = f" (`{chosen[task]}`)" if len(candidates) > 1 else ""
         cells += [area(task, [chosen[task]], "auc") + pick, verdicts[task]]
     err, ratio = _length(df, length_task, chosen[length_task])
-    open_rows = [] if table is None else [(chosen[r.task], r.task, r.reference, r.open)
+    open_rows = [] if table is None else [(chosen[r.task], _read_as(r), r.reference, r.open)
                                           for r in table.itertuples() if r.open is not None]
     return _row([label, "reference arm", params, held, _uses(plan, causal, False), _trained(df, candidates),
                  *cells, err, ratio]), open_rows
@@ -316,7 +322,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(_row([f"[`{arm['name']}`](zoo/{page.name})", arm.get("paper") or "–", params, held,
                           _uses(plan, causal, False), _trained(df, [arm["name"]]), *cells, err, ratio]))
         names = {p["name"] for p in mine}
-        open_rows += [(arm["name"], r.task, r.reference, r.open) for r in table.itertuples()
+        open_rows += [(arm["name"], _read_as(r), r.reference, r.open) for r in table.itertuples()
                       if r.open is not None and r.name in names]
     for label, candidates in _reference_entries(plan):
         line, more = _reference_row(split, sym, plan, label, candidates, tasks, length_task, area)

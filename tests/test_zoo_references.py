@@ -86,6 +86,7 @@ def _decided(**kw) -> SimpleNamespace:
     (_decided(diff="contradicted"), Open.SEEDS),  # Holm only
     (_decided(first_rule=Rule.INCLUDES_ZERO), Open.SEEDS),
     (_decided(first_rule=Rule.NO_RUNS), Open.RUNS),
+    (_decided(first_rule=Rule.AUC_SIZES), Open.SIZES),
     (_decided(first_rule=Rule.LR_LARGEST), Open.LR_EDGE),
     (_decided(first_rule=Rule.LR_LARGEST, at_cap="needs lr > 3.0: …"), Open.LR_CAP),
     (_decided(first_rule=Rule.BUDGET_FALLING), Open.BUDGET),
