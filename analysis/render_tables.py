@@ -503,6 +503,11 @@ OPEN_WORDS = {
 }
 
 
+def decided_longer(factor: int) -> str:
+    """A row decided on its budget reruns at ``factor`` × the steps (it was budget-limited at ×1)."""
+    return f"decided at ×{factor} steps (budget-limited at ×1)"
+
+
 def budget_limited(factor: int) -> str:
     """A row still budget-limited after its reruns at ``factor`` × the steps."""
     return f"budget-limited at ×{factor}"

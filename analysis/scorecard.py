@@ -170,7 +170,7 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame
     ``open`` (:class:`analysis.decision.Open`, None where decided). ``longer``: the ×``factor``
     budget reruns (:func:`budget_round`); a budget-limited row is decided on them (:func:`_row`),
     and reads "budget-limited at ×factor" where it still is."""
-    from analysis.render_tables import budget_limited
+    from analysis.render_tables import budget_limited, decided_longer
 
     table = pd.DataFrame([_row(df, spec, mixer, longer) for spec in parts])
     # one family of comparisons: each part's difference and equivalence test
@@ -183,6 +183,8 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame
     still = table["open"].map(lambda o: o is Open.BUDGET_X4)
     table.loc[still, "reason"] = [f"{budget_limited(factor)}: {why.removeprefix('budget-limited: ')}"
                                   for why in table.loc[still, "reason"]]
+    decided = table["longer"] & (table["verdict"] != "inconclusive")
+    table.loc[decided, "reason"] = decided_longer(factor)
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
     return table.drop(columns=["first_rule"])

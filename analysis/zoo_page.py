@@ -67,7 +67,8 @@ def _row(cells: list[str]) -> str:
 def _verdict_cell(row) -> str:
     if row is None:
         return "–"
-    why = row.reason or row.choice if row.verdict == "inconclusive" else ""
+    why = row.reason or row.choice if row.verdict == "inconclusive" else (
+        row.reason if getattr(row, "longer", False) else "")  # decided on the ×4 reruns: says so
     return f"**{row.verdict}**" + (f": {why.split('; ')[0]}" if why else "")
 
 

@@ -119,21 +119,25 @@ def test_a_budget_limited_row_is_decided_on_its_x4_reruns(monkeypatch):
     """decide() reads a row whose first open rule is the budget's on the ×4 runs (without the
     lr-edge precondition), and words a row still limited there with the render module's words."""
     from analysis import protocol
-    from analysis.render_tables import budget_limited
+    from analysis.render_tables import budget_limited, decided_longer
 
     calls = []
 
     def fake(df, spec, check_edge=True, **_):
         calls.append((df, check_edge))
+        if df != "x1" and spec.get("decides") and spec["test"] == "difference":  # worse at ×4 by far
+            return protocol.PartResult(spec, protocol.CONTRADICTED, effect=-1.0, lo=-1.1, hi=-0.9, n_pairs=5)
         rule = Rule.BUDGET_FALLING if df == "x1" or spec.get("still") else Rule.INCLUDES_ZERO
-        return protocol.PartResult({**spec, "b": spec["b"]}, protocol.INCONCLUSIVE, [Reason(rule, arm="m", n_train=64, values=(1.0, 0.5, 0.1))])
+        return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(rule, arm="m", n_train=64, values=(1.0, 0.5, 0.1))])
 
     monkeypatch.setattr(protocol, "decide_part", fake)
     part = {"task": "nearest", "name": "selection vs softmax_causal", "a": "m", "b": "softmax_causal",
             "delta": 0.1, "choose_b": []}
-    table = scorecard.decide("x1", [part, {**part, "still": True}], "", longer=_Longer(), factor=4)
-    assert list(table["open"]) == [Open.SEEDS, Open.BUDGET_X4]
+    table = scorecard.decide("x1", [part, {**part, "still": True}, {**part, "decides": True}], "",
+                             longer=_Longer(), factor=4)
+    assert list(table["open"]) == [Open.SEEDS, Open.BUDGET_X4, None]
     assert table["reason"].iloc[1].startswith(f"{budget_limited(4)}: ")
+    assert table["verdict"].iloc[2] == "worse" and table["reason"].iloc[2] == decided_longer(4)  # says so
     assert [c for c in calls if c[0] != "x1"] and all(edge is False for df, edge in calls if df != "x1")
     assert list(scorecard.decide("x1", [part], "")["open"]) == [Open.BUDGET]  # no reruns: still ×1
 
