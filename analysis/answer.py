@@ -43,7 +43,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import protocol, render, stability
-from analysis.decision import Block, BlownUp, Decide, Flip, Interval, Label, Remedy, Rule, Step, UnitKind, Units
+from analysis.decision import (Beyond, Block, BlownUp, Decide, Flip, Holds, Interval, Label, Remedy, Rule, Step,
+                               UnitKind, Units)
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
 ALPHA = protocol.ALPHA
@@ -297,6 +298,7 @@ class Line:
     blown_up: tuple[BlownUp, ...]
     choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
     decide: Decide | None = None  # why undecided and what would decide it (:func:`what_would_decide`)
+    beyond: tuple[Beyond, ...] = ()  # the scale and length columns: holds, moves, not shown, not run (issue 64)
 
 
 @dataclass(frozen=True)
@@ -390,7 +392,8 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
                 scale if ran else "", _typed(row, "scale_block", Block) if ran else None,
                 _typed(row, "loo", Flip), tuple(result.blown_up),
                 tuple(str(x) for x in spec.get("chosen_among") or spec["choose_b"]) if lacks == str(spec["b"]) else (),
-                what_would_decide(result) if label_of(result, has) is Label.UNDECIDED else None)
+                what_would_decide(result) if label_of(result, has) is Label.UNDECIDED else None,
+                tuple(b for b in (row.get("beyond") if row is not None else None) or () if isinstance(b, Beyond)))
 
 
 def augmentation(parts: Sequence[protocol.PartResult], units: Mapping[str, str]) -> Augmentation | None:
@@ -432,6 +435,42 @@ class Scale:
     at_scale: int = 0
     scale_n_train: int = 0
     scale_steps: int = 0
+    at_length: int = 0  # the parts rerun at a longer sequence (the length column), at n = length_n
+    length_n: int = 0
+
+
+@dataclass(frozen=True)
+class Held:
+    """The deciding parts against the columns beyond the measured regime (:func:`held`): how
+    many were run in at least one column, how many of those hold in every column run, those
+    whose verdict moves there (claim, part, column, verdict → the column's), how many are not
+    shown there (fewer seeds) and how many ran in neither column."""
+
+    ran: int
+    holds: int
+    moved: tuple[tuple[str, str, str, str, str], ...]
+    fewer_seeds: int
+    not_run: int
+
+
+def held(stab: pd.DataFrame) -> Held | None:
+    """:class:`Held` from the stability table's typed ``beyond`` column, one count per deciding part."""
+    if stab.empty or "beyond" not in stab:
+        return None
+    rows = stab
+    ran = holds = fewer = none = 0
+    moved = []
+    for _, r in rows.iterrows():
+        cols = [b for b in (r["beyond"] or ()) if isinstance(b, Beyond) and b.status is not Holds.NOT_RUN]
+        if not cols:
+            none += 1
+            continue
+        ran += 1
+        holds += all(b.status is Holds.HOLDS for b in cols)
+        fewer += any(b.status is Holds.FEWER_SEEDS for b in cols)
+        moved += [(str(r["claim"]), str(r["part"]), b.column, str(r[r["decided_on"]]), b.block.verdict)
+                  for b in cols if b.status is Holds.MOVES and b.block is not None]
+    return Held(ran, holds, tuple(moved), fewer, none)
 
 
 @dataclass(frozen=True)
@@ -439,17 +478,15 @@ class Trust:
     """*How far to trust this* as values (:func:`trust`; :func:`analysis.render.trust` words it):
     the deciding parts decided on a confirmation block (how many of how many, the seed spans,
     how many keep their exploratory label; None without a stability table), the re-registered
-    deciding parts, the processor models, the scale, the parts rerun at the larger scale and
-    those that lose their verdict there (claim, part, verdict → at scale; None
-    without a scale column), and the deciding parts against the distinct comparisons."""
+    deciding parts, the processor models, the scale, the parts against the columns beyond it
+    (:class:`Held`), and the deciding parts against the distinct comparisons."""
 
     confirmed: tuple[int, int, tuple[tuple[int, ...], ...], int] | None  # (parts, of, each part's paired seeds, same)
     marked: int
     deciding: int
     models: tuple[str, ...]
     scale: Scale | None
-    rerun: int | None
-    lost: tuple[tuple[str, str, str, str], ...]
+    held: Held | None  # the parts against the scale and length columns (issue 64); None without a stability table
     distinct: int
 
 
@@ -467,14 +504,7 @@ def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mappi
         confirmed = (len(block), len(stab), tuple(seeds), same)
     marked = sum((r.spec["claim"], r.spec["name"]) in rereg for r in deciding)
     models = tuple(sorted({model for per_phase in processors.values() for model, _ in per_phase}))  # (model, runs)
-    rerun, lost = None, ()
-    if not stab.empty and "scale" in stab:
-        ran = stab[stab["scale"].map(lambda v: isinstance(v, str))]  # None: not rerun at scale
-        moved = ran[[r["scale"] != r[r["decided_on"]] for _, r in ran.iterrows()]]
-        rerun = len(ran)
-        lost = tuple((str(r["claim"]), str(r["part"]), str(r[r["decided_on"]]), str(r["scale"]))
-                     for _, r in moved.iterrows())
-    return Trust(confirmed, marked, len(deciding), models, scale, rerun, lost, len(merge_shared(deciding)))
+    return Trust(confirmed, marked, len(deciding), models, scale, held(stab), len(merge_shared(deciding)))
 
 
 def section(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, units: Mapping[str, str], said: Trust,

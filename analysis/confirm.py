@@ -33,7 +33,10 @@ from analysis import protocol, stats
 SEED, EVAL_SEED = "seed", "task.eval_seed"
 # Seeds earlier blocks have used, whose outcomes have been seen: a verdict must replicate on
 # seeds nobody has used (paper.md §13), so a confirmation block at an evidence scale may not
-# reuse them (:func:`check_unspent`). Add a block here when its verdicts are committed.
+# reuse them (:func:`check_unspent`). Add a block here when its verdicts are committed: the
+# block of 2000-2009 (docs/report.md of 2026-12-04) joins when the next block, 3000-3009
+# (``scale.next_confirm_seeds``, registered before it runs), replaces it as
+# ``scale.confirm_seeds``; 3000-3009 joins once its verdicts are committed.
 SPENT_BLOCKS: dict[str, range] = {
     "the first confirmation block (docs/report.md of 2026-12-02)": range(1000, 1010),
     "the audit's fresh seeds (2026-11-30)": range(10, 15),

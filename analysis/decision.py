@@ -403,3 +403,35 @@ class Open(Enum):
 
     def __init__(self, key: str, removable: bool) -> None:
         self.key, self.removable = key, removable
+
+
+class Holds(Enum):
+    """Whether a part's answer holds in a column run beyond the measured regime (issue 64: the
+    larger scale, the longer sequence), against the verdict the part is decided on."""
+
+    HOLDS = "the same label"
+    MOVES = "another label"
+    FEWER_SEEDS = "inconclusive where the verdict is decisive, which the wider interval of fewer seeds explains"
+    NOT_RUN = "not run"
+
+
+class NotRun(Enum):
+    """Why a column has no decision for a part."""
+
+    NO_RUNS = "registered, but the runs hold none of its arms' reruns in this column"
+    FIXED_LENGTH = "the task's sequence length is fixed (its lengths are set by its terms or lengths)"
+    OFF = "the column is off at this scale"
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """A deciding part in one column beyond the measured regime (``column``: ``scale`` or
+    ``length``; :func:`analysis.stability.beyond`): whether its answer holds there, the column's
+    decision where it ran (``block``), why not where it did not (``why``), and the column's size
+    (n_train for ``scale``, the sequence length n for ``length``; 0 where not run)."""
+
+    column: str
+    status: Holds
+    block: Block | None = None
+    why: NotRun | None = None
+    size: int = 0

@@ -12,6 +12,8 @@ block (recorded without any phase tag) splits as the reruns do:
 * ``scale``: tagged ``extends`` and at a ``task.n_train`` above every grid run's of the
   ablation (the scale column's reruns, :mod:`analysis.scale`; their ``train.max_steps`` is
   longer too, so this is tested after ``budget``);
+* ``length``: tagged ``extends`` and at a ``task.n`` (sequence length) above every grid run's
+  of the ablation (the length column's reruns, :mod:`analysis.length`);
 * ``lr_extension``: any other run tagged ``extends`` (one grid step past a chosen lr edge);
 * ``exploratory``: the grid itself (no ``extends``), seeds of ``scale.seeds``.
 
@@ -28,12 +30,12 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE = (
-    "exploratory", "lr_extension", "budget", "confirmation", "readout", "scale")
-PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE)
+EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE, LENGTH = (
+    "exploratory", "lr_extension", "budget", "confirmation", "readout", "scale", "length")
+PHASES = (EXPLORATORY, LR_EXTENSION, BUDGET, CONFIRMATION, READOUT, SCALE, LENGTH)
 EXPLORATORY_DECISION = (EXPLORATORY, LR_EXTENSION)  # the runs the exploratory block decides on
 CONFIRM_FIRST = 1000  # without ``scale.confirm_seeds``: seeds from here on are the block's
-STEPS, READOUT_KEY, EXTENDS, N_TRAIN = "train.max_steps", "task.readout", "extends", "task.n_train"
+STEPS, READOUT_KEY, EXTENDS, N_TRAIN, N_SEQ = "train.max_steps", "task.readout", "extends", "task.n_train", "task.n"
 TAG = "phase"  # the run's tag written from harness.records.Trial.phase by the rounds of analysis.rounds
 
 
@@ -67,9 +69,13 @@ def phase_column(df: pd.DataFrame, steps: int, confirm_seeds: Iterable[int] | No
     n_train = pd.to_numeric(_column(df, N_TRAIN, np.nan), errors="coerce")
     grid_max = n_train[extends == ""].max()  # NaN where no grid run is in df: no scale run told apart
     larger = (extends != "") & (n_train > grid_max) if pd.notna(grid_max) else pd.Series(False, index=df.index)
+    n_seq = pd.to_numeric(_column(df, N_SEQ, np.nan), errors="coerce")
+    seq_max = n_seq[extends == ""].max()
+    longer_seq = (extends != "") & (n_seq > seq_max) if pd.notna(seq_max) else pd.Series(False, index=df.index)
     phase[confirm] = CONFIRMATION
     phase[longer] = BUDGET  # the later assignment wins: the order of the module docstring
     phase[larger] = SCALE
+    phase[longer_seq] = LENGTH
     if TAG in df:  # the round that started a run recorded its phase (analysis.rounds): read, not guessed
         recorded = df[TAG].astype(object)
         phase = phase.where(~recorded.isin(PHASES), recorded)

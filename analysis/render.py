@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.decision import (Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip, Label,
-                               LrChoice, Method, Move, Reason, Remedy, Robust, Rule, Seeds, Step, UnitKind, Units,
+from analysis.decision import (Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip,
+                               Holds, Label, LrChoice, Method, Move, NotRun, Reason, Remedy, Robust, Rule, Seeds, Step,
+                               UnitKind, Units,
                                Unstable)
 
 if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
@@ -335,7 +336,7 @@ def scale_effect(b: Block | None) -> str:
     return ("" if b.decisive else f"{block_why(b)}; ") + block_interval(b)
 
 
-NOT_RUN = "– (not run)"  # the scale cell of a part not registered with scale_check
+NOT_RUN = "– (not run)"  # the scale or length cell of a part with no runs in that column
 
 
 def scale_verdict(verdict: str | None) -> str:
@@ -405,7 +406,10 @@ READ_ROW = (
     "and its verdict (*supported* / *contradicted*, the verdict tables below). *How firm*: the interval's "
     "distance to a label change and a precondition's distance to firing where under 0.5 δ, the blocks whose "
     "label differs (the exploratory seeds, ×4 steps, another readout: *scaled* β Eᵀ f(X), *tied* Eᵀ f(X), "
-    "*learned* U f(X)) and the larger-scale rerun where it was run.")
+    "*learned* U f(X)), then the answer beyond this regime: at 8× the part's n_train and more steps (the scale "
+    "column) and at a 4× longer sequence (the length column), each decided on its own reruns with its lrs chosen "
+    "again: *holds*, *moves to* another label, *not shown (fewer seeds)* (inconclusive there, which its wider "
+    "interval on fewer seeds explains) or *not run* and why. A part that moves is not settled.")
 BLOCK_NAMES = {"exploratory": "exploratory seeds", "x4": "×4 steps"}
 PRE_WORDS = {Step.RESOLUTION: "the resolution rule (cannot show δ)", Step.NO_POWER: "its positive control (power)"}
 
@@ -497,20 +501,40 @@ def _paper(x: Line) -> str:
     return said
 
 
+COLUMN_WORDS = {"scale": "at the larger scale", "length": "at a longer sequence"}
+SIZE_WORDS = {"scale": "at n_train {size}", "length": "at n = {size}"}
+NOT_RUN_WORDS = {NotRun.NO_RUNS: "none of its arms' reruns in these runs",
+                 NotRun.FIXED_LENGTH: "the task's sequence length is fixed"}
+
+
+def beyond(b: Beyond) -> str:
+    """A part's answer in one column: "at n_train 8192: holds", "at n = 32: moves to
+    inconclusive (…)", "… not shown (fewer seeds; d = …)", "at the larger scale: not run (…)"."""
+    where = SIZE_WORDS[b.column].format(size=b.size) if b.size else COLUMN_WORDS[b.column]
+    if b.status is Holds.NOT_RUN:
+        return f"{where}: not run ({NOT_RUN_WORDS[b.why] if b.why else 'not registered'})"
+    if b.status is Holds.HOLDS or b.block is None:
+        return f"{where}: holds"
+    if b.status is Holds.FEWER_SEEDS:
+        return f"{where}: not shown (fewer seeds; {block_interval(b.block)})"
+    return f"{where}: moves to {b.block.verdict} ({scale_effect(b.block)})"
+
+
 def _firm(x: Line) -> str:
     out = []
     if not math.isnan(x.margin) and x.margin < 0.5:
         out.append(f"fragile: the interval is {x.margin:.2f} δ from a label change")
     out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from firing" for step, m in x.preconditions]
     out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {v}" for b, v in x.blocks]
-    if x.scale:
-        out.append(f"at scale: {x.scale}" + (f" ({scale_effect(x.scale_effect)})" if x.scale != x.verdict else ", holds"))
     if x.loo:
         out.append(flip(x.loo))
     if x.blown_up:
         out.append(f"{len(x.blown_up)} blown-up run(s): " + ", ".join(
             f"`{b.arm}` seed {b.seed}" for b in x.blown_up))
-    return "; ".join(out) or ("firm" if x.expected is not None else "–")
+    moves = any(b.status is Holds.MOVES for b in x.beyond)  # a verdict that moves is never called firm
+    if not out and x.expected is not None and not moves:
+        out.append("firm")
+    return "; ".join(out + [beyond(b) for b in x.beyond]) or "–"
 
 
 def _augmentation(a: Augmentation) -> str:
@@ -577,14 +601,26 @@ def trust(t: Trust) -> str:
                    "threshold may change its label on another.")
     if t.scale is not None:
         c = t.scale
+        again = [f"{c.at_scale} parts again at 8× their n_train ({c.scale_n_train} for {c.n_train_max}) and "
+                 f"{c.scale_steps} steps, the stability table's scale column" if c.at_scale else "",
+                 f"{c.at_length} at n = {c.length_n}, its length column" if c.at_length else ""]
+        again = [a for a in again if a]
         where = (f"n_train up to {c.n_train_max} and {c.steps} steps per trial (×{c.factor} in the budget reruns"
-                 + (f"; {c.at_scale} parts again at n_train {c.scale_n_train} and {c.scale_steps} steps, "
-                    "the stability table's scale column, a flag)" if c.at_scale else ")"))
+                 + (f"; {'; '.join(again)}, flags)" if again else ")"))
         out.append(f"Measured at {where}; no verdict here speaks for another scale.")
-    if t.rerun:
-        names = "; ".join(f"{claim} {headline(part)} ({was} → {now})" for claim, part, was, now in t.lost)
-        out.append(f"At the larger scale {len(t.lost)} of the {t.rerun} parts rerun there lose their verdict"
-                   + (f": {names}." if t.lost else "."))
+    if t.held is not None and not t.held.ran:
+        out.append("No deciding part was run at the larger scale or a longer sequence: no answer here is shown to "
+                   "hold beyond this regime.")
+    elif t.held is not None:
+        h = t.held
+        moved = "; ".join(f"{claim} {headline(part)} ({COLUMN_WORDS[col]}: {was} → {now})"
+                          for claim, part, col, was, now in h.moved)
+        parts = len({(claim, part) for claim, part, *_ in h.moved})
+        out.append(f"Beyond it, {h.holds} of the {h.ran} deciding parts run at the larger scale or a longer sequence "
+                   "hold their answer in every column run" + (f"; {parts} move, so their answer is not settled: "
+                                                              f"{moved}" if h.moved else "")
+                   + (f"; {h.fewer_seeds} not shown there (fewer seeds)" if h.fewer_seeds else "")
+                   + f"; {h.not_run} deciding parts were run in neither column.")
     if t.distinct != t.deciding:
         out.append(f"{t.deciding} deciding parts are {t.distinct} distinct comparisons: a comparison that bears on "
                    "two claims is listed once.")

@@ -238,7 +238,8 @@ def header(h: Header) -> list[str]:
 
 PHASE_WORDS = {phases.EXPLORATORY: "the suite's grid", phases.LR_EXTENSION: "reruns past an lr grid edge",
                phases.CONFIRMATION: "the confirmation block", phases.READOUT: "readout reruns",
-               phases.BUDGET: "the budget ablation", phases.SCALE: "the scale column"}
+               phases.BUDGET: "the budget ablation", phases.SCALE: "the scale column",
+               phases.LENGTH: "the length column"}
 NOT_RECORDED = "not recorded"  # a phase none of whose runs carries the processor tag
 REPRODUCE = ("Results reproduce bit for bit only per processor model: the same trial on another "
              "model gives other last digits, and a part near a threshold can change its verdict.")

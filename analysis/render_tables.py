@@ -269,7 +269,8 @@ def budget(compared: list[tuple[dict[str, Any], protocol.PartResult, protocol.Pa
 # ----------------------------------------------------------------------------- the stability table
 def _blocks_of(frame: pd.DataFrame) -> list[str]:
     readouts = sorted({c.split("_")[0] for c in frame.columns if c.startswith("readout=")})
-    return ["exploratory", "confirmation", "x4", *readouts, *(["scale"] if "scale" in frame else [])]
+    ran = [c for c in ("length",) if c in frame and frame[c].map(lambda v: isinstance(v, str)).any()]  # issue 64
+    return ["exploratory", "confirmation", "x4", *readouts, *(["scale"] if "scale" in frame else []), *ran]
 
 
 def _once(frame: pd.DataFrame) -> pd.DataFrame:
@@ -288,6 +289,9 @@ def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
             row["scale"] = render.scale_verdict(r.get("scale"))
         if "scale" in row and isinstance(r.get("scale_effect"), str) and r["scale_effect"]:
             row["scale"] = f"{row['scale']} ({r['scale_effect']})"
+        if "length" in row:
+            effect = render.scale_effect(r.get("length_block"))
+            row["length"] = render.scale_verdict(r.get("length")) + (f" ({effect})" if effect else "")
         flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
                  "opposite labels" if r.get("opposite") else "", r.get("loo_flip") or "",
                  "×4 moved" if r.get("x4_moved") else "", "scale moved" if r.get("scale_moved") is True else "",

@@ -56,7 +56,7 @@ def _dry_run(cfg, cli: list[str]) -> int:
     from omegaconf import OmegaConf
 
     from analysis.report_paths import read_runs
-    from analysis.reporting import ReportInputError, _compose_suite, _out_path, check_confirm_seeds
+    from analysis.reporting import ReportInputError, _compose_suite, _out_path, check_columns, check_confirm_seeds
     from harness.command import dry_run
     from harness.expansion import SweepError, expand_suite
     from harness.store import resolve_store
@@ -73,6 +73,7 @@ def _dry_run(cfg, cli: list[str]) -> int:
     except SweepError as err:
         raise ReportInputError(str(err)) from err
     check_confirm_seeds(cfg)
+    check_columns(cfg)
     store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
     if dry_run(ablations, OmegaConf.to_object(cfg.cluster), store, cli, cfg.tracking.lease_s) is None:
         return 2

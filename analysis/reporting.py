@@ -21,6 +21,7 @@ from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
 from analysis import answer, calibration, phases, protocol, render_prose, render_tables, rounds, stability, stats, trail
+from analysis import length as length_column
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_trials, compare, split_budget
@@ -122,31 +123,59 @@ def run_suite(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store
         raise ReportInputError("")  # its one line is printed
 
 
-def _scale_runs(store, ablations: dict[str, list], configs: dict[str, DictConfig]) -> dict[str, pd.DataFrame]:
-    """Each ablation's scale-column reruns in the store (phase ``scale``, :mod:`analysis.phases`)."""
+def _column_runs(store, ablations: dict[str, list], configs: dict[str, DictConfig], phase: str) -> dict[str, pd.DataFrame]:
+    """Each ablation's reruns of one column in the store (phase ``scale`` or ``length``,
+    :mod:`analysis.phases`)."""
     runs, _ = split(collect(store.uri, ablations))
     out = {}
     for name, conf in configs.items():
         if name in runs:
             df = phases.with_phase(stats.add_error(runs[name]), int(conf.train.max_steps), verdicts_of.confirm_seeds(conf))
-            out[name] = df[df["phase"] == phases.SCALE].drop(columns="phase").reset_index(drop=True)
+            out[name] = df[df["phase"] == phase].drop(columns="phase").reset_index(drop=True)
     return out
+
+
+def _run_column(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig], cli: list[str], store,
+                phase: str, first: dict[str, list], edges_of, changes, what: str) -> int:
+    """One column's rounds (:mod:`analysis.scale`, :mod:`analysis.length`): its first round
+    (``first``), then up to ``report.extend_lr`` rounds one lr step past an edge its parts choose
+    on its runs (``edges_of(runs)``, each rerun with ``changes``), every trial tagged ``phase``.
+    Returns the number of trials."""
+    added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
+    return _round(cfg, first, what, cli, store, phase) + _edge_rounds(
+        cfg, ablations, cli, store, added, lambda: _column_runs(store, ablations, configs, phase),
+        edges_of, f"{what}, past an lr grid edge", changes, phase)
 
 
 def run_scale(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
               cli: list[str], store) -> int:
     """The scale column's reruns (:mod:`analysis.scale`): the registered parts' grid trials at
-    ``report.scale_n_train`` and ``report.scale_steps``, then up to ``report.extend_lr`` rounds
-    one lr step past an edge chosen at scale (:func:`_edge_rounds`). Returns the number of trials."""
+    8× their n_train (``report.scale_n_train`` / ``scale.n_train_max``) and
+    ``report.scale_steps``, then the lr-edge rounds at scale (:func:`_run_column`). Returns the
+    number of trials."""
     if not scale_column.enabled(cfg.report.scale_n_train, int(cfg.scale.n_train_max)) or cfg.scale.name not in EVIDENCE_SCALES:
         return 0
-    sizes = scale_column.changes(cfg.report.scale_n_train, cfg.report.scale_steps, cfg.report.scale_eval_every)
-    what = f"scale column, n_train {cfg.report.scale_n_train}, {cfg.report.scale_steps} steps"
-    first = scale_column.scale_trials(configs, _exploratory(store, ablations, configs), ablations, cli, sizes)
-    added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
-    return _round(cfg, first, what, cli, store, phases.SCALE) + _edge_rounds(
-        cfg, ablations, cli, store, added, lambda: _scale_runs(store, ablations, configs),
-        lambda runs: scale_column.scale_edges(configs, runs), f"{what}, past an lr grid edge", sizes, phases.SCALE)
+    times = scale_column.factor(cfg.report.scale_n_train, int(cfg.scale.n_train_max))
+    sizes = scale_column.rerun_sizes(times, cfg.report.scale_steps, cfg.report.scale_eval_every)
+    parts = str(cfg.report.scale_parts)
+    first = scale_column.scale_trials(configs, _exploratory(store, ablations, configs), ablations, cli, sizes, parts)
+    return _run_column(cfg, ablations, configs, cli, store, phases.SCALE, first,
+                       lambda runs: scale_column.scale_edges(configs, runs, parts), sizes,
+                       f"scale column, {times}× n_train, {cfg.report.scale_steps} steps")
+
+
+def run_length(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
+               cli: list[str], store) -> int:
+    """The length column's reruns (:mod:`analysis.length`): the registered parts' grid trials at
+    ``task.n = report.length_n`` where their task can change n, then the lr-edge rounds there
+    (:func:`_run_column`). Returns the number of trials."""
+    n, parts = int(cfg.report.length_n), str(cfg.report.scale_parts)
+    if n <= 0 or cfg.scale.name not in EVIDENCE_SCALES:
+        return 0
+    first = length_column.length_trials(configs, _exploratory(store, ablations, configs), ablations, cli, n, parts)
+    return _run_column(cfg, ablations, configs, cli, store, phases.LENGTH, first,
+                       lambda runs: length_column.length_edges(configs, runs, parts), length_column.changes(n),
+                       f"length column, n = {n}")
 
 
 def _edge_rounds(cfg: DictConfig, ablations: dict[str, list], cli: list[str], store, added: dict[str, set],
@@ -241,7 +270,8 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
                                                                               frozen))
         todo["readout reruns"] = (phases.READOUT, readout_trials(configs, runs, ablations, cli, frozen))
     done = {what: _round(cfg, trials, what, cli, store, phase) for what, (phase, trials) in todo.items()}
-    done["scale column"] = run_scale(cfg, ablations, configs, cli, store)  # a flag: last
+    done["scale column"] = run_scale(cfg, ablations, configs, cli, store)  # flags: last
+    done["length column"] = run_length(cfg, ablations, configs, cli, store)
     return done
 
 
@@ -263,6 +293,15 @@ def check_confirm_seeds(cfg: DictConfig) -> None:
             check_unspent(seeds)
         except ValueError as err:
             raise ReportInputError(f"scale.confirm_seeds={cfg.scale.confirm_seeds}: {err}") from err
+
+
+def check_columns(cfg: DictConfig) -> None:
+    """Refuse (:class:`ReportInputError`) before any trial starts a ``report.scale_parts`` that is
+    not one of :data:`analysis.scale.PARTS` or a negative ``report.length_n`` (0: no length column)."""
+    if str(cfg.report.scale_parts) not in scale_column.PARTS:
+        raise ReportInputError(f"report.scale_parts={cfg.report.scale_parts}; allowed: {', '.join(scale_column.PARTS)}")
+    if int(cfg.report.length_n) < 0:
+        raise ReportInputError(f"report.length_n={cfg.report.length_n}; allowed: a sequence length ≥ 1, or 0 (no length column)")
 
 
 def confirm_enabled(cfg: DictConfig) -> bool:
@@ -518,9 +557,10 @@ def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.Dat
              for t, n in df.groupby("task", dropna=False)["error_name"].first().items()}
     by_part = {(r["claim"], r["part"]): r for r in stab.to_dict("records")} if not stab.empty else {}
     health = task_health(shown, {name: list(conf.ablation.parts) for name, conf in configs.items()})
-    at_scale = int(stab["scale"].map(lambda v: isinstance(v, str)).sum()) if "scale" in stab else 0  # None: not run
-    scale = answer.Scale(cfg.scale.n_train_max, cfg.scale.steps, int(cfg.report.budget_factor), at_scale,
-                         cfg.report.scale_n_train, cfg.report.scale_steps)
+    ran = {c: int(stab[c].map(lambda v: isinstance(v, str)).sum()) if c in stab else 0  # None: not run
+           for c in stability.COLUMNS}
+    scale = answer.Scale(cfg.scale.n_train_max, cfg.scale.steps, int(cfg.report.budget_factor), ran["scale"],
+                         cfg.report.scale_n_train, cfg.report.scale_steps, ran["length"], int(cfg.report.length_n))
     trust = answer.trust(parts, stab, _reregistered(configs), trail.processors(runs, longer), scale)
     rows = answer.rows(parts, by_part, units)
     rates = None if tiny else calibration.comparisons(configs, runs, parts)
@@ -638,6 +678,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
         except SweepError as err:  # bad input: exit 2 before any trial starts
             raise ReportInputError(str(err)) from err
         check_confirm_seeds(cfg)
+        check_columns(cfg)
         if cfg.report.run:  # the grid, tagged as the exploratory block (analysis.rounds)
             run_suite(cfg, {name: rounds.tag(trials, phases.EXPLORATORY) for name, trials in ablations.items()},
                       cli, store)

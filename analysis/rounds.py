@@ -6,7 +6,7 @@ report (:mod:`analysis.reporting`), the scorecard and the zoo (:func:`analysis.s
 * :func:`extension_trials`: one trial per seed past each edge, none past an lr cap
   (:func:`steps_to`, :func:`at_cap`: the scorecard's and the zoo's 3.0);
 * :func:`tag`: every trial a round starts carries its phase (:data:`analysis.phases.PHASES`:
-  ``lr_extension``, ``budget``, ``confirmation``, ``readout``, ``scale``) in ``Trial.phase``,
+  ``lr_extension``, ``budget``, ``confirmation``, ``readout``, ``scale``, ``length``) in ``Trial.phase``,
   which the writer records as the run's ``phase`` tag, so that the analysis reads a run's phase
   instead of guessing it from its params (:func:`analysis.phases.phase_column` does so only for
   runs recorded without the tag).
@@ -63,11 +63,12 @@ def at_cap(lr: float, lr_max: float | None) -> bool:
 
 
 def extension_trials(edges: list[dict[str, Any]], trials: Mapping[str, Any], cli: list[str],
-                     changes: dict[str, str] | None = None, phase: str = phases.LR_EXTENSION,
+                     changes: dict[str, str] | Callable[[Mapping[str, Any]], dict[str, str]] | None = None, phase: str = phases.LR_EXTENSION,
                      lr_max: float | None = None) -> list:
     """One trial per seed past each edge (:attr:`analysis.protocol.PartResult.edges`): the grid
-    trial's point with ``train.lr`` one step (×√10) beyond the chosen lr (and ``changes``: a scale
-    rerun's sizes, :func:`analysis.scale.changes`), tagged ``extends`` with the grid trial's id and
+    trial's point with ``train.lr`` one step (×√10) beyond the chosen lr (and ``changes``: a
+    column's overrides, or a function of the edge that gives them: a scale rerun's sizes,
+    :func:`analysis.scale.rerun_sizes`; a length rerun's n), tagged ``extends`` with the grid trial's id and
     ``phase``; ids in ``trials`` left out. A high edge whose next step passes ``lr_max``
     (:func:`at_cap`) is not extended: its row stays at the cap and says so."""
     def points():
@@ -78,7 +79,8 @@ def extension_trials(edges: list[dict[str, Any]], trials: Mapping[str, Any], cli
             for run_id, ext in zip(edge["trial_ids"], edge["extends"] or [""] * len(edge["trial_ids"])):
                 base = trials.get(ext) or trials.get(run_id)
                 if base is not None:
-                    yield base, {**(changes or {}), "train.lr": str(float(f"{lr:.3g}"))}
+                    extra = changes(edge) if callable(changes) else (changes or {})
+                    yield base, {**extra, "train.lr": str(float(f"{lr:.3g}"))}
     return tag(distinct_extensions(cli, points(), skip=trials), phase)
 
 

@@ -16,8 +16,10 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 * ``x4``: runs past the ablation's own budget (the budget reruns, :mod:`analysis.budget`);
 * ``scale``: the scale column's reruns (:mod:`analysis.scale`: a larger ``n_train`` and budget,
   lrs chosen again on the exploratory seeds, so decided with every precondition); a flag, never
-  the verdict; missing (None, NaN in the frame) for a part not registered with ``scale_check``,
-  which :func:`analysis.render.scale_verdict` words;
+  the verdict; missing (None, NaN in the frame) for a part whose arms have no runs there
+  (:func:`covers`), which :func:`analysis.render.scale_verdict` words;
+* ``length``: the length column's reruns (:mod:`analysis.length`: a longer sequence ``task.n``
+  at the grid's data scale, lrs chosen again), decided as ``scale`` is;
 * ``readout=<name>``: exploratory seeds under each other ``task.readout`` than the part's
   registered one (``tied``; ``learned`` too for the W_V part), rerun at the frozen lr
   (:func:`analysis.confirm.readout_trials`).
@@ -29,6 +31,7 @@ runs' phases (:mod:`analysis.phases`) and the part's registered readout:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -36,14 +39,15 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis import phases, protocol, render
-from analysis.decision import Block, Conditions, Flip, Interval, Move, Moved, Reason, Rule, Seeds, Unstable
+from analysis import length, phases, protocol, render
+from analysis.decision import (Beyond, Block, Conditions, Flip, Holds, Interval, Move, Moved, NotRun, Reason, Rule, Seeds,
+                               Step, Unstable)
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
 STEPS, READOUT = "train.max_steps", "task.readout"
 DECISIVE = (SUPPORTED, CONTRADICTED)
-TYPED = ("loo", "scale_block", "moves", "unstable_of")  # the typed columns: the CSV holds their words (``loo_flip``, …)
+TYPED = ("loo", "scale_block", "length_block", "beyond", "moves", "unstable_of")  # the typed columns: the CSV holds their words (``loo_flip``, …)
 
 
 def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
@@ -57,7 +61,8 @@ def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
     registered = (df[READOUT].astype(str) == readout) if readout and READOUT in df else pd.Series(True, index=df.index)
     explore = phase.isin(phases.EXPLORATORY_DECISION)
     out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered],
-           "x4": df[(phase == phases.BUDGET) & registered], "scale": df[(phase == phases.SCALE) & registered]}
+           "x4": df[(phase == phases.BUDGET) & registered], "scale": df[(phase == phases.SCALE) & registered],
+           "length": df[(phase == phases.LENGTH) & registered]}
     others = df[(explore | (phase == phases.READOUT)) & ~registered]
     for name in sorted(others[READOUT].dropna().astype(str).unique()) if READOUT in others else []:
         out[f"readout={name}"] = others[others[READOUT].astype(str) == name]  # one block per other readout
@@ -153,6 +158,71 @@ def conditions(main: protocol.PartResult, blocks: Mapping[str, protocol.PartResu
     return Conditions(main.verdict, registered, tuple(same), tuple(moved)) if moved else None
 
 
+COLUMNS = ("scale", "length")  # the columns beyond the measured regime (issue 64)
+N_SEQ, N_TRAIN = length.N_SEQ, "task.n_train"
+
+
+def covers(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
+    """Whether a column's runs hold the part's arm ``a`` and its ``b`` (one of its ``choose_b``
+    candidates) on its task, at two sizes or more for an area over sizes (``value: auc``): a part
+    whose arms only share another part's reruns (a positive control's) is not decided there."""
+    if df.empty or "arm" not in df:
+        return False
+    mine = df[df["task"] == spec["task"]] if "task" in df else df.iloc[:0]
+    sizes = pd.to_numeric(mine.get(N_TRAIN, pd.Series(0, index=mine.index)), errors="coerce").groupby(
+        mine["arm"].astype(str)).nunique()
+    need = 2 if spec["value"] == "auc" else 1  # an area over sizes needs its sizes rerun, not one
+    ran = set(sizes[sizes >= need].index)
+    return spec["a"] in ran and bool(ran & set(spec["choose_b"] or [spec["b"]]))
+
+
+def _fewer_seeds(main: protocol.PartResult, r: protocol.PartResult) -> bool:
+    """Whether a column's move from a decisive verdict to inconclusive is the wider interval of
+    its fewer seeds: only the test is open there (no data rule, precondition, 4b or 4c fired),
+    it has fewer pairs, and its estimate with the main block's interval around it (the main
+    block's precision) gets the main verdict."""
+    if main.verdict not in DECISIVE or r.verdict != INCONCLUSIVE or not r.n_pairs < main.n_pairs:
+        return False
+    if any(x.rule.step is not Step.TEST for x in r.reasons):
+        return False
+    shift = float(r.effect) - float(main.effect)
+    if not math.isfinite(shift):
+        return False
+    moved = dataclasses.replace(main, effect=r.effect, lo=main.lo + shift, hi=main.hi + shift,
+                                lo95=main.lo95 + shift, hi95=main.hi95 + shift)
+    key = "support_delta" if main.verdict == SUPPORTED else "contradict_delta"
+    return bool(slack(moved)[key] > 0)
+
+
+def beyond(column: str, main: protocol.PartResult, r: protocol.PartResult, frame: pd.DataFrame,
+           why: NotRun | None = None) -> Beyond:
+    """The part's answer in one column (:data:`COLUMNS`) against ``main`` (the verdict it is
+    decided on): holds, moves, not shown (fewer seeds, :func:`_fewer_seeds`), or not run (``why``,
+    :attr:`NotRun.NO_RUNS` by default)."""
+    if not r.n_runs:
+        return Beyond(column, Holds.NOT_RUN, why=why or NotRun.NO_RUNS)
+    key = N_TRAIN if column == "scale" else N_SEQ
+    size = int(pd.to_numeric(frame.get(key, pd.Series(dtype=float)), errors="coerce").max()) if key in frame else 0
+    if r.verdict == main.verdict:
+        status = Holds.HOLDS
+    else:
+        status = Holds.FEWER_SEEDS if _fewer_seeds(main, r) else Holds.MOVES
+    return Beyond(column, status, block_value(r), size=size)
+
+
+def _columns(blocks: Mapping[str, pd.DataFrame], results: Mapping[str, protocol.PartResult],
+             main: protocol.PartResult) -> dict[str, Any]:
+    """A stability row's length cells (``length``: its verdict, None where not run;
+    ``length_block``) and ``beyond``: each column's :class:`Beyond` against ``main``."""
+    explored = blocks.get("exploratory", pd.DataFrame())
+    ran = results["length"].n_runs
+    return {"length": results["length"].verdict if ran else None,
+            "length_block": block_value(results["length"]) if ran else None,
+            "beyond": tuple(beyond(c, main, results[c], blocks.get(c, pd.DataFrame()),
+                                   NotRun.FIXED_LENGTH if c == "length" and length.fixed_length(explored) else None)
+                            for c in COLUMNS)}
+
+
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
                   decided: Mapping[str, protocol.PartResult] | None = None) -> dict[str, Any]:
     """One row of the stability table for one deciding part (module docstring). ``decided``: the
@@ -162,11 +232,11 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     decided = decided or {}
     results = {"exploratory": decided.get("exploratory") or _block(blocks.get("exploratory", pd.DataFrame()), part,
                                                                     True),
-               # lrs chosen again at scale, b among choose_b too: the part as registered, every
-               # precondition; only a part registered with scale_check (another part's arms may
-               # share its scale runs, e.g. a positive control's)
-               "scale": _block(blocks.get("scale", pd.DataFrame()) if spec["scale_check"] else pd.DataFrame(),
-                               part, True)}
+               # lrs chosen again in a column, b among choose_b too: the part as registered, every
+               # precondition; only where its own arms ran there (another part's arms may share the
+               # column's runs, e.g. a positive control's)
+               **{c: _block(blocks.get(c, pd.DataFrame()) if covers(blocks.get(c, pd.DataFrame()), spec)
+                            else pd.DataFrame(), part, True) for c in COLUMNS}}
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
         # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
         # (under the registered one, decide_part would find none of its runs)
@@ -203,6 +273,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
                             and results[k].n_runs and results[k].verdict != results["exploratory"].verdict]
     main = results[deciding]
+    row.update(_columns(blocks, results, main))
     row["moves"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
                               spec["readout"])
     row["conditions"] = render.conditions(row["moves"])
@@ -260,8 +331,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     (its folder created); list-valued cells as ``;``-joined text."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
-    if "scale" in frame:
-        frame = frame.assign(scale=frame["scale"].map(render.scale_verdict))
+    frame = frame.assign(**{c: frame[c].map(render.scale_verdict) for c in COLUMNS if c in frame})
     frame = frame.assign(**{c: frame[c].map(render.block_seeds) for c in frame if c.endswith("_seeds")},
                          **{c: frame[c].map(render.block_lrs) for c in frame if c.endswith("_lr")})
     flat = frame.map(lambda v: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) if not frame.empty else frame

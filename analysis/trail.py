@@ -14,7 +14,8 @@ import pandas as pd
 from analysis import phases
 
 # the phases in the order the protocol runs them, whatever order the runs come in
-ORDER = (phases.EXPLORATORY, phases.LR_EXTENSION, phases.CONFIRMATION, phases.READOUT, phases.BUDGET, phases.SCALE)
+ORDER = (phases.EXPLORATORY, phases.LR_EXTENSION, phases.CONFIRMATION, phases.READOUT, phases.BUDGET, phases.SCALE,
+         phases.LENGTH)
 
 
 def _phase(df: pd.DataFrame) -> pd.Series:

@@ -237,6 +237,10 @@ class ScaleConfig:
     # exploratory seeds or a spent block's (analysis.confirm.SPENT_BLOCKS: the first block
     # 1000-1009, the audit's 10-14, the pilots' 100-199); run where report.confirm says
     confirm_seeds: str = "range(2000,2010)"
+    # the next confirmation block (issue 64), registered before it runs, not run yet: it replaces
+    # confirm_seeds when the report runs again on the final code (then 2000-2009 joins SPENT_BLOCKS,
+    # and 3000-3009 too once its verdicts are committed)
+    next_confirm_seeds: str = "range(3000,3010)"
 
 
 @dataclass
@@ -261,6 +265,14 @@ class ReportConfig:
     scale_n_train: int = 8192
     scale_steps: int = 5000
     scale_eval_every: int = 100
+    # which deciding parts the scale and length columns rerun (issue 64, registered before they
+    # run): deciding (every one; a part decided at a smaller n_train, T3a′ 64, T3a″ 32, T4b′ 256,
+    # at scale_n_train / scale.n_train_max = 8× its own) or scale_check (the first column's three)
+    scale_parts: str = "deciding"
+    # the length column (analysis/length.py): each such part whose task is defined for any n
+    # rerun at task.n = length_n (4× today's 8) at the grid's data scale and steps, its lrs
+    # chosen again with edge extension; 0: not run
+    length_n: int = 32
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from analysis import answer, calibration, protocol, render, render_tables, stats
-from analysis.decision import Block, BlownUp, Interval, Reason, Robust, Rule
+from analysis.decision import Beyond, Block, BlownUp, Holds, Interval, NotRun, Reason, Robust, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
 
@@ -87,11 +87,20 @@ def test_fragile_verdicts_say_so_on_the_row():
     column where it moves, and C9's augmentation control, all on the row."""
     stab = {("C8", ZG2.spec["name"]): {"decided_on": "confirmation", "exploratory": SUPPORTED, "x4": INCONCLUSIVE,
                                        "x4_runs": 10, "readout=tied": INCONCLUSIVE, "readout=tied_runs": 10,
-                                       "scale": INCONCLUSIVE, "scale_block": Block(INCONCLUSIVE, False, Interval(0.1, 0.05, 0.15),
-                                                                          (Reason(Rule.RESOLUTION, values=(0.05, 0.07)),))}}
+                                       "beyond": (Beyond("scale", Holds.MOVES, Block(
+                                           INCONCLUSIVE, False, Interval(0.1, 0.05, 0.15),
+                                           (Reason(Rule.RESOLUTION, values=(0.05, 0.07)),)), size=8192),
+                                                  Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))}}
     row = _row(_table([ZG2], stab), "the Z g2 term")
-    assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at scale: inconclusive (the "
-                        "measurement cannot show δ; d = 0.1 [0.05, 0.15]) |")
+    assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at n_train 8192: moves to inconclusive "
+                        "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run (none of "
+                        "its arms' reruns in these runs) |")
+    # a verdict that moves at scale is not called firm; one that holds is, with the column beside it
+    assert "firm" not in _row(_table([ZG2], {k: {**v, "x4_runs": 0, "readout=tied_runs": 0} for k, v in stab.items()}),
+                              "the Z g2 term")
+    holds = {k: {"decided_on": "confirmation", "beyond": (Beyond("length", Holds.HOLDS, Block(
+        SUPPORTED, True, Interval(0.001, -0.001, 0.003)), size=32),)} for k in stab}
+    assert _row(_table([ZG2], holds), "the Z g2 term").endswith("| firm; at n = 32: holds |")
     near = _part("C12", "(b) 1/√d1 (T3a)", "softmax", "softmax_unscaled", SUPPORTED, -0.05, -0.09, -0.01,
                  test="equivalence", value="steps_to_1e-06", delta=0.1, task="teacher")
     near.lo, near.hi = -0.08, -0.02

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis import render, render_tables, stability, stats
-from analysis.decision import Flip, Interval, Step, Unstable
+from analysis.decision import Beyond, Flip, Holds, Interval, NotRun, Step, Unstable
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from tests import scratch_git
 
@@ -21,7 +21,7 @@ LRS = (0.001, 0.003, 0.01)
 
 
 def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, readout: str = "scaled",
-          n_train: int = 256) -> pd.DataFrame:
+          n_train: int = 256, n: int = 8) -> pd.DataFrame:
     """Arms a and b on task t; per seed b's test error is a's plus ``d[seed]``; lr 0.003 is best
     on validation (others +0.05); flat budget; a uniform-mixing reference of 0.6."""
     rows = []
@@ -31,7 +31,7 @@ def _runs(d: dict[int, float], a: float = 0.10, lrs=LRS, steps: int = 600, reado
                 e = a + 0.001 * (s % 7) + (gap if arm == "b" else 0) + (0 if np.isclose(lr, 0.003) else 0.05)
                 rows.append({"status": "FINISHED", "diverged": False, "task": "t", "arm": arm, "variant": arm,
                              "task.n_train": n_train, "seed": s, "train.lr": lr,
-                             "trial_id": f"{arm}-{lr}-{s}-{steps}-{readout}-{n_train}",
+                             "trial_id": f"{arm}-{lr}-{s}-{steps}-{readout}-{n_train}-{n}", "task.n": n,
                              "val/best_error": e, "val/best_loss": e, "test/rel_mse": e,
                              "test/uniform_rel_mse": 0.6, "val/best_error_at_80": e, "val/best_error_at_90": e,
                              "val/evals_last_20": 6.0, "train.max_steps": steps, "task.readout": readout})
@@ -187,8 +187,9 @@ def _phased() -> pd.DataFrame:
     longer = _runs(EXPLORE, lrs=(0.003,), steps=2400).assign(extends=base)
     tied = _runs(EXPLORE, lrs=(0.003,), readout="tied").assign(extends=base)
     scale = _runs(EXPLORE, steps=5000, n_train=8192).assign(extends=base)  # the scale column: every lr again
+    length = _runs(EXPLORE, n=32).assign(extends=base)  # the length column: a longer sequence, every lr again
     frames = {"exploratory": grid.assign(extends=""), "lr_extension": ext, "confirmation": block,
-              "budget": longer, "readout": tied, "scale": scale}
+              "budget": longer, "readout": tied, "scale": scale, "length": length}
     return pd.concat([f.assign(expected=k) for k, f in frames.items()], ignore_index=True)
 
 
@@ -224,7 +225,8 @@ def test_a_recorded_phase_tag_is_read_and_an_untagged_run_is_still_told_by_its_p
 def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     """The scale column (analysis/scale.py): runs above the grid's n_train are phase ``scale``
     (not ``budget``, though longer), stay out of the budget split and the exploratory runs, and
-    decide the part again on their own lrs; a part without them reads "– (not run)"."""
+    decide the part again on their own lrs; a part whose own arms have none reads "– (not run)",
+    though another part's scale runs share one of its arms."""
     from analysis import phases, stability
     from analysis.budget import split_budget
 
@@ -233,24 +235,68 @@ def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     assert set(longer["expected"]) == {"budget"} and "scale" in set(main["expected"])
     blocks = stability.split_blocks(df, 600, "scaled", range(1000, 1010))
     assert set(blocks["scale"]["expected"]) == {"scale"} and len(blocks["scale"]) == len(EXPLORE) * 2 * len(LRS)
-    registered = {**PART, "scale_check": True}
-    row = stability.stability_row(blocks, registered)
+    row = stability.stability_row(blocks, PART)
     assert row["scale"] == "supported" and row["scale_effect"].startswith("d = ") and row["scale_moved"] is False
     assert row["scale_lr"] and all("8192" in k for k in row["scale_lr"])  # lrs chosen again at scale, at its size
-    # a part not registered reads "not run", though another part's scale runs share its arms
-    assert stability.stability_row(blocks, PART)["scale"] is None
+    assert row["beyond"][0] == Beyond("scale", Holds.HOLDS, row["scale_block"], size=8192)
+    # only a's scale runs (another part's control, say): b's part is not decided there
+    one_arm = {**blocks, "scale": blocks["scale"][blocks["scale"]["arm"] == "a"]}
+    assert stability.stability_row(one_arm, PART)["scale"] is None
+    assert stability.stability_row(one_arm, PART)["beyond"][0] == Beyond("scale", Holds.NOT_RUN, why=NotRun.NO_RUNS)
     del blocks["scale"]
-    assert stability.stability_row(blocks, registered)["scale"] is None
+    assert stability.stability_row(blocks, PART)["scale"] is None
     assert not phases.exploratory(df, 600, range(1000, 1010))["expected"].isin(["scale"]).any()
 
 
-def test_scale_trials_rerun_every_grid_lr_of_a_registered_parts_arms_at_the_larger_size(hydra_conf):
-    """sigma_vs_softmax registers its T4a part with scale_check: its arms (softmax, the three
-    choose_b candidates; the control's tanh among them) rerun at every grid lr and seed, at
-    report.scale_n_train and report.scale_steps, tagged with the grid trial they repeat."""
+def _beyond(column_d: dict[int, float], column: str = "length") -> Beyond:
+    """The length column's answer for PART (decided on its confirmation block) where the column's
+    runs have per-seed differences ``column_d``."""
+    grid = _all()
+    base = grid["trial_id"].iloc[0]
+    rerun = _runs(column_d, n=32).assign(extends=base, phase=column)
+    row = stability.stability_row(stability.split_blocks(pd.concat([grid, rerun], ignore_index=True), 600, "scaled"),
+                                  PART)
+    return row["beyond"][stability.COLUMNS.index(column)]
+
+
+def test_a_column_holds_moves_or_is_not_shown_on_fewer_seeds():
+    """The columns beyond the measured regime (issue 64): the same label holds; a reversed label
+    moves; an inconclusive column whose estimate at the confirmation block's precision would give
+    the verdict is *not shown (fewer seeds)*; one whose estimate sits near 0 moves."""
+    assert _beyond(EXPLORE).status is Holds.HOLDS and _beyond(EXPLORE).size == 32
+    reversed_ = _beyond({s: -g for s, g in EXPLORE.items()})
+    assert reversed_.status is Holds.MOVES and reversed_.block.verdict == CONTRADICTED
+    # three seeds, the same effect (0.05) with a wide spread: inconclusive on three, clear on ten
+    wide = _beyond({0: 0.005, 1: 0.1, 2: 0.045})
+    assert wide.block.verdict == INCONCLUSIVE and wide.status is Holds.FEWER_SEEDS, wide
+    near_zero = _beyond({0: -0.01, 1: 0.012, 2: 0.0})  # the effect itself gone: a move, whatever the seeds
+    assert near_zero.block.verdict == INCONCLUSIVE and near_zero.status is Holds.MOVES
+    assert _beyond({}).status is Holds.NOT_RUN and _beyond({}).why is NotRun.NO_RUNS
+    assert render.beyond(wide).startswith("at n = 32: not shown (fewer seeds; d = ")
+    assert render.beyond(near_zero).startswith("at n = 32: moves to inconclusive (")
+
+
+def test_a_task_of_fixed_length_says_so_in_the_length_column():
+    from analysis import length
+
+    terms = _all().assign(**{"task.terms": "[3]"})
+    row = stability.stability_row(stability.split_blocks(terms, 600, "scaled"), PART)
+    assert row["beyond"][1] == Beyond("length", Holds.NOT_RUN, why=NotRun.FIXED_LENGTH)
+    assert "the task's sequence length is fixed" in render.beyond(row["beyond"][1])
+    assert length.fixed_length(_all().drop(columns="task.n")) and not length.fixed_length(_all())
+    with pytest.raises(ValueError, match="report.length_n"):
+        length.changes(0)
+
+
+def test_scale_and_length_trials_rerun_every_grid_lr_of_each_deciding_parts_arms(hydra_conf):
+    """sigma_vs_softmax's deciding parts (T4a; T4b′, chosen at n_train 256): their arms (softmax,
+    the three choose_b candidates; the control's tanh among them) rerun at every grid lr and
+    seed, tagged with the grid trial they repeat: the scale column at 8× each part's own n_train
+    and report.scale_steps; the length column at task.n = 32, the grid's n_train and steps.
+    ``report.scale_parts=scale_check`` keeps the first column's one part."""
     from hydra import compose
 
-    from analysis import scale
+    from analysis import length, scale
     from analysis.trials import restrict
     from harness.expansion import expand
 
@@ -258,21 +304,32 @@ def test_scale_trials_rerun_every_grid_lr_of_a_registered_parts_arms_at_the_larg
     conf = compose(config_name="config", overrides=cli)
     trials = expand(conf, cli)
     rows = [{"trial_id": t.trial_id, "status": "FINISHED", "task": t.task, "variant": t.variant, "seed": t.config.seed,
-             "task.n_train": t.config.task.n_train, "train.lr": t.config.train.lr,
+             "task.n_train": t.config.task.n_train, "train.lr": t.config.train.lr, "task.n": t.config.task.n,
              "task.readout": getattr(getattr(t.config.task, "readout", None), "name", None)} for t in trials]
     runs = restrict(pd.DataFrame(rows), trials, "sigma_vs_softmax")
-    assert [s["name"][:25] for s in scale.registered({"sigma_vs_softmax": conf})["sigma_vs_softmax"]] == \
+    configs, by_name = {"sigma_vs_softmax": conf}, {"sigma_vs_softmax": runs}
+    assert [s["name"][:25] for s in scale.registered(configs, "scale_check")["sigma_vs_softmax"]] == \
         ["neutral selection task (T"]
-    new = scale.scale_trials({"sigma_vs_softmax": conf}, {"sigma_vs_softmax": runs}, {"sigma_vs_softmax": trials},
-                             ["scale=tiny"], scale.changes(8192, 5000, 100))["sigma_vs_softmax"]
-    grid = [t for t in trials if t.task == "nearest"]
-    assert len(new) == len(grid) and {t.task for t in new} == {"nearest"}
+    assert len(scale.registered(configs)["sigma_vs_softmax"]) == 2
+    with pytest.raises(ValueError, match="report.scale_parts"):
+        scale.registered(configs, "some")
+    new = scale.scale_trials(configs, by_name, {"sigma_vs_softmax": trials}, ["scale=tiny"],
+                             scale.rerun_sizes(8, 5000, 100))["sigma_vs_softmax"]
+    grid = [t for t in trials if t.task in ("nearest", "argmax_hard")]
+    assert len(new) == len(grid) and {t.task for t in new} == {"nearest", "argmax_hard"}
     known = {t.trial_id: t for t in trials}
     for t in new:
         base = known[t.extends]
         assert (t.variant, t.config.seed, t.config.train.lr) == (base.variant, base.config.seed, base.config.train.lr)
-        assert (t.config.task.n_train, t.config.train.max_steps, t.config.train.eval_every) == (8192, 5000, 100)
+        assert (t.config.task.n_train, t.config.train.max_steps, t.config.train.eval_every) == \
+            (8 * base.config.task.n_train, 5000, 100)
+    longer = length.length_trials(configs, by_name, {"sigma_vs_softmax": trials}, ["scale=tiny"], 32)["sigma_vs_softmax"]
+    assert len(longer) == len(grid) and {t.config.task.n for t in longer} == {32}
+    for t in longer:
+        base = known[t.extends]
+        assert (t.config.task.n_train, t.config.train.max_steps) == (base.config.task.n_train, base.config.train.max_steps)
     assert scale.enabled(8192, 1024) and not scale.enabled(8192, 8192) and not scale.enabled(0, 1024)
+    assert scale.factor(8192, 1024) == 8 and length.enabled(32, [8]) and not length.enabled(0, [8])
 
 
 def _conf(part=PART, steps: int = 600):
