@@ -289,8 +289,8 @@ def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
             row["scale"] = render.scale_verdict(r.get("scale"))
         if "scale" in row and isinstance(r.get("scale_effect"), str) and r["scale_effect"]:
             row["scale"] = f"{row['scale']} ({r['scale_effect']})"
-        if "length" in row:
-            effect = render.scale_effect(r.get("length_block"))
+        if "length" in row:  # its estimate where it moves: a holding label needs no more width
+            effect = render.scale_effect(r.get("length_block")) if r.get("length") != r.get(r["decided_on"]) else ""
             row["length"] = render.scale_verdict(r.get("length")) + (f" ({effect})" if effect else "")
         flags = [f"**unstable**: {r['unstable']}" if r.get("unstable") else "",
                  "opposite labels" if r.get("opposite") else "", r.get("loo_flip") or "",
