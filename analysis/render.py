@@ -503,7 +503,7 @@ def _paper(x: Line) -> str:
 
 COLUMN_WORDS = {"scale": "at the larger scale", "length": "at a longer sequence"}
 SIZE_WORDS = {"scale": "at n_train {size}", "length": "at n = {size}"}
-NOT_RUN_WORDS = {NotRun.NO_RUNS: "none of its arms' reruns in these runs",
+NOT_RUN_WORDS = {NotRun.NO_RUNS: "no reruns of its arms in these runs",
                  NotRun.FIXED_LENGTH: "the task's sequence length is fixed"}
 
 
@@ -534,6 +534,12 @@ def _firm(x: Line) -> str:
     moves = any(b.status is Holds.MOVES for b in x.beyond)  # a verdict that moves is never called firm
     if not out and x.expected is not None and not moves:
         out.append("firm")
+    unrun = {b.why for b in x.beyond if b.status is Holds.NOT_RUN}
+    if len(x.beyond) > 1 and len(unrun) == 1 and all(b.status is Holds.NOT_RUN for b in x.beyond):  # once for both
+        why = unrun.pop()
+        out.append(f"{' and '.join(COLUMN_WORDS[b.column] for b in x.beyond)}: not run "
+                   f"({NOT_RUN_WORDS[why] if why else 'not registered'})")
+        return "; ".join(out)
     return "; ".join(out + [beyond(b) for b in x.beyond]) or "–"
 
 

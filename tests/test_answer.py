@@ -93,8 +93,12 @@ def test_fragile_verdicts_say_so_on_the_row():
                                                   Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))}}
     row = _row(_table([ZG2], stab), "the Z g2 term")
     assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at n_train 8192: moves to inconclusive "
-                        "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run (none of "
-                        "its arms' reruns in these runs) |")
+                        "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run (no reruns "
+                        "of its arms in these runs) |")
+    neither = {k: {**v, "beyond": (Beyond("scale", Holds.NOT_RUN, why=NotRun.NO_RUNS),
+                                   Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))} for k, v in stab.items()}
+    assert _row(_table([ZG2], neither), "the Z g2 term").endswith(
+        "; at the larger scale and at a longer sequence: not run (no reruns of its arms in these runs) |")
     # a verdict that moves at scale is not called firm; one that holds is, with the column beside it
     assert "firm" not in _row(_table([ZG2], {k: {**v, "x4_runs": 0, "readout=tied_runs": 0} for k, v in stab.items()}),
                               "the Z g2 term")
