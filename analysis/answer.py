@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import protocol, render, stability
-from analysis.decision import (Beyond, Block, BlownUp, Decide, Flip, Holds, Interval, Label, Remedy, Rule, Step,
+from analysis.decision import (Beyond, BlownUp, Decide, Flip, Holds, Interval, Label, Remedy, Rule, Step,
                                UnitKind, Units)
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
@@ -292,8 +292,6 @@ class Line:
     margin: float  # the interval's distance to a label change, in δ (NaN: undecided or no interval)
     preconditions: tuple[tuple[Step, float], ...]  # preconditions under FRAGILE δ from firing
     blocks: tuple[tuple[str, str], ...]  # (block, its label) where it differs from the verdict
-    scale: str  # the scale column's label where it was run, else ""
-    scale_effect: Block | None  # the scale column's decision where it was run
     loo: Flip | None  # a leave-one-seed-out flip (the stability table's ``loo``)
     blown_up: tuple[BlownUp, ...]
     choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
@@ -384,12 +382,9 @@ def line(result: protocol.PartResult, labels: Sequence[str], comp: Component, ro
     spec = result.spec
     has = comp.has(spec)
     lacks = str(spec["b"]) if has == str(spec["a"]) else str(spec["a"])
-    scale = row.get("scale") if row is not None else None
-    ran = isinstance(scale, str) and bool(scale)  # None: the part was not rerun at scale
     return Line(tuple(labels), _task_code(spec), str(spec["role"]), result.verdict, has, lacks, str(spec["value"]),
                 _units(result, units), float(spec["delta"]), _gain(result, has), label_of(result, has),
                 expected_of(spec, has), _margin(result), _precondition_margins(result), _blocks(result, row),
-                scale if ran else "", _typed(row, "scale_block", Block) if ran else None,
                 _typed(row, "loo", Flip), tuple(result.blown_up),
                 tuple(str(x) for x in spec.get("chosen_among") or spec["choose_b"]) if lacks == str(spec["b"]) else (),
                 what_would_decide(result) if label_of(result, has) is Label.UNDECIDED else None,
