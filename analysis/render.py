@@ -404,12 +404,14 @@ READ_ROW = (
     "within ±δ (one-sided: it lowers error by less than δ); *undecided*: neither, or a rule of the protocol voids "
     "the interval: the row says why and what would decide it. *Paper*: what the registered hypothesis expects "
     "and its verdict (*supported* / *contradicted*, the verdict tables below). *How firm*: the interval's "
-    "distance to a label change and a precondition's distance to firing where under 0.5 δ, the blocks whose "
+    "distance to a label change and a precondition's (a rule that voids the interval) distance to voiding it, "
+    "where under 0.5 δ; the blocks whose "
     "label differs (the exploratory seeds, ×4 steps, another readout: *scaled* β Eᵀ f(X), *tied* Eᵀ f(X), "
     "*learned* U f(X)), then the answer beyond this regime: at 8× the part's n_train and more steps (the scale "
     "column) and at a 4× longer sequence (the length column), each decided on its own reruns with its lrs chosen "
     "again: *holds*, *moves to* another label, *not shown (fewer seeds)* (inconclusive there, which its wider "
-    "interval on fewer seeds explains) or *not run* and why. A part that moves is not settled.")
+    "interval on fewer seeds explains) or *not run* (no reruns of its arms in these runs; another reason is "
+    "named). A part that moves is not settled.")
 BLOCK_NAMES = {"exploratory": "exploratory seeds", "x4": "×4 steps"}
 PRE_WORDS = {Step.RESOLUTION: "the resolution rule (cannot show δ)", Step.NO_POWER: "its positive control (power)"}
 
@@ -465,7 +467,8 @@ def decide(d: Decide | None) -> tuple[str, str]:
         return (f"{', '.join(STEP_NAMES[s] for s in d.steps) or 'a precondition'} voids a {d.verdict} interval",
                 "; ".join(REMEDY_WORDS[s] for s in d.steps) or "the failed precondition lifted")
     if m is Remedy.AT_MARGIN:
-        return (f"the estimate {num(v[0])} sits within one half-width ({num(v[1])}) of {_sign(v[2])} = {num(v[2])}",
+        # magnitudes: the row's verb (lowers / raises) already gives the direction
+        return (f"the amount {num(abs(v[0]))} sits within one half-width ({num(v[1])}) of δ = {num(abs(v[2]))}",
                 "not more seeds: the effect is about δ")
     why = "the 95% interval includes 0" if d.threshold == 0 else f"the interval straddles {_sign(d.threshold)}"
     if d.seeds is None:
@@ -502,9 +505,17 @@ def _paper(x: Line) -> str:
 
 
 COLUMN_WORDS = {"scale": "at the larger scale", "length": "at a longer sequence"}
+COLUMN_NAMES = {"scale": "larger scale", "length": "longer sequence"}  # both columns in one cell
 SIZE_WORDS = {"scale": "at n_train {size}", "length": "at n = {size}"}
-NOT_RUN_WORDS = {NotRun.NO_RUNS: "no reruns of its arms in these runs",
-                 NotRun.FIXED_LENGTH: "the task's sequence length is fixed"}
+# NO_RUNS is the common case, said once in the reading paragraph (READ_ROW); other reasons on the row
+NOT_RUN_WORDS = {NotRun.NO_RUNS: "", NotRun.FIXED_LENGTH: "the task's sequence length is fixed",
+                 NotRun.OFF: "off at this scale"}
+
+
+def not_run(why: NotRun | None) -> str:
+    """A column's cell where it did not run: ``not run``, with its reason where not the common one."""
+    words = NOT_RUN_WORDS[why] if why else "not registered"
+    return f"not run ({words})" if words else "not run"
 
 
 def beyond(b: Beyond) -> str:
@@ -512,7 +523,7 @@ def beyond(b: Beyond) -> str:
     inconclusive (…)", "… not shown (fewer seeds; d = …)", "at the larger scale: not run (…)"."""
     where = SIZE_WORDS[b.column].format(size=b.size) if b.size else COLUMN_WORDS[b.column]
     if b.status is Holds.NOT_RUN:
-        return f"{where}: not run ({NOT_RUN_WORDS[b.why] if b.why else 'not registered'})"
+        return f"{where}: {not_run(b.why)}"
     if b.status is Holds.HOLDS or b.block is None:
         return f"{where}: holds"
     if b.status is Holds.FEWER_SEEDS:
@@ -524,7 +535,7 @@ def _firm(x: Line) -> str:
     out = []
     if not math.isnan(x.margin) and x.margin < 0.5:
         out.append(f"fragile: the interval is {x.margin:.2f} δ from a label change")
-    out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from firing" for step, m in x.preconditions]
+    out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from voiding the verdict" for step, m in x.preconditions]
     out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {v}" for b, v in x.blocks]
     if x.loo:
         out.append(flip(x.loo))
@@ -537,8 +548,7 @@ def _firm(x: Line) -> str:
     unrun = {b.why for b in x.beyond if b.status is Holds.NOT_RUN}
     if len(x.beyond) > 1 and len(unrun) == 1 and all(b.status is Holds.NOT_RUN for b in x.beyond):  # once for both
         why = unrun.pop()
-        out.append(f"{' and '.join(COLUMN_WORDS[b.column] for b in x.beyond)}: not run "
-                   f"({NOT_RUN_WORDS[why] if why else 'not registered'})")
+        out.append(f"{', '.join(COLUMN_NAMES[b.column] for b in x.beyond)}: {not_run(why)}")
         return "; ".join(out)
     return "; ".join(out + [beyond(b) for b in x.beyond]) or "–"
 

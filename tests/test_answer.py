@@ -93,12 +93,15 @@ def test_fragile_verdicts_say_so_on_the_row():
                                                   Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))}}
     row = _row(_table([ZG2], stab), "the Z g2 term")
     assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at n_train 8192: moves to inconclusive "
-                        "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run (no reruns "
-                        "of its arms in these runs) |")
+                        "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run |")
     neither = {k: {**v, "beyond": (Beyond("scale", Holds.NOT_RUN, why=NotRun.NO_RUNS),
                                    Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))} for k, v in stab.items()}
     assert _row(_table([ZG2], neither), "the Z g2 term").endswith(
-        "; at the larger scale and at a longer sequence: not run (no reruns of its arms in these runs) |")
+        "; larger scale, longer sequence: not run |")
+    fixed = {k: {**v, "beyond": (Beyond("scale", Holds.NOT_RUN, why=NotRun.NO_RUNS),
+                                 Beyond("length", Holds.NOT_RUN, why=NotRun.FIXED_LENGTH))} for k, v in stab.items()}
+    assert _row(_table([ZG2], fixed), "the Z g2 term").endswith(  # a reason other than the common one is named
+        "; at the larger scale: not run; at a longer sequence: not run (the task's sequence length is fixed) |")
     # a verdict that moves at scale is not called firm; one that holds is, with the column beside it
     assert "firm" not in _row(_table([ZG2], {k: {**v, "x4_runs": 0, "readout=tied_runs": 0} for k, v in stab.items()}),
                               "the Z g2 term")
@@ -182,7 +185,7 @@ def test_what_would_decide_follows_its_rules_in_order():
     at_margin = _part("C10", "(T4a)", "quad_sigma[sigma=softmax]", "quad_sigma[sigma=exp]", INCONCLUSIVE, 0.0204,
                       0.0138, 0.027, test="equivalence", sides=1)
     assert render.decide(answer.what_would_decide(at_margin)) == (
-        "the estimate 0.0204 sits within one half-width (0.0066) of δ = 0.02", "not more seeds: the effect is about δ")
+        "the amount 0.0204 sits within one half-width (0.0066) of δ = 0.02", "not more seeds: the effect is about δ")
     assert render.decide(answer.what_would_decide(ZG2)) == ("", "")
     assert answer.seeds_needed(0.5, 1.0, 0.025) == 34 and answer.seeds_needed(1.0, 1.0, 0.025) == 10  # G*Power's
 
