@@ -518,7 +518,7 @@ def not_run(why: NotRun | None) -> str:
     return f"not run ({words})" if words else "not run"
 
 
-def beyond(b: Beyond) -> str:
+def beyond(b: Beyond, expected: Label | None = None) -> str:
     """A part's answer in one column: "at n_train 8192: holds", "at n = 32: moves to
     inconclusive (…)", "… not shown (fewer seeds; d = …)", "at the larger scale: not run (…)"."""
     where = SIZE_WORDS[b.column].format(size=b.size) if b.size else COLUMN_WORDS[b.column]
@@ -528,7 +528,18 @@ def beyond(b: Beyond) -> str:
         return f"{where}: holds"
     if b.status is Holds.FEWER_SEEDS:
         return f"{where}: not shown (fewer seeds; {block_interval(b.block)})"
-    return f"{where}: moves to {b.block.verdict} ({scale_effect(b.block)})"
+    return f"{where}: moves to {block_answer(b.block.verdict, expected)} ({scale_effect(b.block)})"
+
+
+def block_answer(verdict: str, expected: Label | None) -> str:
+    """Another block's label in the answer column's words: a supported block says what the
+    hypothesis expects ("does not matter"), an inconclusive one "undecided", a contradicted one
+    that it contradicts the expectation."""
+    if expected is None or verdict not in ("supported", "contradicted", "inconclusive"):
+        return verdict
+    if verdict == "inconclusive":
+        return LABEL_WORDS[Label.UNDECIDED]
+    return LABEL_WORDS[expected] if verdict == "supported" else f"not '{LABEL_WORDS[expected]}' (contradicted)"
 
 
 def _firm(x: Line) -> str:
@@ -536,7 +547,8 @@ def _firm(x: Line) -> str:
     if not math.isnan(x.margin) and x.margin < 0.5:
         out.append(f"fragile: the interval is {x.margin:.2f} δ from a label change")
     out += [f"fragile: {PRE_WORDS[step]} is {m:.2f} δ from voiding the verdict" for step, m in x.preconditions]
-    out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {v}" for b, v in x.blocks]
+    out += [f"{BLOCK_NAMES.get(b, b.replace('readout=', '') + ' readout')}: {block_answer(v, x.expected)}"
+            for b, v in x.blocks]
     if x.loo:
         out.append(flip(x.loo))
     if x.blown_up:
@@ -550,7 +562,7 @@ def _firm(x: Line) -> str:
         why = unrun.pop()
         out.append(f"{', '.join(COLUMN_NAMES[b.column] for b in x.beyond)}: {not_run(why)}")
         return "; ".join(out)
-    return "; ".join(out + [beyond(b) for b in x.beyond]) or "–"
+    return "; ".join(out + [beyond(b, x.expected) for b in x.beyond]) or "–"
 
 
 def _augmentation(a: Augmentation) -> str:

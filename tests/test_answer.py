@@ -92,7 +92,7 @@ def test_fragile_verdicts_say_so_on_the_row():
                                            (Reason(Rule.RESOLUTION, values=(0.05, 0.07)),)), size=8192),
                                                   Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))}}
     row = _row(_table([ZG2], stab), "the Z g2 term")
-    assert row.endswith("| ×4 steps: inconclusive; tied readout: inconclusive; at n_train 8192: moves to inconclusive "
+    assert row.endswith("| ×4 steps: undecided; tied readout: undecided; at n_train 8192: moves to undecided "
                         "(the measurement cannot show δ; d = 0.1 [0.05, 0.15]); at a longer sequence: not run |")
     neither = {k: {**v, "beyond": (Beyond("scale", Holds.NOT_RUN, why=NotRun.NO_RUNS),
                                    Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS))} for k, v in stab.items()}
@@ -265,3 +265,15 @@ def test_rates_print_the_exact_binomial_interval_beside_the_nominal_rate():
     words = render_tables._calibration_rates(rates)
     assert list(words.iloc[0][["rule", "counted as", "95% interval"]]) == ["difference", "decisive", "[0.000, 0.066]"]
     assert list(words.iloc[1][["counted as", "95% interval"]]) == ["equivalent", "–"]
+
+
+def test_another_blocks_label_is_worded_as_the_answer_column_words_it():
+    """The *how firm* cell speaks the answer column's words (a newcomer read 'inconclusive' and
+    'supported' there beside 'matters' and 'undecided'), relative to what the part expects."""
+    from analysis.decision import Label
+
+    assert render.block_answer(SUPPORTED, Label.NO_MATTER) == "does not matter"
+    assert render.block_answer(SUPPORTED, Label.HURTS) == "hurts"
+    assert render.block_answer(INCONCLUSIVE, Label.MATTERS) == "undecided"
+    assert render.block_answer(CONTRADICTED, Label.MATTERS) == "not 'matters' (contradicted)"
+    assert render.block_answer(SUPPORTED, None) == SUPPORTED  # no registered expectation: the verdict as it is
