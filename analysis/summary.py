@@ -99,7 +99,8 @@ def report(df: pd.DataFrame, out: Path) -> Path | None:
 
 
 def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
-              out_dir: Path, scale: str | None = None, figures: Sequence[str] | None = None) -> None:
+              out_dir: Path, scale: str | None = None, figures: Sequence[str] | None = None,
+              lease_s: float | None = None) -> None:
     """The end-of-sweep summary of ``python -m harness``: the runs, figures and table of
     :func:`analyse` and :func:`report` on the sweep's ``trials``, exactly what ``python -m
     analysis`` with the same overrides writes and prints.
@@ -113,6 +114,8 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
     the table (written to ``out_dir``) and the figures of the latest parent run stamped with the
     same digest (:func:`recorded_figures`), or, where none is (e.g. a run changed since), draws
     them into ``out_dir``; on a SQLite store it reads by SQL and imports no MLflow.
+    ``lease_s``: the sweep's ``tracking.lease_s``, the longest a write waits for a store that
+    another process holds write-locked (None: :data:`harness.leases.LEASE_S`).
     """
     df = restrict(load_runs(ablation, store.uri), trials, ablation)
     how = drawing(ablation, trials, store.uri, scale, figures)
@@ -121,7 +124,8 @@ def summarise(ablation: str, trials: Sequence[Trial], store: Store, parent: str,
         return
     from harness.tracking import Tracker  # MLflow: the figures are logged to the parent run
 
-    tracker = Tracker(store)
+    # the sweep's lease: how long its writes wait for a store another process holds write-locked
+    tracker = Tracker(store) if lease_s is None else Tracker(store, lease_s)
     paths = _draw(ablation, df, out_dir, how) if not df.empty else []
     table = report(df, out_dir) if not df.empty else None
     stamp = out_dir / reuse.STAMP

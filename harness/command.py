@@ -94,6 +94,7 @@ def _summariser(cfg: DictConfig, runtime: Runtime, ablations, store):
 
     def after(name, summary) -> None:
         out = runtime.output_dir / folder_name(name) if len(ablations) > 1 else runtime.output_dir
-        runtime.summarise(name, trials[name], store, summary.parent_id, out, cfg.scale.name)
+        runtime.summarise(name, trials[name], store, summary.parent_id, out, cfg.scale.name,
+                          lease_s=cfg.tracking.lease_s)
 
     return after

@@ -608,6 +608,11 @@ class LeasedClient:
                 self._leases.give_up(err)
             raise
 
+    def create_experiment(self, name: str, *args, **kwargs) -> str:
+        """MLflow's ``create_experiment``, waiting as every write does (:meth:`_write`); no
+        lease to guard yet: the driver's parent run is opened in the experiment afterwards."""
+        return self._write(lambda: self._client.create_experiment(name, *args, **kwargs))
+
     def create_run(self, experiment_id: str, *args, tags: Optional[dict] = None, **kwargs):
         """MLflow's ``create_run``, after :meth:`Leases.guard` of its parent (tag
         ``mlflow.parentRunId``); a child of an own parent is remembered as its."""

@@ -351,3 +351,89 @@ def test_a_driver_suspended_inside_its_write_transaction_is_waited_for_then_one_
     after = _finished_with_metrics(db)
     assert len(after) == SEEDS and set(after.values()) == {1}
     assert not any(status == "RUNNING" for _, status in _statuses(db))
+
+
+def _lock_before(monkeypatch, db: Path, owner, name: str, hold_s: float, when=lambda *args: True) -> list:
+    """Another connection takes the store's write lock (``BEGIN IMMEDIATE``) just before the
+    first call of ``owner.name`` for which ``when(*args)`` holds, and lets go after ``hold_s``
+    seconds; returns ``[taken]``, then ``[(taken, released)]`` (monotonic seconds) once it has."""
+    import threading
+    import time
+
+    held: list = []
+    real = getattr(owner, name)
+
+    def locked_first(*args, **kwargs):
+        if not held and when(*args):
+            holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            taken = time.monotonic()
+            held.append(taken)
+
+            def release() -> None:
+                holder.execute("ROLLBACK")
+                holder.close()
+                held[0] = (taken, time.monotonic())
+
+            threading.Timer(hold_s, release).start()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, locked_first)
+    return held
+
+
+def _write_point(point: str):
+    """``(owner, method name, when)`` of a store write of the driver before or after its trials."""
+    from analysis import summary
+    from harness import leases, tracking
+
+    return {"experiment creation": (tracking.Tracker, "experiment", lambda *a: True),
+            "parent run creation": (tracking.Tracker, "start_parent", lambda *a: True),
+            "first claim": (leases.Leases, "claim", lambda *a: True),
+            "parent run's figures": (tracking.Tracker, "log_metrics", lambda *a: True),
+            "parent run's closing": (tracking.Tracker, "end_run", lambda self, run_id, *a: run_id in self.leases.own),
+            "summary's writes": (summary, "summarise", lambda *a: True)}[point]
+
+
+WRITE_POINTS = ["experiment creation", "parent run creation", "first claim", "parent run's figures",
+                "parent run's closing", "summary's writes"]
+
+
+@pytest.mark.parametrize("released", [True, False], ids=["released-in-time", "held-past-the-lease"])
+@pytest.mark.parametrize("point", WRITE_POINTS)
+def test_a_store_write_locked_before_or_after_the_trials_is_waited_for_with_one_message(tmp_path, invoke, monkeypatch,
+                                                                                      point, released):
+    """Another connection holds the SQLite store's write lock when the driver comes to a write
+    outside its trials' records: the experiment's creation, the parent run's creation, the first
+    claim, the parent run's figures and closing, the end-of-sweep summary's writes. The driver
+    says once which store it waits for, that it waits for the write lock, and up to how long
+    (``tracking.lease_s``); released within the lease, the sweep completes (exit 0); held past
+    it, the sweep ends in one ``error:`` line saying the store is write-locked (exit 1), with
+    no traceback. Before, the experiment's creation waited MLflow's 20 s busy timeout in silence
+    and the summary waited the default lease, 120 s, not the sweep's."""
+    import time
+
+    db = tmp_path / "mlflow.db"
+    lease_s = 20 if released else 2
+    owner, name, when = _write_point(point)
+    held = _lock_before(monkeypatch, db, owner, name, hold_s=2.0 if released else lease_s + 3.0, when=when)
+    summary = "true" if point == "summary's writes" else "false"
+    started = time.monotonic()
+    code, out, err = invoke("harness", [*TINY, "seed=0", f"tracking.lease_s={lease_s}", f"summary={summary}"], tmp_path)
+    took = time.monotonic() - started
+    assert held, f"the lock was never taken before {point}: {err[-3000:]}"
+    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
+    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
+                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
+    lines = _error_lines(err)
+    if released:
+        assert code == 0 and lines == [], err[-3000:]
+        assert "1 trials: 0 already finished (skipped), 1 finished now" in out, out[-3000:]
+        assert _finished_with_metrics(db) == {next(iter(_statuses(db)))[0]: 1}
+        return
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith(f"error: tracking store sqlite:///{db}: write-locked by another process for longer "
+                               "than tracking.lease_s (database is locked)"), lines
+    assert took < lease_s + 15, f"gave up after {took:.0f} s, not after the lease of {lease_s} s"
+    while not isinstance(held[0], tuple):  # the other connection lets go (its timer)
+        time.sleep(0.1)
