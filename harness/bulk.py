@@ -39,7 +39,7 @@ from mlflow.utils.uri import append_to_uri_path
 
 from harness.leases import LOCK_TRY_S, LeaseLost, LockWait, lease_lost, now_ms
 from harness.mlflow_sql import SCHEMA_REVISION
-from harness.records import SchemaMismatch, StoreWriteError
+from harness.records import SchemaMismatch, StoreWriteError, fault_cause
 from harness.secrets import mask
 from harness.store import sqlite_path
 
@@ -83,18 +83,13 @@ class Record:
 
 
 def classify(err: BaseException) -> str:
-    """The :class:`StoreWriteError` cause of a database error (its message is the DBAPI's)."""
-    text = str(getattr(err, "orig", None) or err).lower()
-    if "full" in text or "no space" in text or "quota" in text:
-        return "full"
-    if "locked" in text or "busy" in text or "lock timeout" in text or "deadlock" in text:
-        return "locked"
-    if isinstance(err, sa.exc.IntegrityError):
-        return "conflict"
-    if isinstance(err, sa.exc.OperationalError) and any(
-            w in text for w in ("connection", "connect", "server closed", "terminating", "timeout expired")):
-        return "unreachable"
-    return "other"
+    """The :class:`StoreWriteError` cause of a database error (its message is the DBAPI's): the
+    words of :data:`harness.records.FAULT_WORDS`, else ``conflict`` for an integrity error, else
+    ``other``."""
+    cause = fault_cause(str(getattr(err, "orig", None) or err))
+    if cause is not None:
+        return cause
+    return "conflict" if isinstance(err, sa.exc.IntegrityError) else "other"
 
 
 class BulkStore:

@@ -54,7 +54,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from tqdm import tqdm
 
-from harness.records import TrackingError, store_fault
+from harness.records import StoreWriteError, TrackingError, fault_cause, store_fault
 from harness.mlflow_sql import finished_runs
 
 T = TypeVar("T")
@@ -94,9 +94,13 @@ LOCK_TRY_S = 1.0
 
 
 def is_locked(err: BaseException) -> bool:
-    """Whether ``err`` (or what it wraps) says a SQLite store is write-locked by another
-    connection (``database is locked``: its busy timeout ran out)."""
-    return "database is locked" in f"{getattr(err, 'orig', '')} {err}".lower()
+    """Whether ``err`` (or what it wraps) says the store is locked by another connection: a
+    SQLite store's ``database is locked`` (its busy timeout ran out), PostgreSQL's lock timeout
+    (the words: :data:`harness.records.FAULT_WORDS`), or a batched write that failed so
+    (:class:`~harness.records.StoreWriteError` of cause ``locked``)."""
+    if isinstance(err, StoreWriteError):
+        return err.cause == "locked"
+    return fault_cause(f"{getattr(err, 'orig', '')} {err}") == "locked"
 
 
 class LockWait:

@@ -161,7 +161,7 @@ def store_fault(err: BaseException) -> Optional[tuple[str, str]]:
     EDQUOT (an artifact, or the database file, could not grow), or a database error saying the
     database or disk is full: ``full``; a database error saying it is locked: ``locked``; an
     MLflow REST call whose retries are spent (``Max retries exceeded``, a refused connection):
-    ``unreachable``. ``detail``: what the error itself says, on one line."""
+    ``unreachable`` (the words: :data:`FAULT_WORDS`). ``detail``: what the error itself says, on one line."""
     chain: list[BaseException] = []
     while err is not None and len(chain) < 10 and all(err is not e for e in chain):
         chain.append(err)
@@ -170,20 +170,36 @@ def store_fault(err: BaseException) -> Optional[tuple[str, str]]:
         if isinstance(e, StoreWriteError):
             return e.cause, e.detail or str(e)
     for e in chain:
-        text = f"{getattr(e, 'orig', '') or ''} {e}".lower()
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return "full", f"{e.strerror}: {e.filename}" if e.filename else str(e.strerror)
-        for cause, words in _FAULT_WORDS.items():
-            if any(w in text for w in words):
-                return cause, _one_line(e)
+        cause = fault_cause(f"{getattr(e, 'orig', '') or ''} {e}")
+        if cause is not None:
+            return cause, _one_line(e)
     return None
 
 
-# what a database driver or MLflow's REST client says of each fault (lower case)
-_FAULT_WORDS = {"full": ("database or disk is full", "no space left on device", "disk quota exceeded"),
-                "locked": ("database is locked",),
-                "unreachable": ("max retries exceeded", "connection refused", "failed to establish a new connection",
-                                "failed with timeout exception")}
+# What a database driver (sqlite3, psycopg), the operating system or MLflow's REST client says of
+# each fault of a store, lower case: the one table that both the batched writer's errors
+# (harness.bulk.classify) and any error a sweep ends with (store_fault) are read by. Phrases, not
+# single words: store_fault reads every error in a chain, and "full" or "connection" alone is in
+# messages that are no store's fault ("successfully", a Ray connection).
+FAULT_WORDS: dict[str, tuple[str, ...]] = {
+    "full": ("database or disk is full", "no space left on device", "disk quota exceeded", "disk full"),
+    # SQLite's busy and locked tables; PostgreSQL's lock_timeout and NOWAIT (55P03), a deadlock's victim (40P01)
+    "locked": ("database is locked", "database table is locked", "lock timeout", "could not obtain lock",
+               "lock not available", "deadlock detected"),
+    # MLflow's REST client out of retries; psycopg's refused or dropped connection, a server shut down
+    "unreachable": ("max retries exceeded", "connection refused", "failed to establish a new connection",
+                    "failed with timeout exception", "could not connect", "connection failed",
+                    "server closed the connection", "terminating connection", "the connection is closed",
+                    "connection timed out", "timeout expired")}
+
+
+def fault_cause(text: str) -> Optional[str]:
+    """The cause of :data:`FAULT_WORDS` whose words ``text`` (an error's message) contains,
+    checked in the table's order; None when none does."""
+    text = text.lower()
+    return next((cause for cause, words in FAULT_WORDS.items() if any(w in text for w in words)), None)
 
 
 def _one_line(err: BaseException) -> str:

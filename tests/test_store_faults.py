@@ -77,6 +77,40 @@ def test_a_store_fault_is_found_in_an_errors_chain_and_every_cause_is_one_line()
         assert "(what the database said)" in line and "runs every trial not recorded" in line
 
 
+STORE_MESSAGES = [  # what a driver says → its cause (None: no fault of the store)
+    ("database or disk is full", "full"),
+    ('could not extend file "base/16384/2619": No space left on device', "full"),
+    ("Disk quota exceeded", "full"),
+    ("database is locked", "locked"),
+    ("canceling statement due to lock timeout", "locked"),
+    ('could not obtain lock on row in relation "runs"', "locked"),
+    ("deadlock detected", "locked"),
+    ('connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused', "unreachable"),
+    ("server closed the connection unexpectedly", "unreachable"),
+    ("terminating connection due to administrator command", "unreachable"),
+    ("no such table: runs", None),
+    ("the batch was successfully prepared", None)]
+
+
+@pytest.mark.parametrize("message, cause", STORE_MESSAGES)
+def test_the_batched_writer_and_the_sweeps_line_read_a_store_error_with_one_table(message, cause):
+    """:func:`harness.bulk.classify` (the cause of a batched write's error) and
+    :func:`harness.records.store_fault` (the cause a sweep's one line names) read a driver's
+    message with one word table (:data:`harness.records.FAULT_WORDS`) and agree. Before, each
+    had its own: the sweep's line did not know PostgreSQL's lock timeout, a deadlock or a
+    dropped connection, and the writer took any message with "full" in it for a full disk."""
+    import sqlalchemy as sa
+
+    from harness.bulk import classify
+    from harness.records import store_fault
+
+    err = sa.exc.OperationalError("INSERT INTO runs ...", {}, sqlite3.OperationalError(message))
+    assert classify(err) == (cause or "other")
+    assert store_fault(err) == (None if cause is None else (cause, message))
+    conflict = sa.exc.IntegrityError("INSERT INTO runs ...", {}, sqlite3.IntegrityError("UNIQUE constraint failed"))
+    assert classify(conflict) == "conflict" and store_fault(conflict) is None
+
+
 def _full_in_transaction(monkeypatch, after: int) -> None:
     """Make the batched writer's transactions of trial records fail as SQLite does on a full
     disk (the ``OperationalError`` raised inside the transaction, which then rolls back) once
