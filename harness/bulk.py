@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterator, Optional, Sequence
+from typing import Callable, Collection, Iterator, Optional, Sequence, TypeVar
 
 import sqlalchemy as sa
 from mlflow.store.tracking.dbmodels.models import (SqlExperiment, SqlLatestMetric, SqlMetric,
@@ -42,6 +42,8 @@ from harness.mlflow_sql import SCHEMA_REVISION
 from harness.records import SchemaMismatch, StoreWriteError, fault_cause
 from harness.secrets import mask
 from harness.store import sqlite_path
+
+T = TypeVar("T")
 
 # a SQLite writer waits this long for another's lock, as MLflow's reads do; with a LockWait its
 # BEGIN IMMEDIATE waits in tries of LOCK_TRY_S instead (up to the lease), its commit this long
@@ -111,12 +113,22 @@ class BulkStore:
         self.uri, self.on_lost, self.lock_wait = uri, on_lost, lock_wait
         self.sqlite = sqlite_path(uri) is not None
         self.commits = 0  # transactions committed (the tests' write points)
-        self.engine = sa.create_engine(uri, **({"connect_args": {"timeout": BUSY_TIMEOUT_S}}
-                                               if self.sqlite else {"pool_pre_ping": True}))
+        self.engine = sa.create_engine(uri, **({"connect_args": {"timeout": BUSY_TIMEOUT_S}} if self.sqlite else
+                                               {"pool_pre_ping": True, "connect_args": pg_lock_timeout(lock_wait)}))
         if self.sqlite:  # our own BEGIN: pysqlite's implicit one would take the write lock late
             sa.event.listen(self.engine, "connect", _autocommit_driver)
             sa.event.listen(self.engine, "begin", self._begin_immediate)
-        self.check_schema()
+        self._waiting(self.check_schema)
+
+    def _waiting(self, call: Callable[[], T]) -> T:
+        """``call()`` (a whole transaction, or a read), tried again while it finds the store
+        locked by another connection, up to the lease (:attr:`lock_wait`; none: once). On
+        PostgreSQL a lock another connection holds (a row ``FOR UPDATE``, ``LOCK TABLE``) fails
+        a statement after :data:`~harness.leases.LOCK_TRY_S` (:func:`pg_lock_timeout`) and the
+        transaction, rolled back, is tried again from its start; on SQLite the transaction's
+        ``BEGIN IMMEDIATE`` waits for the lock itself (:meth:`_begin_immediate`), and once it
+        gave up after the lease, so does this."""
+        return call() if self.lock_wait is None else self.lock_wait.call(call)
 
     def _begin_immediate(self, conn: sa.Connection) -> None:
         """A SQLite transaction's ``BEGIN IMMEDIATE`` (its write lock taken first). With a
@@ -227,9 +239,14 @@ class BulkStore:
         Raises:
             LeaseLost, StoreWriteError: as :meth:`transaction`; no run is created.
         """
+        location = self._waiting(lambda: self.experiment_location(experiment_id))
+        return self._waiting(lambda: self._create_runs(experiment_id, location, runs, parents))
+
+    def _create_runs(self, experiment_id: str, location: str, runs: Sequence[dict[str, str]],
+                     parents: Collection[str]) -> list[Created]:
+        """:meth:`create_runs`' one transaction (each try makes new run ids)."""
         import uuid
 
-        location = self.experiment_location(experiment_id)
         created, run_rows, tag_rows = [], [], []
         with self.transaction(parents, "creating claimed runs") as conn:
             start = now_ms()
@@ -258,6 +275,10 @@ class BulkStore:
         Raises:
             LeaseLost, StoreWriteError: as :meth:`transaction`; nothing is written.
         """
+        return self._waiting(lambda: self._record(records, parents))
+
+    def _record(self, records: Sequence[Record], parents: Collection[str]) -> list[bool]:
+        """:meth:`record`'s one transaction."""
         ids = [r.run_id for r in records]
         with self.transaction(parents, f"recording {len(records)} trials") as conn:
             running = {run_id for (run_id,) in conn.execute(sa.select(RUNS.c.run_uuid).where(
@@ -273,6 +294,15 @@ class BulkStore:
                 conn.execute(RUNS.update().where(RUNS.c.run_uuid.in_([r.run_id for r in todo if r.status == status]))
                              .values(status=status, end_time=end))
         return [run_id in running for run_id in ids]
+
+
+def pg_lock_timeout(lock_wait: Optional[LockWait]) -> dict[str, str]:
+    """psycopg's connection arguments for a PostgreSQL store whose writes wait for other
+    connections' locks (``lock_wait``): every statement waits at most
+    :data:`~harness.leases.LOCK_TRY_S` for a lock (``lock_timeout``; PostgreSQL's default waits
+    for ever), then fails with ``canceling statement due to lock timeout`` and the driver tries
+    again, saying it waits (:class:`~harness.leases.LockWait`). None: no timeout."""
+    return {} if lock_wait is None else {"options": f"-c lock_timeout={int(LOCK_TRY_S * 1000)}"}
 
 
 def _autocommit_driver(dbapi_conn, _record) -> None:

@@ -106,7 +106,9 @@ def is_locked(err: BaseException) -> bool:
 class LockWait:
     """How a driver's writes wait for a SQLite store that another process or connection holds
     write-locked (another driver suspended inside its transaction, a ``sqlite3`` shell left in
-    ``BEGIN IMMEDIATE``): each write is tried again while it finds the store locked, and the
+    ``BEGIN IMMEDIATE``), or for a PostgreSQL row or table that another connection holds locked
+    (``SELECT ... FOR UPDATE``, ``LOCK TABLE``; each statement gives up after ``lock_timeout`` =
+    :data:`LOCK_TRY_S`): each write is tried again while it finds the store locked, and the
     driver says once on stderr that it waits for that store's write lock; after ``wait_s``
     seconds (the lease) of one write's waiting it gives up: ``on_fault(err)`` is told and the
     error re-raised. Longer is no use: a driver that cannot write cannot renew its heartbeat, so
@@ -580,7 +582,8 @@ class LeasedClient:
     """A driver's ``MlflowClient`` whose every write to a run first confirms the lease
     (:meth:`Leases.guard`): the one door through which the driver writes, so that no write point
     of :mod:`harness.tracking`, :mod:`harness.writer` or :mod:`harness.loop` can write after the
-    lease is lost (module docstring). Reads pass through unchanged."""
+    lease is lost (module docstring). Reads need no lease; on a store that another connection
+    holds locked they wait as writes do (:class:`LockWait`)."""
 
     WRITES = ("set_tag", "log_batch", "log_metric", "log_param", "set_terminated", "delete_run",
               "log_artifact", "log_artifacts", "log_text", "log_dict", "delete_tag")
@@ -591,7 +594,13 @@ class LeasedClient:
     def __getattr__(self, name: str):
         attr = getattr(self._client, name)
         if name not in self.WRITES:
-            return attr
+            if not callable(attr):
+                return attr
+
+            def read(*args, **kwargs):  # a PostgreSQL table lock blocks reads too: waited for as writes are
+                wait = self._leases.lock_wait
+                return attr(*args, **kwargs) if wait is None else wait.call(lambda: attr(*args, **kwargs))
+            return read
 
         def write(run_id, *args, **kwargs):
             self._leases.guard(run_id)

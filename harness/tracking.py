@@ -20,6 +20,7 @@ import math
 import os
 import subprocess
 import time
+import urllib.parse
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
@@ -40,7 +41,7 @@ from harness.paths import folder_name
 from harness.mlflow_sql import finished_runs
 from harness.store import (Store, StoreError, deleted_experiment_error, sqlite_path,
                            sqlite_uri)
-from harness.leases import LEASE_S, Heartbeat, Leases, LockWait, lease_lost, now_ms, search_all
+from harness.leases import LEASE_S, LOCK_TRY_S, Heartbeat, Leases, LockWait, lease_lost, now_ms, search_all
 from harness.records import Outcome, Trial, config_identity
 from harness.secrets import mask
 
@@ -135,9 +136,22 @@ def open_client(store: Store) -> MlflowClient:
             finally:
                 quiet.setLevel(level)
             os.replace(tmp, db)
-        client = MlflowClient(tracking_uri=store.uri)
+        client = MlflowClient(tracking_uri=client_uri(store))
         client.search_experiments(max_results=1)
     return client
+
+
+def client_uri(store: Store) -> str:
+    """The URI MLflow's client opens ``store`` by: its own, except a PostgreSQL store's, whose
+    connections wait at most :data:`harness.leases.LOCK_TRY_S` for another connection's lock
+    (``lock_timeout``, :func:`harness.bulk.pg_lock_timeout`: PostgreSQL's default waits for
+    ever), so that the driver's writes wait in tries and say so (:class:`LockWait`)."""
+    if sqlite_path(store.uri) is not None or not bulk_capable(store.uri):
+        return store.uri
+    parts = urllib.parse.urlsplit(store.uri)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-c lock_timeout={int(LOCK_TRY_S * 1000)}"))
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query, quote_via=urllib.parse.quote)))
 
 
 def describe(ablation: str) -> str:
@@ -233,7 +247,7 @@ class Tracker:
         self.store = store
         self.lease_s = lease_s
         self.leases = Leases(open_client(store), lease_s, sqlite_path(store.uri))
-        if sqlite_path(store.uri) is not None:  # another connection's write lock: wait, up to the lease
+        if bulk_capable(store.uri):  # another connection's lock on a database: wait, up to the lease
             self.leases.lock_wait = LockWait(mask(store.uri), lease_s, self.leases.give_up, sqlite_path(store.uri))
         # a database store (SQLite, PostgreSQL) takes claims and records in batched transactions
         self.bulk = (BulkStore(store.uri, self.leases.lose, self.leases.lock_wait)
@@ -316,7 +330,7 @@ class Tracker:
     def heartbeat(self, parent_id: str) -> Heartbeat:
         """The heartbeat that keeps ``parent_id``'s lease (use as a context manager); it notes a
         lost lease in :attr:`leases`."""
-        return self.leases.heartbeat(self.store.uri, parent_id)
+        return self.leases.heartbeat(client_uri(self.store), parent_id)
 
     def end_run(self, run_id: str, status: str = "FINISHED", patience_s: float = 60.0) -> None:
         """Close a still RUNNING run with ``status`` (FINISHED, FAILED or KILLED); a run already

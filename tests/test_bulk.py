@@ -260,16 +260,64 @@ def test_a_driver_killed_inside_a_batch_leaves_nothing_of_it_and_its_trials_are_
 
 
 @pytest.mark.e2e  # the session's PostgreSQL server and a killed driver are processes
-def test_the_batched_writer_keeps_its_contract_on_postgresql(hydra_conf, pg_store):
+def test_the_batched_writer_keeps_its_contract_on_postgresql(hydra_conf, pg_store, capsys):
     """The checks above on PostgreSQL written directly (``FOR UPDATE`` where SQLite has
     ``BEGIN IMMEDIATE``), in one test as each needs the server: the same store read as one
-    written through the client, a batch in flight when its lease is lost, a refused batch, and
-    a driver killed inside a batch."""
+    written through the client, a batch in flight when its lease is lost, a refused batch, a
+    driver killed inside a batch, and a row or table another connection holds locked."""
     _reads_as_one_written_through_the_client(pg_store)
     for how in ("closed", "heartbeat"):
         _in_flight_commits_nothing(pg_store, how)
     _failed_batch_commits_nothing(pg_store)
     _killed_inside_a_batch(pg_store, hydra_conf)
+    _a_lock_is_waited_for_up_to_the_lease(pg_store, capsys)
+
+
+def _a_lock_is_waited_for_up_to_the_lease(store, capsys) -> None:
+    """Another connection holds the driver's parent run ``FOR UPDATE`` (let go within the
+    lease), or the table of runs (``LOCK TABLE``, held past it), when the driver claims: it says
+    once that it waits for the store's write lock, then claims once the lock is let go, or gives
+    up at the lease with a fault whose cause is ``locked``. Before, PostgreSQL's default
+    ``lock_timeout`` (none) made the claim wait for ever."""
+    import threading
+
+    import psycopg
+
+    from harness.records import store_fault
+
+    for lock, lease_s in (("row", 30.0), ("table", 2.0)):
+        _, tracker, parent, trials, _ = _claimed(store, 1, lease_s)
+        experiment = tracker.experiment("unit")
+        holder = psycopg.connect(store.uri.replace("postgresql+psycopg://", "postgresql://", 1))
+        holder.execute("SELECT run_uuid FROM runs WHERE run_uuid = %s FOR UPDATE" if lock == "row"
+                       else "LOCK TABLE runs IN ACCESS EXCLUSIVE MODE", (parent,) if lock == "row" else None)
+
+        def release(lock=lock, lease_s=lease_s, holder=holder, wait=tracker.leases.lock_wait) -> None:
+            """The row: once the driver says it waits (then a try more), at most 20 s; the table: past the lease."""
+            until = time.monotonic() + (20.0 if lock == "row" else lease_s + 3.0)
+            while time.monotonic() < until and not (lock == "row" and wait.told):
+                time.sleep(0.05)
+            time.sleep(1.5 if lock == "row" else 0)
+            holder.rollback()
+
+        timer = threading.Thread(target=release)
+        timer.start()
+        capsys.readouterr()
+        started = time.monotonic()
+        try:
+            won, fault = tracker.claim_batch(experiment, parent, "unit", [compose_trial(FAST, ["seed=7"])]), None
+        except Exception as err:  # noqa: BLE001 - the fault the sweep's one line names
+            won, fault = None, err
+        took = time.monotonic() - started
+        timer.join()
+        holder.close()
+        waiting = [line for line in capsys.readouterr().err.splitlines() if line.startswith("waiting for the write")]
+        assert len(waiting) == 1 and f"giving up after tracking.lease_s={lease_s:g} s" in waiting[0], (lock, waiting, took, fault)
+        if lock == "row":
+            assert fault is None and won[0] is not None and took < lease_s, (took, fault)
+        else:
+            assert won is None and store_fault(fault)[0] == "locked", repr(fault)
+            assert lease_s <= took < lease_s + 10, took
 
 
 def _killed_inside_a_batch(db_store, hydra_conf) -> None:

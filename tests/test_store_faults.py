@@ -471,3 +471,87 @@ def test_a_store_write_locked_before_or_after_the_trials_is_waited_for_with_one_
     assert took < lease_s + 15, f"gave up after {took:.0f} s, not after the lease of {lease_s} s"
     while not isinstance(held[0], tuple):  # the other connection lets go (its timer)
         time.sleep(0.1)
+
+
+def _pg_lock_timeout(message: str = "canceling statement due to lock timeout") -> BaseException:
+    """The error psycopg raises when a statement waited PostgreSQL's ``lock_timeout`` for a
+    row or table lock another connection holds (SQLSTATE 55P03)."""
+    psycopg = pytest.importorskip("psycopg")
+    return psycopg.errors.LockNotAvailable(message)
+
+
+def _pg_locked_at(monkeypatch, point: str, hold_s: float) -> list:
+    """Make the driver's first write at ``point`` fail as a write on PostgreSQL does while
+    another connection holds the row or table it needs (each try gives up after its
+    ``lock_timeout``), until ``hold_s`` seconds after that first try: ``batched`` a
+    transaction of the batched writer (the first claim's: its lease check ``SELECT ... FOR
+    UPDATE`` of the parent run), ``client`` a write through MLflow's client (the parent run's
+    creation). Returns the monotonic times of the tries that failed."""
+    import time
+
+    import sqlalchemy as sa
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from harness import bulk
+
+    tries: list = []
+
+    def locked() -> bool:
+        now = time.monotonic()
+        if tries and now - tries[0] >= hold_s:
+            return False
+        tries.append(now)
+        return True
+
+    if point == "batched":
+        real = bulk.BulkStore._lease_problem
+
+        def lease_problem(self, conn, parents):
+            if parents and locked():
+                raise sa.exc.OperationalError("SELECT runs.run_uuid ... FOR UPDATE OF runs", {}, _pg_lock_timeout())
+            return real(self, conn, parents)
+
+        monkeypatch.setattr(bulk.BulkStore, "_lease_problem", lease_problem)
+    else:
+        real_create = MlflowClient.create_run
+
+        def create_run(self, experiment_id, *args, **kwargs):
+            if locked():
+                raise MlflowException(f"(psycopg.errors.LockNotAvailable) {_pg_lock_timeout()}")
+            return real_create(self, experiment_id, *args, **kwargs)
+
+        monkeypatch.setattr(MlflowClient, "create_run", create_run)
+    return tries
+
+
+@pytest.mark.parametrize("released", [True, False], ids=["released-in-time", "held-past-the-lease"])
+@pytest.mark.parametrize("point", ["batched", "client"])
+def test_a_postgresql_lock_timeout_is_waited_for_up_to_the_lease_with_one_message(tmp_path, invoke, monkeypatch,
+                                                                                   point, released):
+    """The driver's lock logic for a PostgreSQL store, in-process: its writes fail with
+    PostgreSQL's lock timeout (``LockNotAvailable``, what each statement says after
+    ``lock_timeout`` while another connection holds a row ``FOR UPDATE`` or the table) in a
+    batched transaction (the first claim) or in a write through MLflow's client (the parent
+    run's creation). The driver says once that it waits for the store's write lock and up to how
+    long; the lock let go within the lease, it tries again and completes (exit 0); held past
+    the lease, it ends in one ``error:`` line saying the store is write-locked (exit 1, no
+    traceback). Before, the first failed try ended the sweep (a lock timeout was not a lock to
+    wait for), and without a ``lock_timeout`` a write waited for ever."""
+    db = tmp_path / "mlflow.db"
+    lease_s = 20 if released else 2
+    tries = _pg_locked_at(monkeypatch, point, hold_s=2.0 if released else lease_s + 3.0)
+    code, out, err = invoke("harness", [*TINY, "seed=0", f"tracking.lease_s={lease_s}"], tmp_path)
+    assert len(tries) > 1, err[-3000:]
+    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
+    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
+                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
+    lines = _error_lines(err)
+    if released:
+        assert code == 0 and lines == [], err[-3000:]
+        assert "1 trials: 0 already finished (skipped), 1 finished now" in out, out[-3000:]
+        return
+    assert code == 1 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith(f"error: tracking store sqlite:///{db}: write-locked by another process for longer "
+                               "than tracking.lease_s (") and "lock timeout" in lines[0], lines
+    assert tries[-1] - tries[0] < lease_s + 5
