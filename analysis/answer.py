@@ -43,8 +43,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import protocol, render, stability
-from analysis.decision import (Beyond, BlownUp, Decide, Flip, Holds, Interval, Label, Remedy, Rule, Step,
-                               UnitKind, Units)
+from analysis.decision import (Augmentation, Beyond, Decide, Flip, Held, Holds, Interval, Label, Line, Remedy,
+                               Row, Rule, Scale, Step, Trust, UnitKind, Units)
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
 ALPHA = protocol.ALPHA
@@ -258,56 +258,6 @@ FRAGILE = 0.5  # a margin (in δ) under this is printed on the row: a label that
 BLOCKS = ("exploratory", "x4")  # the stability table's blocks a row names where their label differs
 
 
-@dataclass(frozen=True)
-class Augmentation:
-    """C9's augmentation control: how much of the gap between the flattened MLP and the
-    equivariant arm training the MLP on position-permuted inputs closes (observation parts)."""
-
-    plain: str  # the MLP without augmentation
-    augmented: str  # the MLP with it
-    target: str  # the equivariant arm
-    closes: Interval  # value(plain) − value(augmented), 95% interval
-    gap: float  # value(plain) − value(target)
-    units: Units
-
-
-@dataclass(frozen=True)
-class Line:
-    """One part on a component's row (issue 60 item 3) as typed values; :mod:`analysis.render`
-    words it. ``gain`` = value(lacks) − value(has): positive where the arm with the component
-    has the lower value."""
-
-    labels: tuple[str, ...]
-    task_code: str
-    role: str
-    verdict: str
-    has: str
-    lacks: str
-    value: str
-    units: Units
-    delta: float
-    gain: Interval
-    label: Label
-    expected: Label | None  # what the registered hypothesis expects (deciding parts)
-    margin: float  # the interval's distance to a label change, in δ (NaN: undecided or no interval)
-    preconditions: tuple[tuple[Step, float], ...]  # preconditions under FRAGILE δ from firing
-    blocks: tuple[tuple[str, str], ...]  # (block, its label) where it differs from the verdict
-    loo: Flip | None  # a leave-one-seed-out flip (the stability table's ``loo``)
-    blown_up: tuple[BlownUp, ...]
-    choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
-    decide: Decide | None = None  # why undecided and what would decide it (:func:`what_would_decide`)
-    beyond: tuple[Beyond, ...] = ()  # the scale and length columns: holds, moves, not shown, not run (issue 64)
-
-
-@dataclass(frozen=True)
-class Row:
-    """A component's row: its parts' lines, or none (not measured), and C9's augmentation control."""
-
-    component: str
-    lines: tuple[Line, ...]
-    augmentation: Augmentation | None = None
-
-
 def label_of(result: protocol.PartResult, has: str) -> Label:
     """The component's answer from a part's verdict (module docstring of :mod:`analysis.render`)."""
     spec = result.spec
@@ -419,35 +369,6 @@ def rows(parts: Sequence[protocol.PartResult], stab: Mapping[tuple[str, str], Ma
     return out
 
 
-@dataclass(frozen=True)
-class Scale:
-    """The scale the report measured at: the largest n_train, the steps per trial, the budget
-    reruns' factor, and the parts rerun at the larger scale (how many, at which n_train and steps)."""
-
-    n_train_max: int
-    steps: int
-    factor: int
-    at_scale: int = 0
-    scale_n_train: int = 0
-    scale_steps: int = 0
-    at_length: int = 0  # the parts rerun at a longer sequence (the length column), at n = length_n
-    length_n: int = 0
-
-
-@dataclass(frozen=True)
-class Held:
-    """The deciding parts against the columns beyond the measured regime (:func:`held`): how
-    many were run in at least one column, how many of those hold in every column run, those
-    whose verdict moves there (claim, part, column, verdict → the column's), how many are not
-    shown there (fewer seeds) and how many ran in neither column."""
-
-    ran: int
-    holds: int
-    moved: tuple[tuple[str, str, str, str, str], ...]
-    fewer_seeds: int
-    not_run: int
-
-
 def held(stab: pd.DataFrame) -> Held | None:
     """:class:`Held` from the stability table's typed ``beyond`` column, one count per deciding part."""
     if stab.empty or "beyond" not in stab:
@@ -466,23 +387,6 @@ def held(stab: pd.DataFrame) -> Held | None:
         moved += [(str(r["claim"]), str(r["part"]), b.column, str(r[r["decided_on"]]), b.block.verdict)
                   for b in cols if b.status is Holds.MOVES and b.block is not None]
     return Held(ran, holds, tuple(moved), fewer, none)
-
-
-@dataclass(frozen=True)
-class Trust:
-    """*How far to trust this* as values (:func:`trust`; :func:`analysis.render.trust` words it):
-    the deciding parts decided on a confirmation block (how many of how many, the seed spans,
-    how many keep their exploratory label; None without a stability table), the re-registered
-    deciding parts, the processor models, the scale, the parts against the columns beyond it
-    (:class:`Held`), and the deciding parts against the distinct comparisons."""
-
-    confirmed: tuple[int, int, tuple[tuple[int, ...], ...], int] | None  # (parts, of, each part's paired seeds, same)
-    marked: int
-    deciding: int
-    models: tuple[str, ...]
-    scale: Scale | None
-    held: Held | None  # the parts against the scale and length columns (issue 64); None without a stability table
-    distinct: int
 
 
 def trust(parts: Sequence[protocol.PartResult], stab: pd.DataFrame, rereg: Mapping[tuple[str, str], str],

@@ -21,7 +21,6 @@ Which phase each run belongs to is read back from its params (:mod:`analysis.pha
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import protocol, stats
+from analysis.report_values import Frozen
 
 SEED, EVAL_SEED = "seed", "task.eval_seed"
 # Seeds earlier blocks have used, whose outcomes have been seen: a verdict must replicate on
@@ -130,20 +130,6 @@ def read_frozen(path: Path) -> pd.DataFrame:
     """
     frame = pd.read_csv(path, dtype={"readout": str, "b": str, "arm": str}, keep_default_na=False)
     return frame.astype({"n_train": int, "lr": float, "chosen_b": bool})
-
-
-@dataclass(frozen=True)
-class Frozen:
-    """Where ``folder/frozen.csv`` stands in git (:func:`frozen_state`;
-    :func:`analysis.render_prose.frozen` words it): whether it exists, whether git could be asked,
-    the commit that last changed it (``git log -1 --format=%h``; '' where untracked or never
-    committed) and whether it differs from that commit."""
-
-    file: str
-    exists: bool
-    git: bool = True
-    commit: str = ""
-    changed: bool = False
 
 
 def frozen_state(folder: Path) -> Frozen:

@@ -1,7 +1,7 @@
 """A part's decision as typed values (issue 60 item 1): the rules of paper.md §13 as members of
 one enumeration with their step numbers, the reasons and precondition checks a decision holds as
 frozen values (:class:`analysis.protocol.PartResult` holds them), and the first screen's labels
-(:class:`Label`; :class:`analysis.answer.Line` is a part's outcome as the screen reads it: arms
+(:class:`Label`; :class:`Line` is a part's outcome as the screen reads it: arms
 with and without the component, the amount with its interval, the label, the registered verdict,
 the margins to a label change and to a precondition firing, in δ).
 
@@ -435,3 +435,99 @@ class Beyond:
     block: Block | None = None
     why: NotRun | None = None
     size: int = 0
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """C9's augmentation control: how much of the gap between the flattened MLP and the
+    equivariant arm training the MLP on position-permuted inputs closes (observation parts)."""
+
+    plain: str  # the MLP without augmentation
+    augmented: str  # the MLP with it
+    target: str  # the equivariant arm
+    closes: Interval  # value(plain) − value(augmented), 95% interval
+    gap: float  # value(plain) − value(target)
+    units: Units
+
+
+@dataclass(frozen=True)
+class Line:
+    """One part on a component's row (issue 60 item 3) as typed values; :mod:`analysis.render`
+    words it. ``gain`` = value(lacks) − value(has): positive where the arm with the component
+    has the lower value."""
+
+    labels: tuple[str, ...]
+    task_code: str
+    role: str
+    verdict: str
+    has: str
+    lacks: str
+    value: str
+    units: Units
+    delta: float
+    gain: Interval
+    label: Label
+    expected: Label | None  # what the registered hypothesis expects (deciding parts)
+    margin: float  # the interval's distance to a label change, in δ (NaN: undecided or no interval)
+    preconditions: tuple[tuple[Step, float], ...]  # preconditions under analysis.answer.FRAGILE δ from voiding the verdict
+    blocks: tuple[tuple[str, str], ...]  # (block, its label) where it differs from the verdict
+    loo: Flip | None  # a leave-one-seed-out flip (the stability table's ``loo``)
+    blown_up: tuple[BlownUp, ...]
+    choice: tuple[str, ...] = ()  # the arms the one without the component was chosen among, on validation
+    decide: Decide | None = None  # why undecided and what would decide it (:func:`analysis.answer.what_would_decide`)
+    beyond: tuple[Beyond, ...] = ()  # the scale and length columns: holds, moves, not shown, not run (issue 64)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A component's row: its parts' lines, or none (not measured), and C9's augmentation control."""
+
+    component: str
+    lines: tuple[Line, ...]
+    augmentation: Augmentation | None = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The scale the report measured at: the largest n_train, the steps per trial, the budget
+    reruns' factor, and the parts rerun at the larger scale (how many, at which n_train and steps)."""
+
+    n_train_max: int
+    steps: int
+    factor: int
+    at_scale: int = 0
+    scale_n_train: int = 0
+    scale_steps: int = 0
+    at_length: int = 0  # the parts rerun at a longer sequence (the length column), at n = length_n
+    length_n: int = 0
+
+
+@dataclass(frozen=True)
+class Held:
+    """The deciding parts against the columns beyond the measured regime (:func:`analysis.answer.held`): how
+    many were run in at least one column, how many of those hold in every column run, those
+    whose verdict moves there (claim, part, column, verdict → the column's), how many are not
+    shown there (fewer seeds) and how many ran in neither column."""
+
+    ran: int
+    holds: int
+    moved: tuple[tuple[str, str, str, str, str], ...]
+    fewer_seeds: int
+    not_run: int
+
+
+@dataclass(frozen=True)
+class Trust:
+    """*How far to trust this* as values (:func:`analysis.answer.trust`; :func:`analysis.render.trust` words it):
+    the deciding parts decided on a confirmation block (how many of how many, the seed spans,
+    how many keep their exploratory label; None without a stability table), the re-registered
+    deciding parts, the processor models, the scale, the parts against the columns beyond it
+    (:class:`Held`), and the deciding parts against the distinct comparisons."""
+
+    confirmed: tuple[int, int, tuple[tuple[int, ...], ...], int] | None  # (parts, of, each part's paired seeds, same)
+    marked: int
+    deciding: int
+    models: tuple[str, ...]
+    scale: Scale | None
+    held: Held | None  # the parts against the scale and length columns (issue 64); None without a stability table
+    distinct: int

@@ -21,19 +21,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from analysis.decision import (Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions, Control, Decide, Flip,
-                               Holds, Label, LrChoice, Method, Move, NotRun, Reason, Remedy, Robust, Rule, Seeds, Step,
-                               UnitKind, Units,
-                               Unstable)
-
-if TYPE_CHECKING:  # the first screen's typed rows (analysis.answer builds them; only their fields are read)
-    from analysis.answer import Augmentation, Line, Row, Trust
-
+from analysis.decision import (Augmentation, Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions,
+                               Control, Decide, Flip, Holds, Label, Line, LrChoice, Method, Move, NotRun, Reason,
+                               Remedy, Robust, Row, Rule, Seeds, Step, Trust, UnitKind, Units, Unstable)
 
 def lr(x: float) -> str:
     """A learning rate (or a mean) as the report prints it: three significant digits."""

@@ -1,6 +1,6 @@
 """The report's text for a reader (issue 29 item 6, issue 28 item 9; one of the render modules,
 issue 60 item 2): the header (title, source, registration trail, frozen choices, processors,
-scale, :class:`analysis.reporting.Header`), the completeness warning, the opening summary of
+scale, :class:`analysis.report_values.Header`), the completeness warning, the opening summary of
 what the evidence says matters with each claim's why, the legend of variant codes, and the last pass over the
 Markdown that turns the code's own vocabulary into a reader's (config keys as the field's
 terms, Sphinx roles as file names, repr'd lists as lists, ``paper.md §N`` citations as links
@@ -22,9 +22,8 @@ from analysis.claims import PASSED
 from analysis.decision import Reason
 from analysis.verdicts import UNSTABLE
 
-if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
-    from analysis.confirm import Frozen
-    from analysis.reporting import ClaimResult, Header, Source
+if TYPE_CHECKING:  # the report's typed values (analysis.report_values; only their fields are read)
+    from analysis.report_values import ClaimResult, Frozen, Header, Source
 
 # paper.md (the shared science notes) section → the section of docs/theory.md that holds it;
 # a section not listed (or missing from theory.md) links to the page itself.
@@ -174,7 +173,7 @@ def what_matters(claims: Sequence[ClaimResult]) -> list[str]:
 
     Args:
         claims: every claim of paper.md §13 as the report states it
-            (:class:`analysis.reporting.ClaimResult`), in :data:`analysis.paper.CLAIMS` order.
+            (:class:`analysis.report_values.ClaimResult`), in :data:`analysis.paper.CLAIMS` order.
     """
     sentences = [_sentence(c.claim, c.verdict.verdict, claim_why(c, marks=False), c.parts)
                  for c in claims if not c.exact]

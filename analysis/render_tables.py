@@ -3,8 +3,8 @@
 the claims' rows and evidence sections, the parts by role, verdict and reason, the calibration
 section, the task health section, the budget ablation's table, the ablations' sections, and the
 whole page with every section heading (:func:`document`). Each function words values computed
-elsewhere (:class:`analysis.protocol.PartResult`, :class:`analysis.reporting.Report` and its
-:class:`~analysis.reporting.ClaimResult`, :class:`~analysis.reporting.AblationSection`,
+elsewhere (:class:`analysis.protocol.PartResult`, :class:`analysis.report_values.Report` and its
+:class:`~analysis.report_values.ClaimResult`, :class:`~analysis.report_values.AblationSection`,
 :func:`analysis.calibration.rates`, :func:`analysis.health.task_health`,
 :func:`analysis.budget.compare`); nothing here decides.
 """
@@ -26,8 +26,8 @@ from analysis import verdicts as verdicts_of
 from analysis.claims import Measure, Measured
 from analysis.decision import CalibrationRule, Open, Step
 
-if TYPE_CHECKING:  # the report's typed values (analysis.reporting builds them; only their fields are read)
-    from analysis.reporting import AblationSection, ClaimResult, Header, Report
+if TYPE_CHECKING:  # the report's typed values (analysis.report_values; only their fields are read)
+    from analysis.report_values import AblationSection, ClaimResult, Header, Report
 
 PATH_CHECK = "path check, not evidence"
 

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from hydra import compose
@@ -25,16 +24,16 @@ from analysis import length as length_column
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_trials, compare, split_budget
-from analysis.confirm import (FROZEN, Frozen, check_unspent, confirmation_trials, freeze, frozen_state, read_frozen,
+from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, frozen_state, read_frozen,
                               readout_trials, seeds_of, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
-from analysis.claims import Claim, Evidence, Part, check
-from analysis.decision import ClaimVerdict
+from analysis.claims import Evidence, check
 from analysis.health import task_health
 from analysis.reuse import write_once
 from analysis.paper import CLAIMS
 from analysis.trials import grid_axes
 from analysis.report_paths import ReportInputError
+from analysis.report_values import AblationSection, ClaimResult, Header, Report, Source
 from harness.cli import ablation_header
 from harness.config import PartConfig
 
@@ -75,18 +74,6 @@ def first_registration() -> str:
     --reverse`` limits before reversing, so the oldest is the last line of the full log."""
     changes = _part_changes().splitlines()
     return changes[-1] if changes else "unknown"
-
-
-@dataclasses.dataclass(frozen=True)
-class Source:
-    """Where the report's runs came from, by kind and name, never by a machine path: a results
-    bundle (``kind="bundle"``, its file name), or a store (``"sqlite"``: the SQLite file's name;
-    ``"server"``: the MLflow server's ``host:port``) exported to ``exported`` (the bundle's path
-    relative to the report's folder's parent). :func:`analysis.render_prose.source` words it."""
-
-    kind: str
-    name: str
-    exported: str = ""
 
 
 def store_source(uri: str, exported: str) -> Source:
@@ -331,29 +318,6 @@ def _rerun_counts(shown: pd.DataFrame, every: pd.DataFrame | None) -> tuple[int,
     return len(every) - len(shown), blown(every) - blown(shown)
 
 
-@dataclasses.dataclass(frozen=True)
-class AblationSection:
-    """An ablation's section of the report as values (:func:`analysis.render_tables.ablation_section`
-    words it): its question (the ablation file's header but its parts, which the verdict tables
-    show), its exploratory runs' counts by status (``total``, ``finished``, ``failed``,
-    ``killed``, ``diverged``, ``blowup``), the trials it composes to (None: not known), the runs
-    past an lr grid edge, its sweeps' open time in seconds over ``invocations``, its reruns'
-    ``(runs, blown up)`` (None: none), and its figures' and tables' files in ``folder`` (the
-    report's relative path to the ablation's folder)."""
-
-    name: str
-    question: str
-    counts: dict[str, int]
-    composed: int | None
-    extended: int
-    open_s: float
-    invocations: int
-    reruns: tuple[int, int] | None
-    folder: str
-    figures: tuple[str, ...]
-    tables: tuple[tuple[str, str], ...]  # (file stem, its Markdown)
-
-
 def _ablation_section(name: str, df: pd.DataFrame, sweeps: pd.DataFrame, folder: Path,
                       rel: str, plan: int | None = None, every: pd.DataFrame | None = None) -> AblationSection:
     """``df``: the exploratory runs the figures show; ``every``: all of the ablation's runs but the
@@ -405,32 +369,6 @@ def _reregistered(configs: dict[str, DictConfig]) -> dict[tuple[str, str], str]:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class ClaimResult:
-    """A claim of paper.md §13 as the report states it (:func:`analysis.render_tables.claims`
-    words it): its parts (every role), and either its exact checks with their combined status
-    (:func:`analysis.claims.check`: ``passed``, ``failed``, ``incomplete``) or its statistical
-    verdict (:func:`analysis.verdicts.combine_claim`) with the deciding parts whose conditions
-    travel with their verdict and those re-registered after a verdict run."""
-
-    claim: Claim
-    parts: tuple[protocol.PartResult, ...]
-    status: str = ""  # exact claims: the checks' status
-    checks: tuple[Part, ...] = ()
-    verdict: ClaimVerdict | None = None  # statistical claims
-    moved: tuple[protocol.PartResult, ...] = ()
-    reregistered: tuple[protocol.PartResult, ...] = ()
-
-    @property
-    def exact(self) -> bool:
-        """An exact claim (E; C5b's E/S too: its S half, Adam deviates, is a measured check)."""
-        return self.claim.kind in ("E", "E/S")
-
-    @property
-    def deciding(self) -> int:
-        return sum(r.spec["role"] == "deciding" for r in self.parts)
-
-
 def _claims(parts: list[protocol.PartResult], evidence: Evidence, rereg: dict[tuple[str, str], str],
             stab: pd.DataFrame) -> tuple[ClaimResult, ...]:
     """Per claim of paper.md §13: its exact checks' status, or its verdict (Holm, combine, then
@@ -461,34 +399,6 @@ def _results_time(bundle: pd.DataFrame) -> str | None:
     return ends.max().isoformat(timespec="seconds") if len(ends) else None
 
 
-@dataclasses.dataclass(frozen=True)
-class Header:
-    """The report's title block as values (:func:`analysis.render_prose.header` words it):
-    provenance (the source, the time of the bundle's last finished run in ISO 8601 so that a
-    regeneration from the bundle is byte-identical, None where none ended; the commits: HEAD,
-    the first registration, the last change of a part; where the frozen choices stand in git;
-    the processor models per phase), the scale (``scale``: the scale config's values as given, grids as
-    text), the lr extension rounds, whether it is a path check, and the counts: trial runs,
-    ablations, trials composed (None: the bundle has no plan), budget-ablation reruns and their
-    step factor."""
-
-    source: Source
-    results_time: str | None
-    head: str
-    first_registration: str
-    margins: str
-    frozen: Frozen
-    processors: dict[str, tuple[tuple[str, int], ...]]  # phase → (processor model, runs)
-    scale: dict[str, Any]
-    extend_lr: int
-    path_check: bool
-    runs: int
-    ablations: int
-    composed: int | None
-    longer: int
-    factor: int
-
-
 def _header(cfg: DictConfig, bundle: pd.DataFrame, source: Source, counts: tuple[int, int, int],
             folder: Path, processors: dict[str, tuple[tuple[str, int], ...]]) -> Header:
     """The :class:`Header` of a report from ``bundle``: ``counts`` are (trial runs,
@@ -500,38 +410,6 @@ def _header(cfg: DictConfig, bundle: pd.DataFrame, source: Source, counts: tuple
                   OmegaConf.to_container(cfg.scale, resolve=True), int(cfg.report.extend_lr),
                   cfg.scale.name not in EVIDENCE_SCALES, total, n_ablations, sum(plan.values()) if plan else None,
                   n_longer, int(cfg.report.budget_factor))
-
-
-@dataclasses.dataclass
-class Report:
-    """What the report says, as values (issue 60 item 2): the runs by block, every part's decision
-    (:class:`analysis.protocol.PartResult`), the stability table, the first screen's rows
-    (:class:`analysis.answer.Row`), the calibration table, the task health and the exact checks'
-    measurements, the trust paragraph's facts. :func:`write_report` renders it with the render
-    modules (:mod:`analysis.render`, :mod:`analysis.render_prose`, :mod:`analysis.render_tables`);
-    every claim's verdict (:class:`ClaimResult`) and the ablations that fall short of their plan;
-    the stability table's sentence columns (``conditions``, ``scale_effect``, ``loo_flip``,
-    ``unstable``) are their words for its typed columns (``moves``, ``scale_block``, ``loo``,
-    ``unstable_of``), kept for its CSV."""
-
-    runs: dict[str, pd.DataFrame]  # per ablation: every run but the budget reruns, with ``error``
-    longer: dict[str, pd.DataFrame]  # per ablation: the budget reruns
-    shown: dict[str, pd.DataFrame]  # per ablation: the exploratory runs (figures, tables, health)
-    sweeps: pd.DataFrame
-    presets: pd.DataFrame
-    identities: dict[str, float]
-    parts: list[protocol.PartResult]
-    stability: pd.DataFrame
-    units: dict[str, str]  # task → its error's name
-    rows: list[answer.Row]  # the first screen
-    calibration: pd.DataFrame | None  # None at a path-check scale
-    health: Any
-    trust: answer.Trust  # *How far to trust this*
-    claims: tuple[ClaimResult, ...]  # every claim of paper.md §13: its verdict or its exact checks' status
-    shortfall: tuple[tuple[str, int, int], ...]  # (ablation, grid trials finished, composed) where short
-    scale: str  # the scale's name
-    reregistered: dict[tuple[str, str], str]  # (claim, part name) → its first design and outcome
-    path_check: bool  # a scale that checks the path, not evidence: no verdict is shown
 
 
 def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame) -> Report:

@@ -110,7 +110,7 @@ def _words(report) -> dict:
 
 def _header():
     """A header's values as :func:`analysis.reporting.write_report` builds them (without git)."""
-    from analysis.confirm import Frozen
+    from analysis.report_values import Frozen
     from analysis.reporting import Header, Source
 
     scale = {"name": "default", "seeds": "range(5)", "n_train": "1024", "n_train_max": 1024, "lrs": "0.003,0.01",
