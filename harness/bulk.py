@@ -48,6 +48,7 @@ T = TypeVar("T")
 # a SQLite writer waits this long for another's lock, as MLflow's reads do; with a LockWait its
 # BEGIN IMMEDIATE waits in tries of LOCK_TRY_S instead (up to the lease), its commit this long
 BUSY_TIMEOUT_S = 30
+READ_ONLY = "harness_read_only"  # a connection's execution option: a single read, no BEGIN IMMEDIATE
 RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
 METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__
 
@@ -136,6 +137,8 @@ class BulkStore:
         connection's lock and the tries go on up to the lease (:class:`~harness.leases.LockWait`:
         the driver says it waits); once the lock is held, the commit waits for readers as long
         as before (:data:`BUSY_TIMEOUT_S`)."""
+        if conn.get_execution_options().get(READ_ONLY):  # one statement, read in autocommit
+            return
         if self.lock_wait is None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
             return
@@ -212,6 +215,24 @@ class BulkStore:
                 return (f"parent run {parent}'s last heartbeat is {(now - int(t['heartbeat_ms'])) / 1000:.0f} s "
                         f"old, past its lease of {t['lease_s']} s")
         return None
+
+    def run_state(self, run_id: str) -> tuple[str, str, Optional[str]]:
+        """A run's ``(status, lifecycle stage, closed_by tag or None)``, read in one statement
+        outside any transaction (no write lock taken); a run not in the store reads as
+        ``("absent", "deleted", None)``.
+
+        Raises:
+            StoreWriteError: the read failed (cause set: locked, unreachable, ...).
+        """
+        query = (sa.select(RUNS.c.status, RUNS.c.lifecycle_stage, TAGS.c.value)
+                 .outerjoin(TAGS, sa.and_(TAGS.c.run_uuid == RUNS.c.run_uuid, TAGS.c.key == "closed_by"))
+                 .where(RUNS.c.run_uuid == run_id))
+        try:
+            with self.engine.connect().execution_options(**{READ_ONLY: True}) as conn:
+                row = conn.execute(query).first()
+        except sa.exc.SQLAlchemyError as err:
+            raise self._error("reading a run's status", err) from err
+        return ("absent", "deleted", None) if row is None else (row[0], row[1], row[2])
 
     def experiment_location(self, experiment_id: str) -> str:
         """The artifact location of an active experiment.

@@ -306,9 +306,15 @@ class Leases:
             return False
         if self._fresh(parent_id):
             return True
-        run = self.client.get_run(parent_id)
-        if run.info.status != "RUNNING" or run.info.lifecycle_stage != "active" or "closed_by" in run.data.tags:
-            self.lose(_closed_reason(run))
+        if self.bulk is not None:  # one SQL row, not MLflow's whole run (its params, metrics, inputs)
+            status, stage, by = self.bulk.run_state(parent_id)
+            reason = f"parent run {parent_id} is {status}" + (f", closed by {by}" if by else "")
+        else:
+            run = self.client.get_run(parent_id)
+            status, stage, by = run.info.status, run.info.lifecycle_stage, run.data.tags.get("closed_by")
+            reason = _closed_reason(run)
+        if status != "RUNNING" or stage != "active" or by is not None:
+            self.lose(reason)
             return False
         self._read[parent_id] = self.clock()
         return True

@@ -195,6 +195,26 @@ def _in_flight_commits_nothing(db_store, how: str) -> None:
     assert [raw.get_run(r).info.status for r in run_ids] == ["RUNNING", "RUNNING"]
 
 
+def test_the_lease_read_is_the_parents_row_not_mlflows_whole_run(hydra_conf, db_store, monkeypatch):
+    """On a store written in batches, the driver's read of its own parent (:meth:`Leases.holds`,
+    before each claim, record and artifact) reads the parent's status, lifecycle and
+    ``closed_by`` tag in one statement, not MLflow's ``get_run`` (the run with every param,
+    metric and input: the largest share of the writer's CPU), and still finds a parent another
+    invocation closed. Mutation-checked: the read through ``get_run`` fails it."""
+    store, tracker, parent, _, _ = _claimed(db_store)
+    reads = []
+    real = MlflowClient.get_run
+    monkeypatch.setattr(MlflowClient, "get_run", lambda self, run_id: reads.append(run_id) or real(self, run_id))
+    tracker.leases._read.clear()  # not fresh: the next check reads
+    assert tracker.leases.holds(parent) and not reads
+    raw = MlflowClient(store.uri)
+    raw.set_tag(parent, "closed_by", "another invocation (lease expired)")
+    tracker.leases._read.clear()
+    assert not tracker.leases.holds(parent) and not reads
+    assert tracker.leases.lost == f"parent run {parent} is RUNNING, closed by another invocation (lease expired)"
+    assert BulkStore(store.uri).run_state("0" * 32) == ("absent", "deleted", None)
+
+
 def test_a_failed_batch_is_typed_and_commits_nothing(hydra_conf, db_store):
     """A row that the store refuses (here: a param already there, as a full disk or a lock
     refuses any row) rolls the whole batch back, and the error says why (``cause``)."""
