@@ -57,18 +57,45 @@ MAX_PARAM = 6000  # MLflow's longest param value (mlflow.utils.validation.MAX_PA
 
 
 _DUMPED: dict[tuple[str, str], str] = {}  # (top-level key, repr of its value) → its YAML text
+# (top-level key, id of a config group object) → (the object, kept so that its id stays its own;
+# its YAML text)
+_GROUPS: dict[tuple[str, int], tuple[Any, str]] = {}
 _DUMPED_MAX = 4096
 
 
-def config_yaml(config: dict[str, Any]) -> str:
-    """A trial's ``config.yaml`` text: ``yaml.dump(config)`` (safe, block style, keys in order),
-    built one top-level key at a time, each key's text kept for the next trial whose value has
-    the same ``repr``: a sweep's trials share most groups (the ablation, the model, the
-    cluster), and PyYAML's representer is pure Python (~1.7 ms of driver CPU per trial's dump
-    on a loaded 2-core box). A block mapping's text is its keys' texts one after the other;
-    ``to_plain`` shares no object between keys, so no anchor spans two of them."""
+def config_yaml(config: Any) -> str:
+    """A trial's ``config.yaml`` text: ``yaml.dump(to_plain(config))`` (safe, block style, keys
+    in order) of a config object (or of its plain dict), built one top-level key at a time,
+    each key's text kept for the next trial whose value has the same ``repr``: a sweep's trials
+    share most groups (the ablation, the model, the cluster), and PyYAML's representer is pure
+    Python (~1.7 ms of driver CPU per trial's dump on a loaded 2-core box). A block mapping's
+    text is its keys' texts one after the other; ``to_plain`` shares no object between keys, so
+    no anchor spans two of them. A config object's group (a dataclass) is converted and dumped
+    once per object: the trials composed from one base share their unchanged groups' objects
+    (:mod:`harness.expansion` copies what a point changes, and a composed config is never
+    changed in place), and converting those groups (``to_plain``) was most of a claim's CPU."""
+    if not hasattr(config, "__dataclass_fields__"):
+        return _dump_keys(config.items())
     parts = []
-    for key, value in config.items():
+    for key in config.__dataclass_fields__:
+        value = getattr(config, key)
+        if not hasattr(value, "__dataclass_fields__"):
+            parts.append(_dump_keys([(key, to_plain(value))]))
+            continue
+        kept = _GROUPS.get((key, id(value)))
+        if kept is None or kept[0] is not value:
+            if len(_GROUPS) >= _DUMPED_MAX:
+                _GROUPS.clear()
+            kept = _GROUPS[(key, id(value))] = (value, _dump_keys([(key, to_plain(value))]))
+        parts.append(kept[1])
+    return "".join(parts) if parts else _dump_keys([])
+
+
+def _dump_keys(items) -> str:
+    """The YAML text of a mapping's ``(key, plain value)`` items, each key's text kept by the
+    ``repr`` of its value (:func:`config_yaml`)."""
+    parts = []
+    for key, value in items:
         memo = (key, repr(value))
         text = _DUMPED.get(memo)
         if text is None:
@@ -76,7 +103,7 @@ def config_yaml(config: dict[str, Any]) -> str:
                 _DUMPED.clear()
             text = _DUMPED[memo] = yaml.dump({key: value}, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True)
         parts.append(text)
-    return "".join(parts) if parts else yaml.dump(config, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True)
+    return "".join(parts) if parts else yaml.dump({}, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True)
 
 
 def _unquoting_parent_dirs() -> None:
@@ -453,7 +480,7 @@ class Tracker:
         write has no params: its tags (``trial_id``, ``variant``, ``task``, ``overrides``) and
         ``config.yaml`` say what the trial is."""
         self._unlogged[run_id] = trial
-        text = config_yaml(to_plain(trial.config))
+        text = config_yaml(trial.config)
         self._put(run_id, "config.yaml", lambda path: path.write_text(text))
 
     def _put(self, run_id: str, name: str, write) -> None:

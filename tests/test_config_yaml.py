@@ -24,6 +24,8 @@ def test_every_trials_config_yaml_is_the_dump_of_its_whole_config(hydra_conf):
     configs = [to_plain(t.config) for t in trials]
     for config in configs + configs[::-1]:  # texts kept from earlier trials, both ways round
         assert config_yaml(config) == _dump(config)
+    for trial in trials + trials[::-1]:  # the config objects, their shared groups dumped once
+        assert config_yaml(trial.config) == _dump(to_plain(trial.config))
     assert len({config_yaml(c) for c in configs}) == len({_dump(c) for c in configs}) > 100
 
 
