@@ -140,12 +140,17 @@ def _cuda_seen() -> tuple[str, str, bool]:
 def execute_unit(trials: Sequence[Trial], device: str, num_threads: int,
                  progress: Optional[Progress] = None) -> list[Outcome]:
     """:func:`execute_pack` in a Ray worker, its learning-curve points sent through
-    ``progress`` and flushed before the outcomes return; never raises."""
+    ``progress`` and flushed before the outcomes return; never raises. The outcomes come back
+    without their trials (``trial`` None): the driver sets its own objects, and a trial's config
+    was most of an outcome's bytes to serialize and read back."""
     try:
-        return execute_pack(trials, device, num_threads, progress.callbacks() if progress else None)
+        outcomes = execute_pack(trials, device, num_threads, progress.callbacks() if progress else None)
     finally:
         if progress is not None:
             progress.flush()
+    for outcome in outcomes:  # the driver has the trials (RayScheduler._collect): not sent back
+        outcome.trial = None
+    return outcomes
 
 
 def plan(trials: Sequence[Trial], pack_size: str | int, device: str = "cpu",
@@ -239,6 +244,10 @@ class Ahead:
 
 
 RAY_START_TRIES = 2  # ray.init of a local instance: a start-up timeout is tried once more
+# What the embedded instance does not record: its task events (the state API's and dashboard's
+# task table), its metrics and its event-loop statistics, none of which the harness reads; each
+# is work on the driver's own Ray threads for every task and actor call.
+LOCAL_QUIET = {"task_events_report_interval_ms": 0, "enable_metrics_collection": False, "event_stats": False}
 
 
 # the longest folder for Ray's session files whose socket paths (…/session_<date>_<pid>/sockets/
@@ -364,7 +373,7 @@ class RayScheduler:
             try:
                 ray.init(address="local", num_cpus=self.cfg.num_cpus, include_dashboard=False,
                          log_to_driver=False, configure_logging=False, _temp_dir=ray_temp_dir(),
-                         _system_config={"worker_niceness": self.cfg.worker_niceness})
+                         _system_config={"worker_niceness": self.cfg.worker_niceness, **LOCAL_QUIET})
                 return
             except Exception as err:  # noqa: BLE001 - Ray raises a bare Exception for this
                 if "timed out during startup" not in str(err):
