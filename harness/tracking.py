@@ -244,15 +244,22 @@ def param_value(value: Any) -> str:
 
 
 def _point_metrics(points: list[dict[str, float]]) -> list[Metric]:
-    """Live learning-curve points as MLflow metrics, each at the time it was measured (now if
-    the point has none), non-finite values left out (the final record names them)."""
-    metrics = []
+    """Live learning-curve points as MLflow metrics (:func:`_point_rows`)."""
+    return [Metric(*row) for row in _point_rows(points)]
+
+
+def _point_rows(points: list[dict[str, float]]) -> list[tuple[str, float, int, int]]:
+    """Live learning-curve points as ``(key, value, timestamp ms, step)`` rows, each at the time
+    it was measured (now if the point has none), non-finite values left out (the final record
+    names them); the batched writer's rows, built without an MLflow ``Metric`` per value."""
+    rows = []
     for point in points:
         step = int(point["step"])
         ts = int(point.get("time_ms", datetime.now().timestamp() * 1000))  # when it was measured
-        ok, _ = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
-        metrics += [Metric(k, v, ts, step) for k, v in ok.items()]
-    return metrics
+        for key, value in point.items():
+            if key != "step" and key != "time_ms" and math.isfinite(value := float(value)):
+                rows.append((key, value, ts, step))
+    return rows
 
 
 def split_finite(metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
@@ -454,8 +461,8 @@ class Tracker:
             parent_id = self._parent_of(run_id)
             if parent_id in self.leases.own:
                 parents.add(parent_id)
-        records = [Record(run_id, None, [(m.key, m.value, m.timestamp, m.step) for m in _point_metrics(points)],
-                          [(p.key, p.value) for p in self._pending_params(run_id)], []) for run_id, points in items]
+        records = [Record(run_id, None, _point_rows(points), [(p.key, p.value) for p in self._pending_params(run_id)], [])
+                   for run_id, points in items]
         for (run_id, points), ok in zip(items, self.bulk.record(records, parents)):
             if ok:
                 self._unlogged.pop(run_id, None)
