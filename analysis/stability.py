@@ -170,7 +170,7 @@ def covers(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
         return False
     mine = df[df["task"] == spec["task"]] if "task" in df else df.iloc[:0]
     sizes = pd.to_numeric(mine.get(N_TRAIN, pd.Series(0, index=mine.index)), errors="coerce").groupby(
-        mine["arm"].astype(str)).nunique()
+        mine["arm"].astype(str), dropna=False).nunique()
     need = 2 if spec["value"] == "auc" else 1  # an area over sizes needs its sizes rerun, not one
     ran = set(sizes[sizes >= need].index)
     return spec["a"] in ran and bool(ran & set(spec["choose_b"] or [spec["b"]]))
