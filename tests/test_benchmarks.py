@@ -26,7 +26,8 @@ def test_the_gpu_command_runs_on_a_cpu_and_writes_only_its_section(tmp_path):
     assert "not GPU figures" in section and "budget" not in section.split("|")[-1]
     row = next(line for line in section.splitlines() if line.startswith("| 2 | "))  # end to end, pack 2
     parts = [float(v) for v in row.strip("| ").split(" | ")[1:]]
-    assert len(parts) == 6 and all(v > 0 for v in parts) and parts[-1] == pytest.approx(sum(parts[:-1]), abs=0.2)
+    # each figure is printed to 0.1: the five parts' sum and the printed total differ by up to 6 × 0.05
+    assert len(parts) == 6 and all(v > 0 for v in parts) and parts[-1] == pytest.approx(sum(parts[:-1]), abs=0.3 + 1e-9)
 
 
 @pytest.mark.parametrize("packs", ["0", "2,", "abc"])
