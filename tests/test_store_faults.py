@@ -192,32 +192,11 @@ def _lock_at_first_record(monkeypatch, db: Path, hold_s: float) -> list:
     """Another connection takes the store's write lock (``BEGIN IMMEDIATE``, as a ``sqlite3``
     shell or a driver suspended inside its transaction holds it) just before the sweep's first
     trial record is written, and lets go after ``hold_s`` seconds; returns ``[(taken, released)]``
-    (monotonic seconds) once it has."""
-    import threading
-    import time
-
+    (monotonic seconds) once it has (:func:`_lock_before`)."""
     from harness import bulk
 
-    held: list = []
-    real = bulk.BulkStore.record
-
-    def record(self, records, parents):
-        if not held and any(r.status is not None for r in records):
-            holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-            holder.execute("BEGIN IMMEDIATE")
-            taken = time.monotonic()
-            held.append(None)
-
-            def release() -> None:
-                holder.execute("ROLLBACK")
-                holder.close()
-                held[0] = (taken, time.monotonic())
-
-            threading.Timer(hold_s, release).start()
-        return real(self, records, parents)
-
-    monkeypatch.setattr(bulk.BulkStore, "record", record)
-    return held
+    return _lock_before(monkeypatch, db, bulk.BulkStore, "record", hold_s,
+                        when=lambda self, records, parents: any(r.status is not None for r in records))
 
 
 @pytest.mark.parametrize("released", [True, False], ids=["released-in-time", "held-past-the-lease"])
@@ -236,13 +215,8 @@ def test_a_store_write_locked_by_another_connection_is_waited_for_up_to_the_leas
     lease_s = 30 if released else 3
     held = _lock_at_first_record(monkeypatch, db, hold_s=3.0 if released else 8.0)
     code, out, err = invoke("harness", _args(f"tracking.lease_s={lease_s}"), tmp_path)
-    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
-    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
-                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
-    lines = _error_lines(err)
+    lines = _waited_once_then(code, out, err, db, lease_s, released, trials=SEEDS)
     if released:
-        assert code == 0 and lines == [], err[-3000:]
-        assert f"{SEEDS} trials: 0 already finished (skipped), {SEEDS} finished now" in out
         assert len(_finished_with_metrics(db)) == SEEDS
         return
     assert code == 1 and len(lines) == 1, err[-3000:]
@@ -250,7 +224,7 @@ def test_a_store_write_locked_by_another_connection_is_waited_for_up_to_the_leas
                                "than tracking.lease_s (database is locked)"), lines
     recorded = _finished_with_metrics(db)
     assert len(recorded) < SEEDS
-    while not held[0]:  # the other connection lets go (its timer); then a lease passes
+    while not isinstance(held[0], tuple):  # the other connection lets go (its timer); then a lease passes
         time.sleep(0.1)
     time.sleep(lease_s)
     monkeypatch.undo()
@@ -416,6 +390,20 @@ def _lock_before(monkeypatch, db: Path, owner, name: str, hold_s: float, when=la
     return held
 
 
+def _waited_once_then(code: int, out: str, err: str, db: Path, lease_s: float, released: bool,
+                      trials: int = 1) -> list[str]:
+    """The one waiting line a sweep of ``trials`` trials prints for a locked store, then (the
+    lock let go in time) its clean finish; returns the ``error:`` lines."""
+    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
+    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
+                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
+    lines = _error_lines(err)
+    if released:
+        assert code == 0 and lines == [], err[-3000:]
+        assert f"{trials} trials: 0 already finished (skipped), {trials} finished now" in out, out[-3000:]
+    return lines
+
+
 def _write_point(point: str):
     """``(owner, method name, when)`` of a store write of the driver before or after its trials."""
     from analysis import summary
@@ -461,13 +449,8 @@ def test_a_store_write_locked_before_or_after_the_trials_is_waited_for_with_one_
     code, out, err = invoke("harness", [*TINY, "seed=0", f"tracking.lease_s={lease_s}", f"summary={summary}"], tmp_path)
     took = time.monotonic() - started
     assert held, f"the lock was never taken before {point}: {err[-3000:]}"
-    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
-    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
-                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
-    lines = _error_lines(err)
+    lines = _waited_once_then(code, out, err, db, lease_s, released)
     if released:
-        assert code == 0 and lines == [], err[-3000:]
-        assert "1 trials: 0 already finished (skipped), 1 finished now" in out, out[-3000:]
         assert _finished_with_metrics(db) == {next(iter(_statuses(db)))[0]: 1}
         return
     assert code == 1 and len(lines) == 1, err[-3000:]
@@ -548,13 +531,8 @@ def test_a_postgresql_lock_timeout_is_waited_for_up_to_the_lease_with_one_messag
     tries = _pg_locked_at(monkeypatch, point, hold_s=2.0 if released else lease_s + 3.0)
     code, out, err = invoke("harness", [*TINY, "seed=0", f"tracking.lease_s={lease_s}"], tmp_path)
     assert len(tries) > 1, err[-3000:]
-    waiting = [line for line in err.splitlines() if line.startswith("waiting for the write lock")]
-    assert waiting == [f"waiting for the write lock of tracking store sqlite:///{db}: another process or "
-                       f"connection holds it; giving up after tracking.lease_s={lease_s} s"], err[-3000:]
-    lines = _error_lines(err)
+    lines = _waited_once_then(code, out, err, db, lease_s, released)
     if released:
-        assert code == 0 and lines == [], err[-3000:]
-        assert "1 trials: 0 already finished (skipped), 1 finished now" in out, out[-3000:]
         return
     assert code == 1 and len(lines) == 1, err[-3000:]
     assert lines[0].startswith(f"error: tracking store sqlite:///{db}: write-locked by another process for longer "
