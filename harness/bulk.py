@@ -219,8 +219,8 @@ class BulkStore:
 
     def run_state(self, run_id: str) -> tuple[str, str, Optional[str]]:
         """A run's ``(status, lifecycle stage, closed_by tag or None)``, read in one statement
-        outside any transaction (no write lock taken); a run not in the store reads as
-        ``("absent", "deleted", None)``.
+        outside any transaction (no write lock taken), waited for while the store is locked
+        (:meth:`_waiting`); a run not in the store reads as ``("absent", "deleted", None)``.
 
         Raises:
             StoreWriteError: the read failed (cause set: locked, unreachable, ...).
@@ -228,11 +228,15 @@ class BulkStore:
         query = (sa.select(RUNS.c.status, RUNS.c.lifecycle_stage, TAGS.c.value)
                  .outerjoin(TAGS, sa.and_(TAGS.c.run_uuid == RUNS.c.run_uuid, TAGS.c.key == "closed_by"))
                  .where(RUNS.c.run_uuid == run_id))
-        try:
-            with self.engine.connect().execution_options(**{READ_ONLY: True}) as conn:
-                row = conn.execute(query).first()
-        except sa.exc.SQLAlchemyError as err:
-            raise self._error("reading a run's status", err) from err
+
+        def read():
+            try:
+                with self.engine.connect().execution_options(**{READ_ONLY: True}) as conn:
+                    return conn.execute(query).first()
+            except sa.exc.SQLAlchemyError as err:
+                raise self._error("reading a run's status", err) from err
+
+        row = self._waiting(read)  # a PostgreSQL table lock blocks this read too: waited for as writes are
         return ("absent", "deleted", None) if row is None else (row[0], row[1], row[2])
 
     def experiment_location(self, experiment_id: str) -> str:

@@ -307,9 +307,7 @@ class Leases:
         if self._fresh(parent_id):
             return True
         if self.bulk is not None:  # one SQL row, not MLflow's whole run (its params, metrics, inputs)
-            read = lambda: self.bulk.run_state(parent_id)  # noqa: E731
-            # a PostgreSQL table lock blocks this read too: waited for as the client's reads are
-            status, stage, by = read() if self.lock_wait is None else self.lock_wait.call(read)
+            status, stage, by = self.bulk.run_state(parent_id)  # waits out a locked store itself
             reason = f"parent run {parent_id} is {status}" + (f", closed by {by}" if by else "")
         else:
             run = self.client.get_run(parent_id)
