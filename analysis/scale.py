@@ -80,13 +80,6 @@ def registered(configs: Mapping[str, Any], parts: str = "deciding") -> dict[str,
     return out
 
 
-def arms_of(spec: Mapping[str, Any]) -> list[str]:
-    """Every arm a part's decision reads: ``a``, ``b`` (or its ``choose_b`` candidates), the
-    positive control's pair and the floor arm."""
-    b = list(spec["choose_b"]) or [spec["b"]]
-    return list(dict.fromkeys([spec["a"], *b, *spec["control"], *([spec["floor"]] if spec["floor"] else [])]))
-
-
 def _grid_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     """The part's grid runs (no ``extends``) of its arms at each arm's largest ``n_train`` (the
     size the part is decided at; every size for an area over sizes, ``value: auc``), under its
@@ -94,7 +87,7 @@ def _grid_rows(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     if df.empty:
         return df
     extends = df["extends"].fillna("").astype(str) if "extends" in df else pd.Series("", index=df.index)
-    rows = df[(extends == "") & (df["task"] == spec["task"]) & df["arm"].isin(arms_of(spec))]
+    rows = df[(extends == "") & (df["task"] == spec["task"]) & df["arm"].isin(protocol.arms_of(spec))]
     if spec["readout"] and READOUT in rows:
         rows = rows[rows[READOUT].astype(str) == spec["readout"]]
     if spec["value"] == "auc":

@@ -94,6 +94,7 @@ def slack(result: protocol.PartResult) -> dict[str, float]:
 def loo_flip(df: pd.DataFrame, part: Any, check_edge: bool = True) -> Flip | None:
     """None, or which seed, left out, changes the part's verdict or a precondition's status
     (each seed in turn, the whole part decided again); :func:`analysis.render.flip` words it."""
+    df = protocol.part_rows(df, part)
     full = protocol.decide_part(df, part, check_edge=check_edge)
     status = {k: v.fails for k, v in full.preconditions.items()}
     for seed in sorted(pd.to_numeric(df["seed"], errors="coerce").dropna().unique()):
