@@ -14,7 +14,8 @@ own seed's set stacked on the trial axis, or on the one set the pack shares) or 
 after the trial's parameters are copied into its own modules (a CPU, compiled step or not:
 measured faster there); checkpoint selection and the curve are the lone code's
 (:class:`harness.trial.Checkpoints`), the best state kept by index in stacked tensors; the test
-evaluation and the symmetry measurements run per trial (:func:`harness.trial.conclude`), so a
+evaluation runs per trial (:func:`harness.trial.conclude`), the symmetry measurements once for
+the pack (vmapped over the kept parameters; the span residuals one batched QR on the CPU), so a
 packed trial returns the same :class:`~harness.trial.TrialResult` fields as ``run_trial``, plus
 ``info["pack_size"]`` and ``info["compiled"]``. ``train.compile`` runs the step's forward and
 backward (and the vmapped validation) under ``torch.compile``, on CUDA with CUDA graphs.
@@ -36,6 +37,7 @@ its last finite evaluation, as alone); the others go on.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -47,14 +49,13 @@ from torch.func import functional_call, vmap
 
 from harness.config import Augment, Config, Optimizer
 from harness.models import external
-from harness.symmetry import KEYS as SYMMETRY_KEYS
-from harness.symmetry import span_residuals
+from harness.symmetry import measure_each, measure_stacked
 from harness.pack_table import (CPU_VMAP_EVAL, DEFAULT_PACK, auto_compile, auto_pack_size,
                                 measured_pack)
 from harness.trial import (Checkpoints, Setup, TrialResult, _state, chunks, conclude, is_eval_step,
-                           prepare, resolve_device)
+                           prepare, resolve_device, symmetry_input)
 from tasks import Batch, TaskBase, combine
-from tasks.base import resolve_eval_seed
+from tasks.base import generator, resolve_eval_seed
 
 # Model families that cannot be packed, and why (the dry run prints the reason).
 UNPACKABLE = {"gru": "nn.GRU has no vmap batching rule"}
@@ -63,6 +64,7 @@ ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as run
 CPU_PACK, CUDA_PACK = DEFAULT_PACK["cpu"], DEFAULT_PACK["cuda"]  # auto for a family the table lacks
 # (task class, sets stacked) whose metrics vmap refused in this process: validated per trial
 _NO_METRICS_VMAP: set[tuple[type, bool]] = set()
+_NO_SYMMETRY_VMAP: set[type] = set()  # model classes whose forward vmap refused: measured per trial
 INDEX_CHUNK = 64  # minibatch indices drawn this many steps at a time (same stream as step by step)
 
 
@@ -565,21 +567,70 @@ def _train(pack: _Pack, dev: torch.device, clock: dict[str, float], progress) ->
     clock["steps"] += time.perf_counter() - mark
 
 
+def _vmapped_model(template: nn.Module, states: dict[str, Tensor]) -> Callable[[Tensor], Tensor]:
+    """``x (P, B, n, d) → (P, B, n, d)``: ``template`` with trial ``i``'s slice of ``states``
+    (stacked parameters, and buffers where given) on ``x[i]``, one vmapped pass."""
+    return lambda x: vmap(lambda state, xi: functional_call(template, state, (xi,)))(states, x)
+
+
+def _rotated_models(models: list[nn.Module]) -> Callable[[Tensor], Callable[[Tensor], Tensor]]:
+    """``qs (P, d, d) → f_rot``: each trial's model rotated by its own ``Q``
+    (:func:`harness.models.rotate`'s arithmetic: ``rotate_`` on a copy holding trial ``i``'s
+    parameters and buffers, one copy for the pack instead of one per trial), stacked, vmapped."""
+    def rotated(qs: Tensor) -> Callable[[Tensor], Tensor]:
+        scratch, states = copy.deepcopy(models[0]), []
+        with torch.no_grad():
+            for model, q in zip(models, qs):
+                own = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+                for name, t in [*scratch.named_parameters(), *scratch.named_buffers()]:
+                    t.copy_(own[name])
+                scratch.rotate_(q)
+                states.append({n: t.detach().clone() for n, t in [*scratch.named_parameters(),
+                                                                  *scratch.named_buffers()]})
+        return _vmapped_model(models[0], {n: torch.stack([st[n] for st in states]) for n in states[0]})
+    return rotated
+
+
+def _symmetry(pack: _Pack) -> list[dict[str, float]]:
+    """:func:`harness.symmetry.measure` of every trial on its kept state (in its own modules),
+    once for the pack (:func:`harness.symmetry.measure_stacked`: each transformation one pass
+    vmapped over the stacked kept parameters, on the pack's device; the span residuals one
+    batched QR on the CPU). Per trial (:func:`harness.symmetry.measure_each`, the same values)
+    where vmap refuses the model's forward (data-dependent control flow, e.g. an external
+    model's) or the trials' inputs differ in shape; a refusal is remembered per model class."""
+    models = [s.model for s in pack.setups]
+    xs = [symmetry_input(s) for s in pack.setups]
+
+    def generators() -> list[torch.Generator]:  # fresh: a refused pass has drawn from them
+        return [generator(c.seed, "symmetry") for c in pack.cfgs]
+    if type(models[0]) not in _NO_SYMMETRY_VMAP and len({x.shape for x in xs}) == 1:
+        kept = {n[len("model."):]: t for n, t in pack.best.items() if n.startswith("model.")}
+        try:
+            return measure_stacked(
+                _vmapped_model(models[0], kept), torch.stack(xs), generators(),
+                _rotated_models(models) if hasattr(models[0], "rotate_") else None,
+                [m.span_knowledge() if hasattr(m, "span_knowledge") else None for m in models])
+        except RuntimeError:  # vmap refused an operation of the model's forward
+            _NO_SYMMETRY_VMAP.add(type(models[0]))
+    return measure_each(models, xs, generators())
+
+
 def _conclude(pack: _Pack, start: float) -> list[TrialResult]:
-    """Each trial's kept parameters into its own modules, then the lone code's conclusion; the
-    span residuals of all trials at once, one batched QR on the CPU
-    (:func:`harness.symmetry.span_residuals`), not one per trial."""
-    results, later, owners = [], [], []
+    """Each trial's kept parameters into its own modules, then the lone code's conclusion but
+    for the symmetry measurements, which run once for the pack (:func:`_symmetry`); a trial's
+    ``end_ms`` is the pack's end."""
+    results = []
     for i, s in enumerate(pack.setups):
         _copy_into(pack.best, i, pack.losses_of[i])
         pack.kept[i].best_state = _state(s.model, s.task)
-        before = len(later)
-        result = conclude(s, pack.kept[i], pack.diverged[i], start, later)
-        owners += [result] * (len(later) - before)
+        result = conclude(s, pack.kept[i], pack.diverged[i], start, symmetry=False)
         result.info["pack_size"] = len(pack.setups)
         results.append(result)
-    for result, value in zip(owners, span_residuals(later)):
-        result.metrics[SYMMETRY_KEYS[3]] = value  # symmetry/span_residual
+    for result, values in zip(results, _symmetry(pack)):
+        result.metrics.update(values)
+    end_ms = int(time.time() * 1000)
+    for result in results:
+        result.end_ms = end_ms
     return results
 
 

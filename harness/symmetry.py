@@ -9,7 +9,7 @@ Rows are tokens: ``x: (B, n, d)`` is the paper's ``Xᵀ``, so the paper's ``QX``
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +30,12 @@ def haar_orthogonal(d: int, generator: torch.Generator, dtype: torch.dtype = tor
 
 def _rel(a: Tensor, b: Tensor, ref: Tensor) -> float:
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(ref).clamp_min(1e-300))
+
+
+def _rel_each(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
+    """:func:`_rel` of each trial of stacked ``(P, …)`` tensors, as a ``(P,)`` tensor (not read)."""
+    dims = tuple(range(1, a.dim()))
+    return torch.linalg.vector_norm(a - b, dim=dims) / torch.linalg.vector_norm(ref, dim=dims).clamp_min(1e-300)
 
 
 CAUSAL_KEY = "causality/leak_err"
@@ -151,6 +157,80 @@ def measure(model: nn.Module, x: Tensor, generator: torch.Generator,
         else:
             result[KEYS[3]] = span_residual(x, out, knowledge)
     return result
+
+
+def draws(d: int, n: int, generators: Sequence[torch.Generator]) -> tuple[Tensor, Tensor]:
+    """Each trial's ``Q`` and permutation as :func:`measure` draws them from its generator (the
+    same numbers: a ``(d, d)`` Gaussian, then a permutation of ``n``), the QRs in one batched
+    call: ``Q: (P, d, d)`` float64 (:func:`haar_orthogonal`'s, column signs fixed) and the
+    permutations ``(P, n)``, on the CPU."""
+    gaussians, perms = [], []
+    for g in generators:
+        gaussians.append(torch.randn(d, d, generator=g, dtype=torch.float64))
+        perms.append(torch.randperm(n, generator=g))
+    q, r = torch.linalg.qr(torch.stack(gaussians))
+    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2), torch.stack(perms)
+
+
+def _fill_spans(results: list[dict[str, float]], items: list[tuple], owners: list[int]) -> None:
+    """``symmetry/span_residual`` of ``results[owners[j]]`` from ``items[j]``, one batched QR."""
+    for i, value in zip(owners, span_residuals(items)):
+        results[i][KEYS[3]] = value
+
+
+def measure_each(models: Sequence[nn.Module], xs: Sequence[Tensor],
+                 generators: Sequence[torch.Generator]) -> list[dict[str, float]]:
+    """:func:`measure` of each trial (``models[i]`` on ``xs[i]`` with ``generators[i]``), the
+    span residuals in one batched QR (:func:`span_residuals`): the per-trial form of a pack's
+    wrap-up, and the reference that :func:`measure_stacked` is tested against."""
+    results, items, owners = [], [], []
+    for i, (model, x, g) in enumerate(zip(models, xs, generators)):
+        before = len(items)
+        results.append(measure(model, x, g, items))
+        owners += [i] * (len(items) - before)
+    _fill_spans(results, items, owners)
+    return results
+
+
+@torch.no_grad()
+def measure_stacked(f: Callable[[Tensor], Tensor], x: Tensor, generators: Sequence[torch.Generator],
+                    rotated: Callable[[Tensor], Callable[[Tensor], Tensor]] | None = None,
+                    knowledge: Sequence[Tensor | None] | None = None) -> list[dict[str, float]]:
+    """:func:`measure_each` of ``P`` trials in batched passes: each model evaluated once per
+    transformation for the whole pack, on the pack's device, with each trial's own ``Q`` and
+    permutation (:func:`draws`), every value read from the device at once.
+
+    Args:
+        f: ``(P, B, n, d) → (P, B, n, d)``: trial ``i``'s model on ``x[i]`` (e.g. ``vmap``
+            over the pack's stacked parameters).
+        x: the trials' batches stacked ``(P, B, n, d)``.
+        generators: one CPU generator per trial (``measure``'s).
+        rotated: ``qs (P, d, d) → f_rot``, ``f_rot(x)[i]`` = ``rotate(model_i, qs[i])(x[i])``;
+            ``None`` when the models have no ``rotate_`` (no ``rotation_knowledge_err``).
+        knowledge: each trial's ``span_knowledge()`` or ``None`` (no span residual).
+
+    Returns:
+        One ``{key: value}`` per trial, the keys and order of :func:`measure`'s.
+    """
+    P, _, n, d = x.shape
+    qs, perms = draws(d, n, generators)
+    qs, perms = qs.to(dtype=x.dtype, device=x.device), perms.to(x.device)
+    out = f(x)  # (P, B, n, d)
+    qt = qs.transpose(1, 2).unsqueeze(1)  # (P, 1, d, d): each trial's Qᵀ
+    qx, q_out = x @ qt, out @ qt  # the paper's QX and Q f(X), per trial
+    index = perms[:, None, :, None].expand_as(x)  # XP: trial i's tokens in its order perms[i]
+    errs = {KEYS[0]: _rel_each(rotated(qs)(qx), q_out, out)} if rotated is not None else {}
+    errs[KEYS[1]] = _rel_each(f(qx), q_out, out)
+    errs[KEYS[2]] = _rel_each(f(x.gather(2, index)), out.gather(2, index), out)
+    values = torch.stack(list(errs.values())).tolist()  # (keys, P): one read of the device
+    results = [dict(zip(errs, column)) for column in zip(*values)]
+    items, owners = [], []
+    for i, z in enumerate(knowledge or []):
+        if z is not None and n + z.shape[1] < d:
+            items.append((x[i], out[i], z))
+            owners.append(i)
+    _fill_spans(results, items, owners)
+    return results
 
 
 @torch.no_grad()

@@ -359,12 +359,19 @@ class Checkpoints:
                            "val/error": key[0], "val/best_error": self.best[0]})
 
 
-def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float,
-             span_later: list | None = None) -> TrialResult:
+def symmetry_input(s: Setup) -> Tensor:
+    """The batch the trial-end symmetry measurements read (cheap): the model's inputs
+    (``task.inputs``, with the task's current state) of the first 64 sequences of the
+    in-distribution test set's first batch, ``(B, n, d)`` with ``B ≤ 64``."""
+    probe = s.tests[""][0]
+    return s.task.inputs(probe.index(torch.arange(min(64, len(probe)), device=probe.y.device)))
+
+
+def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float, symmetry: bool = True) -> TrialResult:
     """Load the kept state into ``s.model``/``s.task``, evaluate the test sets (and T2's rotated
     ones), measure the symmetries, and return the :class:`TrialResult` (``start``: wall-clock
-    seconds since the epoch when the trial began). ``span_later``: as
-    :func:`harness.symmetry.measure`'s (a pack computes its trials' span residuals together)."""
+    seconds since the epoch when the trial began). ``symmetry=False``: no symmetry metrics (a
+    pack measures its trials' together afterwards, :mod:`harness.pack`)."""
     cfg, model, task, tests = s.cfg, s.model, s.task, s.tests
     _load(model, task, kept.best_state)
     metrics = {"val/best_error": kept.best[0], "val/best_loss": kept.best[1],
@@ -373,9 +380,8 @@ def conclude(s: Setup, kept: Checkpoints, diverged: bool, start: float,
     metrics.update(evaluate_lengths(model, task, tests))
     if cfg.task.rotation is Rotation.eval:
         metrics.update(_rotation_metrics(model, task, tests[""], s.Q))
-    probe = tests[""][0]  # symmetry of the trained model on one test batch (cheap)
-    probe = probe.index(torch.arange(min(64, len(probe)), device=probe.y.device))
-    metrics.update(measure(model, task.inputs(probe), generator(cfg.seed, "symmetry"), span_later))
+    if symmetry:
+        metrics.update(measure(model, symmetry_input(s), generator(cfg.seed, "symmetry")))
     return TrialResult(
         metrics=metrics,
         curve=kept.curve,
