@@ -37,7 +37,6 @@ its last finite evaluation, as alone); the others go on.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import time
@@ -573,51 +572,68 @@ def _vmapped_model(template: nn.Module, states: dict[str, Tensor]) -> Callable[[
     return lambda x: vmap(lambda state, xi: functional_call(template, state, (xi,)))(states, x)
 
 
+class _Rotation(nn.Module):
+    """``forward(q) -> state``: ``model.rotate_(q)`` applied to the parameters and buffers it
+    is called with (:func:`torch.func.functional_call`), which it returns; vmapped over a
+    pack's stacked states and ``Q``s it rotates every trial at once, with
+    :func:`harness.models.rotate`'s arithmetic (``model`` itself is left unchanged)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, q: Tensor) -> dict[str, Tensor]:
+        self.model.rotate_(q)
+        return {n: t for n, t in [*self.model.named_parameters(), *self.model.named_buffers()]}
+
+
 def _rotated_models(models: list[nn.Module]) -> Callable[[Tensor], Callable[[Tensor], Tensor]]:
-    """``qs (P, d, d) → f_rot``: each trial's model rotated by its own ``Q``
-    (:func:`harness.models.rotate`'s arithmetic: ``rotate_`` on a copy holding trial ``i``'s
-    parameters and buffers, one copy for the pack instead of one per trial), stacked, vmapped."""
+    """``qs (P, d, d) → f_rot``: each trial's model rotated by its own ``Q`` (:class:`_Rotation`
+    vmapped over the trials' parameters and buffers, stacked), then vmapped over the trials."""
     def rotated(qs: Tensor) -> Callable[[Tensor], Tensor]:
-        scratch, states = copy.deepcopy(models[0]), []
-        with torch.no_grad():
-            for model, q in zip(models, qs):
-                own = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-                for name, t in [*scratch.named_parameters(), *scratch.named_buffers()]:
-                    t.copy_(own[name])
-                scratch.rotate_(q)
-                states.append({n: t.detach().clone() for n, t in [*scratch.named_parameters(),
-                                                                  *scratch.named_buffers()]})
-        return _vmapped_model(models[0], {n: torch.stack([st[n] for st in states]) for n in states[0]})
+        owns = [dict([*m.named_parameters(), *m.named_buffers()]) for m in models]
+        # fresh tensors: rotate_ changes them in place
+        state = {f"model.{n}": torch.stack([own[n].detach() for own in owns]) for n in owns[0]}
+        rotation = _Rotation(models[0])
+        return _vmapped_model(models[0], vmap(lambda st, q: functional_call(rotation, st, (q,)))(state, qs))
     return rotated
 
 
-def _symmetry(pack: _Pack) -> list[dict[str, float]]:
-    """:func:`harness.symmetry.measure` of every trial on its kept state (in its own modules),
-    once for the pack (:func:`harness.symmetry.measure_stacked`: each transformation one pass
-    vmapped over the stacked kept parameters, on the pack's device; the span residuals one
-    batched QR on the CPU). Per trial (:func:`harness.symmetry.measure_each`, the same values)
-    where vmap refuses the model's forward (data-dependent control flow, e.g. an external
-    model's) or the trials' inputs differ in shape; a refusal is remembered per model class."""
-    models = [s.model for s in pack.setups]
-    xs = [symmetry_input(s) for s in pack.setups]
+def measure_pack(setups: list[Setup], best: dict[str, Tensor]) -> list[dict[str, float]]:
+    """:func:`harness.symmetry.measure` of every trial of a pack on its kept state, once for the
+    pack (:func:`harness.symmetry.measure_stacked`: each transformation one pass vmapped over
+    the kept parameters, on the pack's device; the span residuals one batched QR on the CPU).
+    Per trial (:func:`harness.symmetry.measure_each`, the same values) where vmap refuses the
+    model's forward (data-dependent control flow, e.g. an external model's), the trials'
+    inputs differ in shape, or the device runs out of memory; a refusal is remembered per
+    model class.
+
+    Args:
+        setups: the trials' setups, their modules holding the kept state.
+        best: the same state stacked ``{name: (P, *shape)}``, names of the pack's ``_Loss``
+            (``model.*`` are read).
+    """
+    models = [s.model for s in setups]
+    xs = [symmetry_input(s) for s in setups]
 
     def generators() -> list[torch.Generator]:  # fresh: a refused pass has drawn from them
-        return [generator(c.seed, "symmetry") for c in pack.cfgs]
+        return [generator(s.cfg.seed, "symmetry") for s in setups]
     if type(models[0]) not in _NO_SYMMETRY_VMAP and len({x.shape for x in xs}) == 1:
-        kept = {n[len("model."):]: t for n, t in pack.best.items() if n.startswith("model.")}
+        kept = {n[len("model."):]: t for n, t in best.items() if n.startswith("model.")}
         try:
             return measure_stacked(
                 _vmapped_model(models[0], kept), torch.stack(xs), generators(),
                 _rotated_models(models) if hasattr(models[0], "rotate_") else None,
                 [m.span_knowledge() if hasattr(m, "span_knowledge") else None for m in models])
-        except RuntimeError:  # vmap refused an operation of the model's forward
-            _NO_SYMMETRY_VMAP.add(type(models[0]))
+        except RuntimeError as err:  # vmap refused an operation of the model's forward, or memory ran out
+            if not isinstance(err, torch.cuda.OutOfMemoryError):  # out of memory: this pack only
+                _NO_SYMMETRY_VMAP.add(type(models[0]))
     return measure_each(models, xs, generators())
 
 
 def _conclude(pack: _Pack, start: float) -> list[TrialResult]:
     """Each trial's kept parameters into its own modules, then the lone code's conclusion but
-    for the symmetry measurements, which run once for the pack (:func:`_symmetry`); a trial's
+    for the symmetry measurements, which run once for the pack (:func:`measure_pack`); a trial's
     ``end_ms`` is the pack's end."""
     results = []
     for i, s in enumerate(pack.setups):
@@ -626,7 +642,7 @@ def _conclude(pack: _Pack, start: float) -> list[TrialResult]:
         result = conclude(s, pack.kept[i], pack.diverged[i], start, symmetry=False)
         result.info["pack_size"] = len(pack.setups)
         results.append(result)
-    for result, values in zip(results, _symmetry(pack)):
+    for result, values in zip(results, measure_pack(pack.setups, pack.best)):
         result.metrics.update(values)
     end_ms = int(time.time() * 1000)
     for result in results:

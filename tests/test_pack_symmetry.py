@@ -1,5 +1,5 @@
 """A pack's wrap-up measures its trials' symmetries once for the pack (harness/pack.py
-``_symmetry``: vmapped over the kept parameters, harness/symmetry.py ``measure_stacked``) with the
+``measure_pack``: vmapped over the kept parameters, harness/symmetry.py ``measure_stacked``) with the
 values of the per-trial form (harness/symmetry.py ``measure`` on each trial's kept state)."""
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def test_a_packs_symmetry_metrics_measured_once_for_the_pack_are_each_trials_own
                                                                                   monkeypatch):
     """Every symmetry metric of the batched wrap-up (one vmapped pass per transformation, each
     trial with its own Q and permutation) is the per-trial form's within 1e-10 in float64, in
-    the same key order; the per-trial fallback is not taken. Mutation-checked: the rotated
-    copies without each trial's own parameters (softmax, general), or without their rotated
+    the same key order; the per-trial fallback is not taken. Mutation-checked: every trial's
+    parameters rotated by trial 0's Q (all five), the rotated copies without their rotated
     buffers (sinusoid-buffer), one norm over the whole pack instead of each trial's (softmax),
     or trial 0's permutation for all (sinusoid-buffer: not permutation-equivariant) fail it."""
     calls = []
@@ -101,4 +101,20 @@ def test_where_vmap_refuses_the_model_the_pack_measures_each_trial_alone(hydra_c
     cfgs = _configs(VARIANTS["softmax"])
     results = run_pack(cfgs)
     assert _agree(_symmetry_of(results), _per_trial(cfgs, results))
-    assert [t.__name__ for t in harness.pack._NO_SYMMETRY_VMAP] == [type(prepare(cfgs[0], torch.device("cpu")).model).__name__]
+    model_class = type(prepare(cfgs[0], torch.device("cpu")).model)
+    assert harness.pack._NO_SYMMETRY_VMAP == {model_class}
+
+
+def test_measuring_a_pack_leaves_its_models_and_kept_parameters_unchanged(hydra_conf):
+    """The rotated copies are rotated in place in tensors of their own: the trials' modules
+    (their parameters and buffers) and the pack's stacked kept parameters stay as they were."""
+    from harness.pack import measure_pack, prepare_setups
+
+    setups, _ = prepare_setups(_configs(VARIANTS["sinusoid-buffer"]), torch.device("cpu"))
+    best = {f"model.{n}": torch.stack([dict(s.model.named_parameters())[n].detach().clone() for s in setups])
+            for n, _ in setups[0].model.named_parameters()}
+    before = [{k: v.clone() for k, v in s.model.state_dict().items()} for s in setups]
+    kept = {k: v.clone() for k, v in best.items()}
+    assert len(measure_pack(setups, best)) == len(setups)
+    assert all(torch.equal(v, b[k]) for s, b in zip(setups, before) for k, v in s.model.state_dict().items())
+    assert all(torch.equal(best[k], v) for k, v in kept.items())
