@@ -662,7 +662,7 @@ def run_pack(cfgs: Sequence[Config], device: str = "cpu",
         device: ``cpu``, ``cuda`` or ``auto``.
         timings: if given, filled with where the pack's wall time went, in seconds: ``setup``
             (data, models), ``steps`` (vectorised training), ``eval`` (validation and
-            checkpoints), ``conclude`` (per-trial test evaluation and symmetry measurements).
+            checkpoints), ``conclude`` (per-trial test evaluation, the symmetry measurements once for the pack).
         progress: if given, one callback (or ``None``) per config, called with each of that
             trial's learning-curve points as it is measured (as ``run_trial``'s ``progress``).
         vmap_eval: validate the pack vmapped (one batched pass) rather than trial by trial;
