@@ -252,11 +252,83 @@ INTEGRATION_FIXTURES = {"invoke", "run_in_process", "run_in_process_module", "po
                         "migrated_store_template", "trial_runs", *E2E_FIXTURES}
 
 
+# The tests that take longest on the CI machine (wall seconds, the mean of two fresh-clone runs
+# under four workers, 2026-12-06; a parametrised test by its function's name): they are dealt to
+# the workers' first tests so that they run side by side from the start, and the run ends on short
+# tests. A ``slow`` test not listed counts as 15 s (what those took); equal estimates keep file order.
+LONG_TESTS = {
+    "test_slurm.py::test_sbatch_script_runs_the_sweep_on_ray_across_the_allocation_and_resumes": 159,
+    "test_report.py::test_tiny_report_is_a_path_check_and_regenerates_from_its_bundle": 152,
+    "test_concurrency.py::test_stress_four_drivers_with_kills_on_a_postgresql_backed_mlflow_server": 140,
+    "test_cluster.py::test_sweep_on_a_two_node_cluster_logs_through_an_mlflow_server": 139,
+    "test_slurm.py::test_sbatch_script_runs_the_report_with_gpu_requests_and_a_long_tmpdir": 118,
+    "test_cluster_recipe.py::test_readme_cluster_recipe_on_a_local_head": 97,
+    "test_command.py::test_a_sweep_in_process_on_the_shared_ray_through_the_shared_server": 87,
+    "test_faults.py::test_interrupted_sweep_resumes_and_every_trial_ends_with_one_finished_run": 82,
+    "test_concurrency.py::test_cluster_local_starts_its_own_ray_beside_a_running_cluster_or_an_address_pointing_nowhere": 80,
+    "test_zoo.py::test_tiny_zoo_regenerates_and_resumes": 77,
+    "test_concurrency.py::test_stress_four_drivers_with_kills_on_a_postgresql_database_written_directly": 75,
+    "test_lease_contract.py::test_rivals_on_the_servers_and_postgresql_win_each_trial_once_and_rerun_a_dead_drivers_once": 72,
+    "test_cli.py::test_smoke_ablation_end_to_end_on_ray": 69,
+    "test_external.py::test_module_travels_to_a_cluster": 68,
+    "test_cli.py::test_any_folder_and_hydra_job_chdir_keep_one_store_where_the_command_started": 58,
+    "test_faults.py::test_killed_workers_are_retried_and_the_sweep_completes": 57,
+    "test_concurrency.py::test_drivers_started_together_share_one_store": 55,
+    "test_scorecard.py::test_scorecards_of_both_examples": 49,
+    "test_secrets.py::test_credentials_in_the_uri_work_and_reach_no_file_or_log": 49,
+    "test_expansion.py::test_the_full_scale_paper_suite_passes_preflight": 48,
+    "test_cluster.py::test_load_200_trials_on_busy_cpus_lose_no_run": 40,
+    "test_mlflow_ui.py::test_mlflow_ui_shows_the_sweep_in_the_training_runs_view": 38,
+    "test_plugins.py::test_plugin_runs_on_ray_by_name_and_prints_no_ray_token_line_and_no_matplotlib_info": 37,
+    "test_secrets.py::test_a_postgres_password_reaches_no_file_or_log": 36,
+    "test_report_values.py::test_the_report_values_are_the_same_whatever_the_render_modules_words": 35,
+    "test_bulk.py::test_the_batched_writer_keeps_its_contract_on_postgresql": 35,
+    "test_external.py::test_external_task_module_on_pythonpath": 33,
+    "test_pack.py::test_a_compiled_pack_matches_the_eager_pack_within_1e_5_for_20_steps": 33,
+    "test_report_reader.py::test_regeneration_prints_only_its_results_and_writes_only_into_its_folder": 31,
+    "test_faults.py::test_retries_spent_records_failed_and_the_sweep_completes": 31,
+    "test_ray_lifetime.py::test_no_ray_process_outlives_a_killed_driver_by_10_s": 30,
+}
+
+
+def expected_seconds(item) -> float:
+    """A test's expected wall seconds on the CI machine: :data:`LONG_TESTS`, else 15 for a
+    ``slow`` test, else 0 (short)."""
+    key = f"{Path(str(item.path)).name}::{getattr(item, 'originalname', item.name)}"
+    return LONG_TESTS.get(key, 15.0 if "slow" in item.keywords else 0.0)
+
+
+def long_tests_first(items: list, workers: int) -> list:
+    """``items`` reordered so that each of ``workers`` pytest-xdist workers starts on long tests.
+
+    The ``worksteal`` scheduler (pyproject's addopts) gives each worker one contiguous share of
+    the collection (the k-th of n: what is left // (n - k) tests) and moves work by taking tests
+    from the end of a share. The long tests (:func:`expected_seconds` > 0) go, longest first, to
+    the head of the share with the least expected seconds so far; the short tests fill the shares
+    in their file order. With one worker (``-n 0``) this is longest first, then file order.
+    Returns a new list of the same items."""
+    sizes, left = [], len(items)
+    for k in range(workers):
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    long = sorted((item for item in items if expected_seconds(item) > 0), key=expected_seconds, reverse=True)
+    heads: list[list] = [[] for _ in sizes]
+    load = [0.0] * len(sizes)
+    for item in long:
+        share = min((k for k in range(len(sizes)) if len(heads[k]) < sizes[k]), key=lambda k: load[k])
+        heads[share].append(item)
+        load[share] += expected_seconds(item)
+    short = iter([item for item in items if expected_seconds(item) == 0])
+    return [item for k, head in enumerate(heads) for item in head + [next(short) for _ in range(sizes[k] - len(head))]]
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Mark the process tests ``e2e`` (:data:`E2E_MODULES`, :data:`E2E_FIXTURES`) and the tests
-    of a store, server, Ray or command ``integration`` (:data:`INTEGRATION_FIXTURES`); run the
-    ``slow`` end-to-end tests first (under ``-n 2`` the long ones then overlap instead of ending
-    the run on one worker); skip tests marked ``gpu`` where CUDA is unavailable."""
+    of a store, server, Ray or command ``integration`` (:data:`INTEGRATION_FIXTURES`), before
+    ``-m`` selects; skip tests marked ``gpu`` where CUDA is unavailable; and, once every other
+    plugin has selected, start each xdist worker on its share of the long tests
+    (:func:`long_tests_first`), so that they overlap instead of ending the run on one worker."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -264,13 +336,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
         if INTEGRATION_FIXTURES & fixtures or "e2e" in item.keywords:
             item.add_marker(pytest.mark.integration)
-    items.sort(key=lambda item: "slow" not in item.keywords)  # stable: file order otherwise
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+    result = yield
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = long_tests_first(items, workers)
+    return result
 
 
 # What a test outside the e2e tier may not start (harness.shell's commands, Ray, an MLflow
