@@ -3,7 +3,9 @@ declares, checked before any trial runs; M0's Z g2 switch removes only that term
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,13 +19,17 @@ from harness.expansion import SweepError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _trials(name: str, *extra: str):
+@functools.cache
+def _trials(name: str, *extra: str) -> tuple:
+    """The ablation's trials at ``scale=tiny`` (``extra``: more overrides), composed once per
+    test process: eleven compositions serve the file's 25 uses (about half its CPU), so the tests
+    only read them (a change goes to a copy: ``dataclasses.replace``, ``copy.deepcopy``)."""
     from hydra import compose
 
     from harness.expansion import expand
 
     cli = [f"+ablation={name}", "scale=tiny", *extra]
-    return expand(compose(config_name="config", overrides=cli), cli)
+    return tuple(expand(compose(config_name="config", overrides=cli), cli))
 
 
 def _part(trials, **kw):
@@ -136,7 +142,7 @@ def test_declared_but_equal_keys_wildcards_and_undeclared_deciding_parts_are_ref
     assert "declared but equal: ['model.k']" in pairs.check_part(extra, *pairs._one_pair(trials, arms, extra))
     star = dataclasses.replace(zg2, differ=["model.*"])
     assert "exact leaf keys" in pairs.check_part(star, *pairs._one_pair(trials, arms, star))
-    undeclared = trials[0].config
+    undeclared = copy.deepcopy(trials[0].config)  # the composed trials are shared (_trials)
     undeclared.ablation.parts[0] = dataclasses.replace(zg2, differ=[])
     with pytest.raises(SweepError, match="must declare `differ`"):
         pairs.check_pairs([dataclasses.replace(t, config=undeclared) for t in trials])
