@@ -35,6 +35,20 @@ def bundle():
     return read_bundle(BUNDLE)
 
 
+@pytest.fixture(scope="module")
+def report(bundle):
+    """The report built once with the render modules' real words (:func:`_build`), for the tests
+    that only read it; Hydra initialised on ``conf/`` for the build, as ``hydra_conf`` does."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        built = _build(bundle)
+    GlobalHydra.instance().clear()
+    return built
+
+
 def _build(bundle):
     from hydra import compose
 
@@ -151,10 +165,9 @@ def test_every_part_of_todays_bundle_holds_typed_reasons_and_preconditions(hydra
 
 
 @pytest.mark.integration
-def test_the_report_values_are_the_same_whatever_the_render_modules_words(hydra_conf, bundle, monkeypatch):
+def test_the_report_values_are_the_same_whatever_the_render_modules_words(hydra_conf, bundle, report, monkeypatch):
     """Rewording a sentence cannot change another module's conclusion: the values built with
     random words equal those built with the real ones; only the rendered text differs."""
-    report = _build(bundle)
     before = _values(report)
     words = _words(report)
     _scramble(monkeypatch)
@@ -188,7 +201,7 @@ def _strings(value, skip: tuple[type, ...]):
 
 
 @pytest.mark.integration
-def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(hydra_conf, bundle):
+def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(bundle, report):
     """What the report says of each claim, of the ablations short of their plan and of the scale
     column is typed: verdict labels, statuses, ids and counts; the words (why a claim has its
     verdict, "– (not run)", the completeness warning) exist only in the render modules."""
@@ -196,7 +209,6 @@ def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(hydra_con
     from analysis.claims import FAILED, INCOMPLETE, PASSED, Claim, Part
     from analysis.bundle import planned
 
-    report = _build(bundle)
     labels = {protocol.SUPPORTED, protocol.CONTRADICTED, protocol.INCONCLUSIVE, verdicts.UNSTABLE}
     allowed = labels | {PASSED, FAILED, INCOMPLETE, *planned(bundle), *(c.claim.id for c in report.claims)}
     # a claim's statement, its parts' specs and its checks' measurements are the registered data
