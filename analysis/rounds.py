@@ -28,16 +28,18 @@ from analysis import phases
 from analysis.confirm import distinct_extensions
 
 
-def tag(trials: Iterable[Any], phase: str) -> list:
-    """``trials`` with ``phase`` set (:class:`harness.records.Trial` is frozen: a copy each; the
-    phase is not part of the trial's id, so a finished run is still reused).
+def tag(trials: Iterable[Any], phase: str, design: str = "") -> list:
+    """``trials`` with ``phase`` set, and ``design`` where given (a staged block's
+    :func:`analysis.sequential.design_tag`; :class:`harness.records.Trial` is frozen: a copy
+    each; neither is part of the trial's id, so a finished run is still reused).
 
     Raises:
         ValueError: ``phase`` is not one of :data:`analysis.phases.PHASES`.
     """
     if phase not in phases.PHASES:
         raise ValueError(f"phase {phase!r} is not one of {', '.join(phases.PHASES)}")
-    return [dataclasses.replace(t, phase=phase) if dataclasses.is_dataclass(t) else t for t in trials]
+    extra = {"design": design} if design else {}
+    return [dataclasses.replace(t, phase=phase, **extra) if dataclasses.is_dataclass(t) else t for t in trials]
 
 
 STEP = math.sqrt(10)  # one lr grid step

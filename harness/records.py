@@ -85,6 +85,9 @@ class Trial:
             written as the run's ``phase`` tag; ``""`` for a plain sweep. Not part of the
             trial's identity (nor of equality): the same trial started by another round is the
             same trial, and its finished run is reused.
+        design: the design its round ran a confirmation block in (``sequential 4,7,10``, issue 64;
+            ``""``: the fixed design), written as the run's ``design`` tag; not part of the
+            trial's identity either.
         identity: :func:`harness.expansion.identity_dict` of the config, computed once when composed
             (the id's payload and the run's params); empty for a trial built by hand.
     """
@@ -96,6 +99,7 @@ class Trial:
     task: str = ""
     extends: str = ""
     phase: str = field(default="", compare=False)
+    design: str = field(default="", compare=False)
     identity: dict = field(default_factory=dict, compare=False, repr=False)  # identity_dict, once
 
 

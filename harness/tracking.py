@@ -396,6 +396,8 @@ class Tracker:
             tags["extends"] = trial.extends
         if trial.phase:  # the round that started it: the report reads it instead of guessing
             tags["phase"] = trial.phase
+        if trial.design:  # the staged design its block ran in: the report reads its looks
+            tags["design"] = trial.design
         return tags
 
     def claim_batch(self, experiment_id: str, parent_id: str, ablation: str, trials: Sequence[Trial],

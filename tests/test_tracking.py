@@ -381,7 +381,7 @@ def test_a_trials_phase_is_a_tag_of_its_run_and_never_part_of_its_identity(hydra
     round that starts a trial another round ran reuses its finished run."""
     import dataclasses
     plain = compose_trial(FAST, ["seed=0"])
-    confirming = dataclasses.replace(plain, phase="confirmation")
+    confirming = dataclasses.replace(plain, phase="confirmation", design="sequential 4,7,10")  # a staged block's
     assert confirming.trial_id == plain.trial_id and confirming == plain
     tracker = Tracker(resolve_store(TrackingConfig(), tmp_path))
     experiment = tracker.experiment("unit")
@@ -390,4 +390,5 @@ def test_a_trials_phase_is_a_tag_of_its_run_and_never_part_of_its_identity(hydra
                         for t in (confirming, compose_trial(FAST, ["seed=1"])))
     reader = MlflowClient(tracker.store.uri)
     assert reader.get_run(tagged).data.tags["phase"] == "confirmation"
-    assert "phase" not in reader.get_run(untagged).data.tags
+    assert reader.get_run(tagged).data.tags["design"] == "sequential 4,7,10"
+    assert "phase" not in reader.get_run(untagged).data.tags and "design" not in reader.get_run(untagged).data.tags
