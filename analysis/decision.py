@@ -55,6 +55,7 @@ class Rule(Enum):
     INCLUDES_ZERO = (Step.TEST, "3", "the 95% interval includes 0")
     STRADDLES_DELTA = (Step.TEST, "3", "the 90% interval is not inside ±δ, nor the 95% outside")
     ONE_SIDED_OPEN = (Step.TEST, "3", "the one-sided bound is not below δ, nor the 95% lower bound above it")
+    ABOUT_DELTA = (Step.TEST, "3", "a staged block stopped early for futility: the effect is about δ")
     # step 4: preconditions
     NOT_LEARNED = (Step.NOT_LEARNED, "4", "an arm does not beat the best reference predictor by δ")
     NOT_REACHED = (Step.NOT_LEARNED, "4", "an arm does not reach the target on every seed")
@@ -205,6 +206,20 @@ class Block:
     decisive: bool
     interval: Interval
     reasons: tuple[Reason, ...] = ()
+
+
+@dataclass(frozen=True)
+class Look:
+    """Where a block run in stages (:mod:`analysis.sequential`, issue 64) was decided: the look
+    (index into ``looks``), its paired seeds ``n``, the design's ``looks``, and how it ended:
+    ``stopped`` (decisive, or ``futile``: *the effect is about δ*) or ran to the last look it
+    reached without a decision."""
+
+    look: int
+    n: int
+    looks: tuple[int, ...]
+    stopped: bool = False
+    futile: bool = False
 
 
 class Move(Enum):

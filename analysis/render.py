@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.decision import (Augmentation, Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions,
+from analysis.decision import (Augmentation, Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions, Look,
                                Control, Decide, Flip, Holds, Label, Line, LrChoice, Method, Move, NotRun, Reason,
                                Remedy, Robust, Row, Rule, Seeds, Step, Trust, UnitKind, Units, Unstable)
 
@@ -90,6 +90,8 @@ RULE_WORDS: dict[Rule, Callable[[Reason], str]] = {
     Rule.STRADDLES_DELTA: lambda r: "the 90% interval is not inside ±δ, nor the 95% interval outside it",
     Rule.ONE_SIDED_OPEN: lambda r: (f"the one-sided 95% upper bound {r.values[0]:.3g} is not below δ, "
                                     f"nor the 95% lower bound {r.values[1]:.3g} above it"),
+    Rule.ABOUT_DELTA: lambda r: (f"the effect is about δ (stopped for futility after {int(r.values[0])} paired "
+                                 "seeds of the staged block)"),
     Rule.NOT_LEARNED: lambda r: (f"`{r.arm}` {r.values[0]:.3g} vs {r.names[0]} {r.values[1]:.3g} "
                                  f"(needs ≤ {r.values[2]:.3g})"),
     Rule.NOT_REACHED: lambda r: (f"`{r.arm}` reached validation error ≤ {r.values[0]:g} on {int(r.values[1])} "
@@ -127,6 +129,16 @@ STEP_NAMES = {Step.NOT_LEARNED: "not learned", Step.BUDGET: "budget-limited", St
 OPEN = "the interval decides neither way"
 SHORT = {Rule.INCLUDES_ZERO: OPEN, Rule.STRADDLES_DELTA: OPEN, Rule.ONE_SIDED_OPEN: OPEN}
 MISSING = (Rule.NO_RUNS, Rule.NO_COLUMN, Rule.EMPTY_BLOCK)
+
+
+def look(x: Look | None) -> str:
+    """Where a block run in stages was decided (:class:`analysis.decision.Look`): ``stopped at
+    look 1 of 3 (4 paired seeds)``, ``about δ at look 2 of 3 (7 paired seeds)``, ``open after
+    look 3 of 3 (10 paired seeds)``; ``""`` for the fixed design (None)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    how = "about δ at" if x.futile else "stopped at" if x.stopped else "open after"
+    return f"{how} look {x.look + 1} of {len(x.looks)} ({x.n} paired seeds)"
 
 
 def reason(r: Reason) -> str:

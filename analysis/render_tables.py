@@ -283,7 +283,8 @@ def _once(frame: pd.DataFrame) -> pd.DataFrame:
 def _verdict_table(frame: pd.DataFrame, blocks: list[str]) -> str:
     rows = []
     for _, r in _once(frame).iterrows():
-        row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"]}
+        look = render.look(r.get(f"{r['decided_on']}_look"))  # a staged block: the look it stopped at
+        row = {"claim": r["claim"], "part": r["part"], "decided on": r["decided_on"] + (f" ({look})" if look else "")}
         row.update({b: (r.get(b) if isinstance(r.get(b), str) else "–") for b in blocks})
         if "scale" in row:
             row["scale"] = render.scale_verdict(r.get("scale"))
@@ -309,7 +310,9 @@ def _blocks_table(frame: pd.DataFrame, blocks: list[str]) -> str:
         for b in blocks:
             if f"{b}_runs" not in r or not r[f"{b}_runs"] or pd.isna(r[f"{b}_runs"]):
                 continue
-            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": render.block_seeds(r[f"{b}_seeds"]) or "–",
+            look = render.look(r.get(f"{b}_look"))
+            seeds = (render.block_seeds(r[f"{b}_seeds"]) or "–") + (f"; {look}" if look else "")
+            rows.append({"claim": r["claim"], "part": r["part"], "block": b, "seeds": seeds,
                          "steps": r[f"{b}_steps"] or "–", "readout": r[f"{b}_readout"] or "–",
                          "lr": render.block_lrs(r[f"{b}_lr"]) or "–", "runs": int(r[f"{b}_runs"])})
     return pd.DataFrame(rows).to_markdown(index=False) if rows else "No block has runs."
@@ -480,6 +483,7 @@ def document(report: Report, header: Header, compared: list, sections: Sequence[
         "## Task health", "", *health(report.health),
         *budget_section(budget(compared, header.factor), header.factor, header.longer),
         "## How verdicts are decided", "", protocol_text.split("\n\n", 1)[1].strip(), "",
+        *render_prose.sequential_design(header.replay),
         "## Evidence per claim", "", *said["evidence"],
         "## Exact symmetry of every variant (random O(1) weights, float64)", "",
         report.presets[SYMMETRY].to_markdown(index=False, floatfmt=".1e"), "",

@@ -94,6 +94,37 @@ class ClaimResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class Replay:
+    """The sequential design (:mod:`analysis.sequential`, issue 64) replayed on a committed
+    bundle and calibrated by simulation (``python -m benchmarks.sequential --write`` writes them
+    to ``docs/report/sequential.csv``; the report reads them, never simulates): its ``looks``;
+    the ``parts`` replayed and the confirmation runs the fixed design (``fixed_runs``) and the
+    sequential one need without (``plain_runs``) and with the futility stop (``runs``); the parts
+    whose fixed verdict each reaches (``plain_same``, ``same``); the simulated replays per part and
+    the worst false-decision rates over the parts with their exact (Clopper–Pearson) 95% upper
+    bounds, without (``plain_rate``, ``plain_upper``) and with the futility stop (``rate``,
+    ``upper``), and the fixed design's on the same replays (``fixed_rate``)."""
+
+    looks: tuple[int, ...]
+    parts: int
+    fixed_runs: int
+    plain_runs: int
+    runs: int
+    plain_same: int
+    same: int
+    replays: int
+    plain_rate: float
+    plain_upper: float
+    rate: float
+    upper: float
+    fixed_rate: float
+
+    def saved(self, futility: bool = True) -> float:
+        """The fraction of the fixed design's confirmation runs the sequential one saves."""
+        return 1.0 - (self.runs if futility else self.plain_runs) / self.fixed_runs
+
+
+@dataclasses.dataclass(frozen=True)
 class Header:
     """The report's title block as values (:func:`analysis.render_prose.header` words it):
     provenance (the source, the time of the bundle's last finished run in ISO 8601 so that a
@@ -119,6 +150,7 @@ class Header:
     composed: int | None
     longer: int
     factor: int
+    replay: Replay | None = None  # the sequential design's replay figures (docs/report/sequential.csv)
 
 
 @dataclasses.dataclass

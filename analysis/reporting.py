@@ -19,7 +19,8 @@ import pandas as pd
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from analysis import answer, calibration, phases, protocol, render_prose, render_tables, rounds, stability, stats, trail
+from analysis import (answer, calibration, phases, protocol, render_prose, render_tables, rounds, sequential, stability, staged,
+                      stats, trail)
 from analysis import length as length_column
 from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
@@ -118,8 +119,87 @@ def _column_runs(store, ablations: dict[str, list], configs: dict[str, DictConfi
     for name, conf in configs.items():
         if name in runs:
             df = phases.with_phase(stats.add_error(runs[name]), int(conf.train.max_steps), verdicts_of.confirm_seeds(conf))
-            out[name] = df[df["phase"] == phase].drop(columns="phase").reset_index(drop=True)
+            fresh = pd.to_numeric(df["seed"], errors="coerce").isin(verdicts_of.confirm_seeds(conf) or [])
+            # the exploratory seeds only: the column's block (its confirmation seeds) never chooses its lrs
+            out[name] = df[(df["phase"] == phase) & ~fresh].drop(columns="phase").reset_index(drop=True)
     return out
+
+
+def looks(cfg: DictConfig) -> tuple[int, ...] | None:
+    """The sequential design's looks for the blocks (``scale.looks``, :mod:`analysis.sequential`);
+    None for the fixed design ("").
+
+    Raises:
+        ReportInputError: looks that are not strictly increasing seed counts ≥ 2 ending at the
+            block's size (``scale.confirm_seeds``).
+    """
+    text = str(cfg.scale.get("looks") or "").strip()
+    if not text:
+        return None
+    try:
+        return sequential.check_looks([int(x) for x in text.split(",")], len(seeds_of(str(cfg.scale.confirm_seeds))))
+    except ValueError as err:
+        raise ReportInputError(f"scale.looks={text}: {err}") from err
+
+
+def _open_parts(store, ablations: dict[str, list], configs: dict[str, DictConfig], rows: pd.DataFrame,
+                column: str | None) -> set[tuple[str, str]]:
+    """The (ablation, part) of ``rows`` (frozen rows) whose block the store's runs leave open at
+    their last look (:mod:`analysis.staged`): the main block (``column`` None) as
+    :func:`analysis.verdicts.decide_all` decides it, a column's as the stability table does."""
+    runs, _ = split(collect(store.uri, ablations))
+    out = set()
+    for (name, part_name), _ in rows.groupby(["ablation", "part"], sort=False):
+        conf = configs[name]
+        part = next(p for p in conf.ablation.parts if str(p.name) == part_name)
+        df = stats.add_error(runs[name]) if name in runs else pd.DataFrame()
+        if df.empty:
+            out.add((name, part_name))
+            continue
+        if column is None:
+            look = verdicts_of.decide_all(conf, df, part)[2]
+        else:
+            blocks = stability.split_blocks(df, int(conf.train.max_steps), protocol.spec_dict(part)["readout"],
+                                            verdicts_of.confirm_seeds(conf))
+            look = stability.column_decision(blocks, part, column)[1]
+        if look is None or not look.stopped:
+            out.add((name, part_name))
+    return out
+
+
+def run_block(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig], cli: list[str], store,
+              frozen: pd.DataFrame, runs: dict[str, pd.DataFrame], phase: str, what: str,
+              column: str | None = None, changes=None) -> int:
+    """A confirmation block (the main one, or a column's: ``column`` with ``changes(frozen row)``,
+    its reruns on the exploratory seeds as ``runs``, its lrs in ``frozen``) on the seeds of
+    ``scale.confirm_seeds`` (:func:`analysis.confirm.confirmation_trials`), run in the stages of
+    ``scale.looks`` (:func:`analysis.staged.run_stages`: after each look only the parts still
+    open go on), every trial tagged ``phase`` and the design (:func:`analysis.sequential.design_tag`).
+    Returns the trials run."""
+    seeds, stages = seeds_of(str(cfg.scale.confirm_seeds)), looks(cfg)
+    design = sequential.design_tag(stages)
+
+    def build(rows: pd.DataFrame, chunk: list[int]) -> dict[str, list]:
+        todo = confirmation_trials(configs, runs, ablations, cli, chunk, rows, changes)
+        return {name: rounds.tag(trials, phase, design) for name, trials in todo.items()}
+    return sum(staged.run_stages(seeds, stages, frozen, build,
+                                 lambda todo: _round(cfg, todo, what, cli, store, phase),
+                                 lambda rows: _open_parts(store, ablations, configs, rows, column)))
+
+
+def _run_column_block(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig], cli: list[str],
+                      store, column: str, changes, what: str) -> int:
+    """A column's block (issue 64): its parts' arms rerun on the confirmation seeds at the lrs the
+    column chose on its exploratory-seed runs (:func:`analysis.confirm.freeze` of those runs),
+    staged as the main block (:func:`run_block`). Nothing where the block is off
+    (:func:`confirm_enabled`)."""
+    if not confirm_enabled(cfg):
+        return 0
+    runs = _column_runs(store, ablations, configs, column)
+    frozen = freeze(configs, runs)
+    if frozen.empty:
+        return 0
+    return run_block(cfg, ablations, configs, cli, store, frozen, runs, column, f"{what}, its block", column, changes)
 
 
 def _run_column(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig], cli: list[str], store,
@@ -129,9 +209,12 @@ def _run_column(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, 
     on its runs (``edges_of(runs)``, each rerun with ``changes``), every trial tagged ``phase``.
     Returns the number of trials."""
     added = {name: {t.trial_id for t in trials} for name, trials in first.items()}
-    return _round(cfg, first, what, cli, store, phase) + _edge_rounds(
+    n = _round(cfg, first, what, cli, store, phase) + _edge_rounds(
         cfg, ablations, cli, store, added, lambda: _column_runs(store, ablations, configs, phase),
         edges_of, f"{what}, past an lr grid edge", changes, phase)
+    fixed = changes if callable(changes) else (lambda row: dict(changes))
+    block = (lambda row: fixed({"n_train": row["n_train"]})) if phase == phases.SCALE else fixed
+    return n + _run_column_block(cfg, ablations, configs, cli, store, phase, block, what)
 
 
 def run_scale(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, DictConfig],
@@ -252,11 +335,11 @@ def run_reruns(cfg: DictConfig, ablations: dict[str, list], configs: dict[str, D
         todo[f"×{cfg.report.budget_factor} steps, budget reruns"] = (phases.BUDGET, budget_trials(
             configs, runs, ablations, cli, cfg.report.budget_factor, frozen))
     if confirm_enabled(cfg):
-        seeds = seeds_of(str(cfg.scale.confirm_seeds))
-        todo["confirmation block"] = (phases.CONFIRMATION, confirmation_trials(configs, runs, ablations, cli, seeds,
-                                                                              frozen))
         todo["readout reruns"] = (phases.READOUT, readout_trials(configs, runs, ablations, cli, frozen))
     done = {what: _round(cfg, trials, what, cli, store, phase) for what, (phase, trials) in todo.items()}
+    if confirm_enabled(cfg):  # in the sequential design's stages (scale.looks)
+        done["confirmation block"] = run_block(cfg, ablations, configs, cli, store, frozen, runs, phases.CONFIRMATION,
+                                               "confirmation block")
     done["scale column"] = run_scale(cfg, ablations, configs, cli, store)  # flags: last
     done["length column"] = run_length(cfg, ablations, configs, cli, store)
     return done
@@ -269,6 +352,7 @@ def check_confirm_seeds(cfg: DictConfig) -> None:
     and, at the evidence scales, on a spent block's seeds (:func:`analysis.confirm.check_unspent`)."""
     if not confirm_enabled(cfg):
         return
+    looks(cfg)  # the stages must end at the block's size
     seeds = seeds_of(str(cfg.scale.confirm_seeds))
     shared = sorted(set(seeds_of(str(cfg.scale.seeds))) & set(seeds))
     if shared:
@@ -402,14 +486,15 @@ def _results_time(bundle: pd.DataFrame) -> str | None:
 def _header(cfg: DictConfig, bundle: pd.DataFrame, source: Source, counts: tuple[int, int, int],
             folder: Path, processors: dict[str, tuple[tuple[str, int], ...]]) -> Header:
     """The :class:`Header` of a report from ``bundle``: ``counts`` are (trial runs,
-    budget-ablation reruns, ablations); ``folder`` holds the bundle's ``frozen.csv``."""
+    budget-ablation reruns, ablations); ``folder`` holds the bundle's ``frozen.csv`` and the
+    sequential design's replay figures (``sequential.csv``, :func:`analysis.sequential.read_replay`)."""
     plan = planned(bundle)
     head, margins = commit_line()
     total, n_longer, n_ablations = counts
     return Header(source, _results_time(bundle), head, first_registration(), margins, frozen_state(folder), processors,
                   OmegaConf.to_container(cfg.scale, resolve=True), int(cfg.report.extend_lr),
                   cfg.scale.name not in EVIDENCE_SCALES, total, n_ablations, sum(plan.values()) if plan else None,
-                  n_longer, int(cfg.report.budget_factor))
+                  n_longer, int(cfg.report.budget_factor), sequential.read_replay(folder / sequential.REPLAY_CSV))
 
 
 def build_report(cfg: DictConfig, configs: dict[str, DictConfig], bundle: pd.DataFrame) -> Report:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -248,3 +249,101 @@ def false_decision_rate(spec: Mapping[str, Any], sd: float, reps: int = 10_000, 
     return {"sequential": seq / len(draws), "sequential_upper95": upper(seq),
             "no_futility": bare / len(draws), "no_futility_upper95": upper(bare), "fixed": fix / len(draws),
             "replays": float(len(draws)), "mean_seeds": float(used.mean())}
+
+
+DESIGN_TAG = "design"  # the run tag naming the design a block was run in (harness.records.Trial.design)
+_DESIGN_WORD = "sequential"
+
+
+def design_tag(looks: Sequence[int] | None) -> str:
+    """The ``design`` tag of a block run in stages at ``looks`` (``sequential 4,7,10``); ``""``
+    for the fixed design (None or empty: every seed at once), so an untagged run reads as fixed."""
+    return f"{_DESIGN_WORD} {','.join(str(int(n)) for n in looks)}" if looks else ""
+
+
+def looks_of(tag: Any) -> tuple[int, ...] | None:
+    """The looks of a ``design`` tag (:func:`design_tag`); None for the fixed design (no tag,
+    ``""`` or NaN).
+
+    Raises:
+        ValueError: a tag that is not :func:`design_tag`'s, or whose looks are not strictly
+            increasing seed counts ≥ 2.
+    """
+    text = "" if tag is None or (isinstance(tag, float) and np.isnan(tag)) else str(tag).strip()
+    if not text:
+        return None
+    word, _, counts = text.partition(" ")
+    try:
+        looks = tuple(int(n) for n in counts.split(","))
+    except ValueError:
+        looks = ()
+    if word != _DESIGN_WORD or not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
+        raise ValueError(f"design tag {text!r}; allowed: '' (fixed) or 'sequential N1,N2,…' (increasing seeds ≥ 2)")
+    return looks
+
+
+def check_looks(looks: Sequence[int], seeds: int) -> tuple[int, ...]:
+    """``looks`` as a tuple, checked against a block of ``seeds`` seeds: strictly increasing
+    counts ≥ 2 whose last is the block's size.
+
+    Raises:
+        ValueError: one line naming what is allowed.
+    """
+    out = tuple(int(n) for n in looks)
+    if not out or out[0] < 2 or any(b <= a for a, b in zip(out, out[1:])) or out[-1] != int(seeds):
+        raise ValueError(f"looks {list(out)}; allowed: strictly increasing seed counts ≥ 2 ending at the block's "
+                         f"{seeds} seeds (e.g. [4, 7, {seeds}]), or [] for the fixed design")
+    return out
+
+
+def look_step(d: Sequence[float], spec: Mapping[str, Any], look: int, looks: tuple[int, ...],
+              ready: bool = True, futility: bool = True) -> tuple[str, str]:
+    """One part at one look (:func:`decide_many`'s rule for one row, on the look's ``n_k``
+    differences ``d``): ``(label at the look's levels, stop)`` with ``stop`` ``"decided"`` (a
+    decisive label where ``ready``: the preconditions hold), ``"futile"`` (an interim look where
+    it is futile and undecided) or ``""`` (go on to the next look)."""
+    row = np.asarray(d, dtype=float)[None, :]
+    label = str(labels(row, spec, nominal_level(look, looks, 0.95), nominal_level(look, looks, 0.90))[0])
+    if label in DECIDED and ready:
+        return label, "decided"
+    if futility and label not in DECIDED and row.shape[1] >= 2 and bool(_futile(row, spec, look, looks)[0]):
+        return label, "futile"
+    return label, ""
+
+
+REPLAY_CSV = "sequential.csv"  # the replay's figures beside the bundle (docs/report/), read by the report
+
+
+def write_replay(replay: Any, path: Path) -> Path:
+    """Write :class:`analysis.report_values.Replay` as a two-column CSV (``key, value``)."""
+    import dataclasses
+
+    import pandas as pd
+
+    values = {k: (",".join(map(str, v)) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(replay).items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"key": list(values), "value": list(values.values())}).to_csv(path, index=False)
+    return path
+
+
+def read_replay(path: Path) -> Any:
+    """:func:`write_replay`'s file back as a :class:`analysis.report_values.Replay`; None where
+    there is none (a report without the replay says nothing of it).
+
+    Raises:
+        ValueError: a file whose keys are not the value's fields.
+    """
+    import dataclasses
+
+    import pandas as pd
+
+    from analysis.report_values import Replay
+
+    if not Path(path).exists():
+        return None
+    got = dict(pd.read_csv(path, dtype=str, keep_default_na=False).itertuples(index=False, name=None))
+    fields = {f.name: f.type for f in dataclasses.fields(Replay)}
+    if set(got) != set(fields):
+        raise ValueError(f"{path}: keys {sorted(got)}; expected {sorted(fields)}")
+    cast = {"looks": lambda v: tuple(int(x) for x in v.split(","))}
+    return Replay(**{k: cast.get(k, float if fields[k] == "float" else int)(v) for k, v in got.items()})

@@ -39,9 +39,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from analysis import length, phases, protocol, render
-from analysis.decision import (Beyond, Block, Conditions, Flip, Holds, Interval, Move, Moved, NotRun, Reason, Rule, Seeds,
-                               Step, Unstable)
+from analysis import length, phases, protocol, render, staged
+from analysis.decision import (Beyond, Block, Conditions, Flip, Holds, Interval, Look, Move, Moved, NotRun, Reason, Rule,
+                               Seeds, Step, Unstable)
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 CONFIRM_FIRST = phases.CONFIRM_FIRST  # the block's first seed (never 0–4, the audit's 10–14 or the pilot 100–104)
@@ -52,7 +52,9 @@ TYPED = ("loo", "scale_block", "length_block", "beyond", "moves", "unstable_of")
 
 def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
                  confirm_seeds: Iterable[int] | None = None) -> dict[str, pd.DataFrame]:
-    """``{exploratory, confirmation, x4, scale, readout=<name>…}`` frames of one ablation's runs for one
+    """``{exploratory, confirmation, x4, scale, scale_confirmation, length, length_confirmation,
+    readout=<name>…}`` frames (a column's reruns split by seed: the exploratory seeds, where its
+    lrs are chosen, and the confirmation seeds, its block) of one ablation's runs for one
     part (module docstring), by phase (:func:`analysis.phases.phase_column`) and the part's
     registered ``readout`` (None: every readout counts as registered). ``steps`` is the
     ablation's own ``train.max_steps``; ``confirm_seeds`` the seeds of ``scale.confirm_seeds``
@@ -60,9 +62,13 @@ def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
     phase = phases.phase_column(df, steps, confirm_seeds)
     registered = (df[READOUT].astype(str) == readout) if readout and READOUT in df else pd.Series(True, index=df.index)
     explore = phase.isin(phases.EXPLORATORY_DECISION)
+    seed = pd.to_numeric(df["seed"], errors="coerce") if "seed" in df else pd.Series(np.nan, index=df.index)
+    fresh = seed.isin(list(confirm_seeds)) if confirm_seeds is not None else seed >= CONFIRM_FIRST
     out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered],
-           "x4": df[(phase == phases.BUDGET) & registered], "scale": df[(phase == phases.SCALE) & registered],
-           "length": df[(phase == phases.LENGTH) & registered]}
+           "x4": df[(phase == phases.BUDGET) & registered]}
+    for column in COLUMNS:  # a column's reruns on the exploratory seeds choose its lrs; its block confirms
+        mine = (phase == column) & registered
+        out[column], out[f"{column}_confirmation"] = df[mine & ~fresh], df[mine & fresh]
     others = df[(explore | (phase == phases.READOUT)) & ~registered]
     for name in sorted(others[READOUT].dropna().astype(str).unique()) if READOUT in others else []:
         out[f"readout={name}"] = others[others[READOUT].astype(str) == name]  # one block per other readout
@@ -180,12 +186,13 @@ def covers(df: pd.DataFrame, spec: Mapping[str, Any]) -> bool:
 def _fewer_seeds(main: protocol.PartResult, r: protocol.PartResult) -> bool:
     """Whether a column's move from a decisive verdict to inconclusive is the wider interval of
     its fewer seeds: only the test is open there (no data rule, precondition, 4b or 4c fired),
-    it has fewer pairs, and its estimate with the main block's interval around it (the main
+    it has fewer pairs (a staged block's futile stop, *the effect is about δ*, is not), and its
+    estimate with the main block's interval around it (the main
     block's precision) gets the main verdict."""
     if main.verdict not in DECISIVE or r.verdict != INCONCLUSIVE or not r.n_pairs < main.n_pairs:
         return False
-    if any(x.rule.step is not Step.TEST for x in r.reasons):
-        return False
+    if any(x.rule.step is not Step.TEST or x.rule is Rule.ABOUT_DELTA for x in r.reasons):
+        return False  # a futile stop (staged block) is the effect about δ, not too few seeds
     shift = float(r.effect) - float(main.effect)
     if not math.isfinite(shift):
         return False
@@ -224,6 +231,28 @@ def _columns(blocks: Mapping[str, pd.DataFrame], results: Mapping[str, protocol.
                             for c in COLUMNS)}
 
 
+def column_block(blocks: Mapping[str, pd.DataFrame], spec: Mapping[str, Any], first: protocol.PartResult,
+                 column: str) -> tuple[protocol.PartResult, Look | None]:
+    """A column's decision (``column``: ``scale`` or ``length``) from ``first``, the part decided
+    on the column's runs on the exploratory seeds (its lrs chosen again, every precondition):
+    on the column's block (``<column>_confirmation``: its arms rerun on the confirmation seeds at
+    the lrs ``first`` chose, :func:`analysis.staged.decide_confirmation`, staged where they ran
+    so) where that block holds the part's arms, else ``first`` itself (Look None)."""
+    block = blocks.get(f"{column}_confirmation", pd.DataFrame())
+    if first.n_runs and covers(block, spec):
+        return staged.decide_confirmation(block, first)
+    return first, None
+
+
+def column_decision(blocks: Mapping[str, pd.DataFrame], part: Any, column: str) -> tuple[protocol.PartResult,
+                                                                                         Look | None]:
+    """A part in one column (:data:`COLUMNS`) decided as the stability table decides it: on the
+    column's exploratory-seed runs (every precondition), then on its block (:func:`column_block`)."""
+    spec = protocol.spec_dict(part)
+    runs = blocks.get(column, pd.DataFrame())
+    return column_block(blocks, spec, _block(runs if covers(runs, spec) else pd.DataFrame(), part, True), column)
+
+
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
                   decided: Mapping[str, protocol.PartResult] | None = None) -> dict[str, Any]:
     """One row of the stability table for one deciding part (module docstring). ``decided``: the
@@ -238,6 +267,13 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
                # column's runs, e.g. a positive control's)
                **{c: _block(blocks.get(c, pd.DataFrame()) if covers(blocks.get(c, pd.DataFrame()), spec)
                             else pd.DataFrame(), part, True) for c in COLUMNS}}
+    looks: dict[str, Any] = {}
+    for c in COLUMNS:  # a column decided on its block's seeds where it ran them, as the main verdict is
+        results[c], looks[c] = column_block(blocks, spec, results[c], c)
+    if "confirmation" not in decided and not blocks.get("confirmation", pd.DataFrame()).empty:
+        results["confirmation"], looks["confirmation"] = staged.decide_confirmation(blocks["confirmation"],
+                                                                                    results["exploratory"])
+    looks.setdefault("confirmation", decided.get("confirmation_look"))
     for name in ["confirmation", "x4", *sorted(k for k in blocks if k.startswith("readout="))]:
         # one frozen lr per arm: no lr-edge precondition; a readout block decided under its own readout
         # (under the registered one, decide_part would find none of its runs)
@@ -260,7 +296,9 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     deciding = "confirmation" if not blocks.get("confirmation", pd.DataFrame()).empty else "exploratory"
     row["decided_on"] = deciding
     row.update(slack(results[deciding]))
-    frame = blocks.get(deciding, pd.DataFrame())
+    for name in ("confirmation", *COLUMNS):
+        row[f"{name}_look"] = looks.get(name)  # the staged design's look it stopped at (None: fixed design)
+    frame = staged.look_seeds(blocks.get(deciding, pd.DataFrame()), looks.get(deciding))
     again = part if deciding == "exploratory" else {**results["exploratory"].spec, "choose_b": []}
     row["loo"] = loo_flip(frame, again, check_edge=deciding == "exploratory") if not frame.empty else None
     row["loo_flip"] = render.flip(row["loo"])  # its words, for the CSV and the flags column
@@ -332,6 +370,9 @@ def write_csv(frame: pd.DataFrame, path: Path) -> Path:
     (its folder created); list-valued cells as ``;``-joined text."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = frame.drop(columns=[c for c in TYPED if c in frame])  # the CSV holds their words
+    staged_cols = [c for c in frame if c.endswith("_look")]  # a column only where a block ran in stages
+    frame = frame.drop(columns=[c for c in staged_cols if frame[c].isna().all()])
+    frame = frame.assign(**{c: frame[c].map(render.look) for c in staged_cols if c in frame})
     frame = frame.assign(**{c: frame[c].map(render.scale_verdict) for c in COLUMNS if c in frame})
     frame = frame.assign(**{c: frame[c].map(render.block_seeds) for c in frame if c.endswith("_seeds")},
                          **{c: frame[c].map(render.block_lrs) for c in frame if c.endswith("_lr")})

@@ -22,9 +22,9 @@ from typing import Any, Mapping
 import pandas as pd
 from omegaconf import DictConfig
 
-from analysis import phases, protocol, render, stability, stats
+from analysis import phases, protocol, render, stability, staged, stats
 from analysis.confirm import seeds_of
-from analysis.decision import ClaimVerdict, Conditions, Unstable
+from analysis.decision import ClaimVerdict, Conditions, Look, Unstable
 
 UNSTABLE = "unstable"
 
@@ -58,16 +58,22 @@ def _n_seeds(df: pd.DataFrame) -> int | None:
 def decide_both(conf: DictConfig, df: pd.DataFrame, part: Any) -> tuple[protocol.PartResult, protocol.PartResult | None]:
     """``(exploratory decision, block decision or None)`` of one part on one ablation's runs
     (every phase; ``arm`` and :func:`analysis.stats.add_error`'s columns). The block decision
-    exists for a deciding part whose confirmation block has runs."""
+    exists for a deciding part whose confirmation block has runs (:func:`decide_all`)."""
+    first, block, _ = decide_all(conf, df, part)
+    return first, block
+
+
+def decide_all(conf: DictConfig, df: pd.DataFrame, part: Any) -> tuple[protocol.PartResult, protocol.PartResult | None,
+                                                                        Look | None]:
+    """:func:`decide_both` with the :class:`Look` a staged block stopped at (None: fixed design
+    or no block)."""
     blocks = _blocks(conf, df, part)
     explore = blocks["exploratory"]
     first = protocol.decide_part(explore, part, _n_seeds(explore))
     block = blocks.get("confirmation", pd.DataFrame())
     if protocol.spec_dict(part)["role"] != "deciding" or block.empty:
-        return first, None
-    # b as the exploratory block chose it (frozen), one lr per arm: no lr-edge precondition
-    frozen = {**first.spec, "choose_b": [], "chosen_among": first.spec["choose_b"]}  # b stays named as chosen
-    return first, protocol.decide_part(block, frozen, _n_seeds(block), check_edge=False, explored=first)
+        return first, None, None
+    return (first, *staged.decide_confirmation(block, first))
 
 
 def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFrame],
@@ -81,10 +87,11 @@ def decide_parts(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.DataFr
     for name, conf in configs.items():
         df = runs.get(name, pd.DataFrame())
         for part in conf.ablation.parts:
-            first, block = decide_both(conf, df, part)
+            first, block, look = decide_all(conf, df, part)
             out.append(block if block is not None else first)
             if both is not None:
-                both[(name, str(part.name))] = {"exploratory": first, **({"confirmation": block} if block else {})}
+                both[(name, str(part.name))] = {"exploratory": first, **({"confirmation": block} if block else {}),
+                                                **({"confirmation_look": look} if look else {})}
     mark_shared(out)
     return out
 

@@ -14,7 +14,8 @@ bundle and calibrated by simulation (issue 64 item 3).
    on the same draws.
 
 Prints one Markdown table each; ``--write`` puts them in ``benchmarks/RESULTS.md``'s
-``sequential`` section. Analysis only (no training): seconds, not a quiet-machine benchmark.
+``sequential`` section and the report's figures (runs saved, worst rates) in ``sequential.csv``
+beside the bundle (``docs/report/``), which the report's method section reads. Analysis only (no training): seconds, not a quiet-machine benchmark.
 """
 
 from __future__ import annotations
@@ -124,6 +125,19 @@ def summary(table: pd.DataFrame, looks: tuple[int, ...]) -> str:
             "effect is about δ*).")
 
 
+def figures(table: pd.DataFrame, rates: pd.DataFrame, looks: tuple[int, ...], reps: int):
+    """The report's figures (:class:`analysis.report_values.Replay`) from the replay ``table``
+    and the simulated ``rates``: runs each design needs, verdicts reached, worst rates."""
+    from analysis.report_values import Replay
+
+    ok = table[table["note"] == ""]
+    return Replay(tuple(looks), len(ok), 2 * looks[-1] * len(ok), 2 * int(ok["seeds (no futility)"].sum()),
+                  2 * int(ok["seeds"].sum()), int((ok["fixed"] == ok["no futility"]).sum()),
+                  int((ok["fixed"] == ok["sequential"].str.replace(" (futile)", "", regex=False)).sum()), int(reps),
+                  float(rates["no futility"].max()), float(rates["upper 95% (no futility)"].max()),
+                  float(rates["sequential"].max()), float(rates["upper 95%"].max()), float(rates["fixed"].max()))
+
+
 def main(argv: list[str] | None = None) -> int:
     from analysis import sequential
 
@@ -145,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"(upper {rates['upper 95% (no futility)'].max():.4f}); worst fixed-design rate "
                         f"{rates['fixed'].max():.4f}."])
     print(text)
-    if args.write:
+    if args.write:  # the report's method section reads the figures from this file (analysis.sequential.read_replay)
         from benchmarks.results import write_section
+
+        sequential.write_replay(figures(table, rates, looks, args.reps), args.runs.parent / sequential.REPLAY_CSV)
 
         write_section(ROOT / "benchmarks" / "RESULTS.md", "<!-- sequential:start -->", "<!-- sequential:end -->",
                       "## A sequential confirmation design, replayed on the committed bundle (issue 64 item 3) — "

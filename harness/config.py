@@ -241,6 +241,10 @@ class ScaleConfig:
     # confirm_seeds when the report runs again on the final code (then 2000-2009 joins SPENT_BLOCKS,
     # and 3000-3009 too once its verdicts are committed)
     next_confirm_seeds: str = "range(3000,3010)"
+    # the sequential design's looks (analysis/sequential.py, issue 64): the confirmation block and
+    # the columns' blocks run their seeds in these stages, a part stopping at the first look that
+    # decides it; the last is the block's size. "": the fixed design (every seed at once)
+    looks: str = "4,7,10"
 
 
 @dataclass

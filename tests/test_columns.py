@@ -42,7 +42,7 @@ def _record(trial) -> dict:
     n = int(getattr(cfg.task, "n", 8) or 8)
     e = _error(trial, 0.2 if n > 8 else 0.0)
     steps = int(cfg.train.max_steps)
-    return {"trial_id": trial.trial_id, "extends": trial.extends, "phase": trial.phase or None,
+    return {"trial_id": trial.trial_id, "extends": trial.extends, "phase": trial.phase or None, "design": trial.design,
             "status": "FINISHED", "diverged": False, "task": trial.task, "variant": trial.variant,
             "seed": int(cfg.seed), "train.lr": float(cfg.train.lr), "task.n_train": int(cfg.task.n_train),
             "task.n": n, "train.max_steps": steps, "task.readout": getattr(getattr(cfg.task, "readout", None),
@@ -86,6 +86,7 @@ def test_every_deciding_part_runs_in_both_columns_and_the_first_screen_says_what
     from analysis import answer, render, reporting, stats, verdicts
 
     cfg, configs, ablations, store, queued = report_rounds
+    cfg.report.confirm = False  # the columns' first rounds; their blocks are tests/test_staged.py's
     cli, synthetic = CHEAP, SimpleNamespace(uri="synthetic")
     at_scale = reporting.run_scale(cfg, ablations, configs, cli, synthetic)
     longer = reporting.run_length(cfg, ablations, configs, cli, synthetic)
