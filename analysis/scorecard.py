@@ -433,17 +433,18 @@ def _costs() -> dict[tuple[str, str], float]:
     return {(r.model, r.task): float(r.cpu_ms_per_step) for r in table.itertuples()}
 
 
-def expected_cpu_s(trials: list, mixer: str) -> float:
-    """Expected CPU-seconds of ``trials`` from :data:`COST_TABLE` (steps × CPU-ms per step of
-    the trial's model preset on its task; the mixer and presets not in the table are costed as
-    softmax attention)."""
+def expected_cpu_s(trials: list, mixer: str, costs: dict[tuple[str, str], float] | None = None) -> float:
+    """Expected CPU-seconds of ``trials`` from ``costs`` (``{(preset, task): CPU-ms a step}``;
+    default :data:`COST_TABLE`): steps × CPU-ms per step of the trial's model preset on its task;
+    the mixer and presets not in the table are costed as softmax attention, a task the table
+    lacks at its dearest step."""
     from harness.naming import preset
 
-    costs, total = _costs(), 0.0
+    costs, total = costs or _costs(), 0.0
     for t in trials:
         model = "mixer" if t.variant == mixer else preset(t.variant)
-        ms = costs.get((model, t.task), costs.get(("mixer", t.task), costs[("softmax", t.task)]))
-        total += ms * t.config.train.max_steps / 1000
+        ms = costs.get((model, t.task), costs.get(("mixer", t.task), costs.get(("softmax", t.task))))
+        total += (max(costs.values()) if ms is None else ms) * t.config.train.max_steps / 1000
     return total
 
 
@@ -452,21 +453,24 @@ def _minutes(seconds: float) -> str:
 
 
 def print_expected(refs: list, mine: list, done: set[str], mixer: str, cores: int,
-                   command: str = "scorecard", what: str = "the mixer") -> None:
+                   command: str = "scorecard", what: str = "the mixer",
+                   costs: tuple[str, dict[tuple[str, str], float]] | None = None) -> None:
     """One line before the first trial: what is left to run and its expected CPU time (the
     references' too when they are not in the store yet), and the wall time if ``cores`` cores
     are free, with the load average where it is above this machine's cores
     (:func:`harness.console.load_note`); the sweep replaces it with the measured rate once a
     tenth of its trials are back.
-    ``command``, ``what``: the line's prefix and the name of ``mine`` (the zoo: "the mixers")."""
+    ``command``, ``what``: the line's prefix and the name of ``mine`` (the zoo: "the mixers");
+    ``costs``: ``(the table's name, its costs)`` in place of :data:`COST_TABLE` (the zoo's own)."""
     todo_refs = [t for t in refs if t.trial_id not in done]
     todo_mine = [t for t in mine if t.trial_id not in done]
-    a, b = expected_cpu_s(todo_refs, mixer), expected_cpu_s(todo_mine, mixer)
+    table, costs = costs or (COST_TABLE.name, None)
+    a, b = expected_cpu_s(todo_refs, mixer, costs), expected_cpu_s(todo_mine, mixer, costs)
     refs_text = (f"references {len(todo_refs)} of {len(refs)} trials ≈ {_minutes(a)}; " if todo_refs
                  else f"references in the store ({len(refs)} trials); ")
     print(f"{command}: expected {refs_text}{what} {len(todo_mine)} of {len(mine)} trials ≈ {_minutes(b)}; "
           f"≈ {(a + b) / 60 / max(cores, 1):.1f} min wall if {cores} cores are free, plus lr-edge and ×4 budget reruns "
-          f"(costs: {COST_TABLE.name}){load_note(os.cpu_count() or 1)}", flush=True)
+          f"(costs: {table}){load_note(os.cpu_count() or 1)}", flush=True)
 
 
 def _expand(cli: list[str], sweeps: list[str]) -> tuple[DictConfig, list, list, list[str], list[str]]:

@@ -251,11 +251,19 @@ def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list
     if finished is None:
         return 2
     scorecard.print_expected(refs, flat, set(finished.get(ABLATION, {})), "", scorecard._cores(sc.cluster),
-                             command="zoo", what=f"the {len(arms)} mixers")
+                             command="zoo", what=f"the {len(arms)} mixers", costs=_costs(sc))
     print(f"zoo: dry run: would measure each arm's symmetries, run the trials not done, extend the lr grid "
           f"past its edges, rerun budget-limited rows at ×{sc.report.budget_factor} steps and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
           "nothing was run or written")
     return 0
+
+
+def _costs(sc: DictConfig) -> tuple[str, dict] | None:
+    """The zoo's cost table at its depth (:mod:`analysis.zoo_cost`) where it has rows at the
+    depth of these trials, else None (the scorecard's table, measured on bare models)."""
+    from analysis import zoo_cost
+
+    return zoo_cost.costs_at(int(OmegaConf.select(sc, "model.blocks", default=0) or 0))
 
 
 def _parts(sc: DictConfig, cfg: DictConfig, refs: list[dict]) -> list[dict]:
@@ -268,10 +276,12 @@ def _parts(sc: DictConfig, cfg: DictConfig, refs: list[dict]) -> list[dict]:
     words = {p["task"]: scorecard._words(p["name"])[0] for p in parts if p["a"] == scorecard.MIXER}
     control = next((p["control"] for p in parts if p["control"]), [])
     for task, spec in OmegaConf.to_container(cfg.zoo.tasks, resolve=True).items():
-        if task not in words:
-            raise ZooInputError(f"zoo.tasks.{task}: no scorecard part on {task} (tasks: {', '.join(sorted(words))})")
+        label = words.get(task) or spec.get("label")
+        if not label:
+            raise ZooInputError(f"zoo.tasks.{task}: no scorecard part on {task} (tasks: {', '.join(sorted(words))}); "
+                                "give it a label: {value: auc, delta: 0.1, label: '...'}")
         for ref in refs:
-            name = f"{words[task]} vs {ref['label']}, {spec.get('value', 'auc')} over n_train"
+            name = f"{label} vs {ref['label']}, {spec.get('value', 'auc')} over n_train"
             parts.append(protocol.spec_dict({
                 "claim": "zoo", "role": "observation", "name": name, "task": task, "a": scorecard.MIXER,
                 "b": ref["arm"], "value": spec.get("value", "auc"), "delta": float(spec["delta"]),
@@ -341,7 +351,7 @@ def _expand(cfg: DictConfig, runtime: Runtime, arms: list[dict], registered: lis
     models = [model_overrides(a) for a in arms]
     if any(o.lstrip("+~").split("=", 1)[0].split(".")[0] == "model" for o in [*runtime.overrides, *runtime.sweeps]):
         raise ZooInputError("the zoo's models are zoo.arms (conf/zoo.yaml), not model=… on the command line")
-    rest = [o for o in runtime.overrides if not o.startswith("zoo.")]
+    rest = [o for o in runtime.overrides if not o.startswith("zoo.")] + regime_overrides(cfg, runtime)
     ref_models = [[f"model={r['arm']}"] for r in registered]
     sc, refs, expanded, base = scorecard.expand_arms(rest, list(runtime.sweeps), [*ref_models, *models])
     cli = [*base, *runtime.sweeps]
@@ -357,6 +367,26 @@ def _expand(cfg: DictConfig, runtime: Runtime, arms: list[dict], registered: lis
         raise ZooInputError(f"zoo.arms: {clash} name a reference arm of conf/ablation/scorecard.yaml; rename the arm")
     mine = [[t for t in trials if t.trial_id not in seen] for trials in expanded[len(ref_models):]]
     return sc, refs, groups, mine, models, base
+
+
+def regime_overrides(cfg: DictConfig, runtime: Runtime) -> list[str]:
+    """The zoo's regime as overrides of the scorecard's grid: ``model.blocks`` (``zoo.blocks``,
+    every arm and reference alike; none at 0, so the first zoo's trial ids stand) and, unless the
+    command line gives ``task=…``, the task axis: the verdict tasks of ``zoo.tasks`` and
+    ``zoo.length_task``.
+
+    Raises:
+        ZooInputError: ``zoo.blocks`` below 0.
+    """
+    blocks = int(cfg.zoo.blocks)
+    if blocks < 0:
+        raise ZooInputError(f"zoo.blocks={blocks}; allowed: 0 (the bare mixer) or a positive number of blocks")
+    out = [f"model.blocks={blocks}"] if blocks else []
+    given = {o.lstrip("+~").split("=", 1)[0] for o in [*runtime.overrides, *runtime.sweeps]}
+    if "task" not in given:
+        tasks = [*OmegaConf.to_container(cfg.zoo.tasks, resolve=True), str(cfg.zoo.length_task)]
+        out.append(f"ablation.grid.task='{','.join(dict.fromkeys(tasks))}'")
+    return out
 
 
 def concrete_parts(parts: list[dict], rows: list[dict]) -> list[dict]:
@@ -394,7 +424,7 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     for row, arm in zip(rows, arms):
         row.update(target=arm["target"], kwargs=json.dumps(arm["kwargs"], sort_keys=True), paper=arm["paper"])
     status = scorecard._sweep(sc, refs + flat, cli, store, before=lambda finished: scorecard.print_expected(
-        refs, flat, finished, "", scorecard._cores(sc.cluster), command="zoo", what=f"the {len(arms)} mixers"))
+        refs, flat, finished, "", scorecard._cores(sc.cluster), command="zoo", what=f"the {len(arms)} mixers", costs=_costs(sc)))
     if status == 2:
         return 2, []
     # the arms' rows by their variants (the runs' arm); every row's lrs are extended past a grid
@@ -414,6 +444,7 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)), "registered": registered,
             "length_task": str(cfg.zoo.length_task), "budget_factor": int(sc.report.budget_factor),
             "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
+            "blocks": int(cfg.zoo.blocks),
             "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
     folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
     return max(status, ext, ext4), zoo_page.render(folder, out)

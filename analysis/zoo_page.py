@@ -299,7 +299,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
     tasks = list(dict.fromkeys(p["task"] for p in board))
     pages_dir = out / "zoo"
     pages_dir.mkdir(parents=True, exist_ok=True)
-    paths, rows, reasons, open_rows = [out / "zoo.md"], [], {}, []
+    paths, rows, reasons, open_rows, verdicts_of = [out / "zoo.md"], [], {}, [], {}
 
     def area(task: str, arms: list[str], value: str) -> str:
         values, _, why = protocol.arm_values(df, task, arms[0], value)
@@ -323,6 +323,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(_row([f"[`{arm['name']}`](zoo/{page.name})", arm.get("paper") or "–", params, held,
                           _uses(plan, causal, False), _trained(df, [arm["name"]]), *cells, err, ratio]))
         names = {p["name"] for p in mine}
+        verdicts_of[arm["name"]] = [(r.task, r.verdict) for r in table.itertuples() if r.name in names]
         open_rows += [(arm["name"], _read_as(r), r.reference, r.open) for r in table.itertuples()
                       if r.open is not None and r.name in names]
     for label, candidates in _reference_entries(plan):
@@ -330,11 +331,71 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(line)
         open_rows += more
     lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
+    lead = [*_lead(verdicts_of, tasks), *_expectations(df, sym, plan, tasks)]
+    lines[2:2] = lead  # after the title: what matches attention where, then the published expectations
     if reasons:
         lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
     paths[0].parent.mkdir(parents=True, exist_ok=True)
     paths[0].write_text("\n".join(lines))
     return paths
+
+
+# The kinds of task the lead sentence groups the verdicts by (a task not named here is a selection task)
+KINDS = (("recall", "associative recall (`recall`, MQAR)"), ("teacher", "generation by a teacher†"),
+         ("selection", "selection (`nearest`, `repeated`)"))
+MATCH = ("better", "equivalent within δ")
+
+
+def kind_of(task: str) -> str:
+    """``recall`` (the suite's recall and MQAR), ``teacher`` (targets of a teacher) or ``selection``."""
+    if task == "recall" or task.startswith("mqar"):
+        return "recall"
+    return "teacher" if task.startswith("teacher") else "selection"
+
+
+def matches(verdicts_of: dict[str, list[tuple[str, str]]], tasks: list[str]) -> dict[str, list[str]]:
+    """``{kind: the arms that match attention on every task of that kind}``: each leaderboard
+    verdict against each reference of the arm's causality is better or equivalent within δ."""
+    out, decided = {}, {t for said in verdicts_of.values() for t, _ in said}
+    for kind, _ in KINDS:
+        mine = [t for t in tasks if kind_of(t) == kind and t in decided]  # a task with no runs says nothing
+        if mine:
+            out[kind] = [arm for arm, said in verdicts_of.items()
+                         if all(any(t == task for t, _ in said) and all(v in MATCH for t, v in said if t == task)
+                                for task in mine)]
+    return out
+
+
+def _lead(verdicts_of: dict[str, list[tuple[str, str]]], tasks: list[str]) -> list[str]:
+    """The page's lead: per kind of task, which mixers match attention there."""
+    words = dict(KINDS)
+    said = [f"on {words[k]}: {', '.join(f'`{a}`' for a in arms) if arms else 'none'}"
+            for k, arms in matches(verdicts_of, tasks).items()]
+    return ["**Which mixers match attention** (better than or equivalent within δ to every reference of their "
+            "causality on every task of the kind): " + "; ".join(said) + ".", ""] if said else []
+
+
+def _expectations(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, tasks: list[str]) -> list[str]:
+    """The published expectations against this zoo's rows (:mod:`analysis.zoo_expectations`)."""
+    from analysis import zoo_expectations as ex
+
+    arms = [a["name"] for a in plan["arms"]] + list(plan["references"])
+    found = ex.decide(ex.cells(df, sym, arms, tasks))
+    scale = plan["scale"]
+    sizes = (f"n_train {scale['n_train']}, {scale['steps']} steps, {plan.get('blocks', 0) or 1} "
+             f"{'pre-norm residual blocks' if plan.get('blocks') else 'layer (the bare mixer)'}")
+    return ex.words(found, sizes)
+
+
+def _depth_words(plan: dict) -> str:
+    """The legend's line on the depth (``plan['blocks']``, absent in a bundle from before it)."""
+    blocks = int(plan.get("blocks", 0))
+    if not blocks:
+        return "* **depth**: one layer, the bare mixer (no residual, norm or MLP)."
+    return (f"* **depth**: every arm and every reference is {blocks} pre-norm residual blocks, each "
+            "x ← x + mixer(norm(x)), then x ← x + MLP(norm(x)) with a 2× MLP (d → 2d → d, GELU); norm is RMSNorm "
+            "without a gain (it keeps orthogonal equivariance); each block has its own mixer. The symmetries and "
+            "causality above are the stack's, declared and measured on it.")
 
 
 def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[str]:
@@ -373,6 +434,7 @@ def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[s
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "
         "below the trivial predictor's (uniform mixing) on the same test set.",
+        _depth_words(plan),
         f"* {MARK} the targets of {', '.join(f'`{t}`' for t in HOME_GROUND)} are generated by a softmax-attention "
         "teacher: the reference's home ground, which it can fit exactly.", "",
         f"| arm | paper | params | at init | references | trained | {head} | length{mark}: error "

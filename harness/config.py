@@ -297,6 +297,7 @@ class ZooConfig:
     # the leaderboard's references, each {arm, label, serves}: an arm measured causal is compared
     # with those serving "causal", a bidirectional one with those serving "bidirectional"
     references: List[Any] = field(default_factory=list)
+    blocks: int = 0  # every arm and reference as this many pre-norm residual blocks (model.blocks); 0: bare
     examples: str = ""  # a folder put first on sys.path so `target` imports; default: the repository's examples/
     out: str = "docs"  # the leaderboard goes to <out>/zoo.md, the pages and the bundle to <out>/zoo/
     runs: str = ""  # a bundle (<out>/zoo/runs.csv.gz) to regenerate from, offline; default: run and export

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf, ValidationError, ValueNode, open_di
 from omegaconf._impl import select_node
 
 from harness.config import Config, to_plain
-from harness.models.external import variant_name
+from harness.models.external import REGIME_KEY, variant_name
 from harness.naming import preset
 from harness.paths import SINGLE, one_off_experiment
 from harness.records import NOT_IDENTITY, Trial, drop_neutral  # the shared types (importers of harness.expansion.Trial too)
@@ -150,7 +150,10 @@ def grid_points(grid: dict[str, str], replaced: set[str], sweeps: Sequence[str] 
 def _variant(choices: DictConfig, overrides: Sequence[str]) -> str:
     if choices["model"] == "external":  # a class by import path: its class name (harness/models/external.py)
         return variant_name(overrides) or "external"
-    extra = [o.split("=", 1) for o in overrides if o.lstrip("+~").startswith("model.")]
+    # model.blocks is the regime's depth (as train.lr, its trials' own params), not the arm's name:
+    # the zoo's references keep their preset names at two blocks (harness/models/stack.py)
+    extra = [o.split("=", 1) for o in overrides if o.lstrip("+~").startswith("model.")
+             and o.lstrip("+~").split("=", 1)[0] != REGIME_KEY]
     suffix = ",".join(f"{key.split('.', 1)[1]}={value}" for key, value in extra)
     return f"{choices['model']}[{suffix}]" if suffix else str(choices["model"])
 

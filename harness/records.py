@@ -31,9 +31,10 @@ NOT_IDENTITY = ("cluster", "tracking", "ablation", "scale", "report", "zoo", "dr
 # task.label_noise: the teachers' training-target noise (tasks/teacher.py); 0 before it existed.
 # model.causal_mask, model.learned_positions: attention's causal and positional references for the
 # zoo (harness/models/attention.py); every earlier attention trial had neither.
+# model.blocks: pre-norm residual blocks (harness/models/stack.py); every earlier trial was the bare model.
 NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("task", "eval_seed"): 0, ("train", "augment"): "none",
                                                 ("task", "label_noise"): 0.0, ("model", "causal_mask"): False,
-                                                ("model", "learned_positions"): False}
+                                                ("model", "learned_positions"): False, ("model", "blocks"): 0}
 
 
 # Keys inside a group that say how a trial runs, never what it is: left out of every identity.

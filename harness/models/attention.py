@@ -53,6 +53,7 @@ class AttentionConfig:
     # there (harness.records.NEUTRAL_DEFAULTS), so every attention trial keeps its id.
     causal_mask: bool = False  # query i sees keys j ≤ i only: M4a against causal mixers
     learned_positions: bool = False  # X + P[:n], P: (n_max, d) learned: M4a off its permutation symmetry
+    blocks: int = 0  # 0: this layer alone; L ≥ 1: L pre-norm residual blocks of it (harness/models/stack.py)
 
 
 class Attention(nn.Module):

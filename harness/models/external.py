@@ -38,6 +38,7 @@ from harness.models.common import SYMMETRIES
 from tasks.user_code import did_you_mean, load_class
 
 NAME = "external"
+REGIME_KEY = "model.blocks"  # the depth: a regime (its trials' params), not part of a variant's name
 PROBE_B, PROBE_N = 3, 5  # the probe batch: B sequences of n tokens (n ≤ n_max)
 
 
@@ -54,6 +55,7 @@ class ExternalConfig:
     # error when built: not MISSING, so that an ablation grid can set it like any value)
     target: str = ""
     kwargs: Dict[str, Any] = field(default_factory=dict)  # constructor keyword arguments
+    blocks: int = 0  # 0: the class alone; L ≥ 1: L pre-norm residual blocks of it (harness/models/stack.py)
     variant: str = ""  # the name MLflow and the plots show; default: the class name. Not part of the
     # trial id (harness.records.drop_neutral): a plug-in name reuses the runs of its import path
 
@@ -82,7 +84,7 @@ def variant_name(overrides: list[str] | tuple[str, ...]) -> str | None:
         return None
     base = given.get("model.variant") or target.rpartition(":")[2]
     rest = [f"{k.split('.', 1)[1]}={v}" for k, v in given.items()
-            if k.startswith("model.") and k not in ("model.target", "model.variant")]
+            if k.startswith("model.") and k not in ("model.target", "model.variant", REGIME_KEY)]
     return f"{base}[{','.join(rest)}]" if rest else base
 
 

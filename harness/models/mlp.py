@@ -25,6 +25,7 @@ class FlatMLPConfig:
     name: str = "mlp"
     hidden: int = 256  # width of every hidden layer
     depth: int = 2  # number of hidden layers
+    blocks: int = 0  # 0: this MLP alone; L ≥ 1: L pre-norm residual blocks of it (harness/models/stack.py)
 
 
 class FlatMLP(nn.Module):

@@ -50,6 +50,7 @@ from harness.models.higher_order import HigherOrder, HigherOrderConfig
 from harness.models.mixing import Mixing, MixingConfig
 from harness.models.mlp import FlatMLP, FlatMLPConfig
 from harness.models.multihead import MultiheadAttention, MultiheadConfig
+from harness.models.stack import Stack
 from harness.models.tokenwise import TokenMLP, TokenMLPConfig
 from harness.models.transformer import Transformer, TransformerConfig
 from harness.models.xg import XG, XGConfig
@@ -96,17 +97,26 @@ def build_model(cfg: Any, d: int, n_max: int, generator: torch.Generator) -> nn.
         generator: the initialisation stream; no global RNG is used.
 
     ``cfg.name == "external"``: the class ``cfg.target`` (:mod:`harness.models.external`).
+    ``cfg.blocks = L ≥ 1`` (a key of the attention, MLP and external configs; absent or 0: the bare
+    model): L pre-norm residual blocks, each with its own copy of the model
+    (:class:`harness.models.stack.Stack`).
 
     Raises:
         KeyError: for an unregistered family, naming the registered ones.
         ValueError: for impossible sizes (raised by the family); for an external model, a
-            target that does not import or cannot be built (naming ``model.target``).
+            target that does not import or cannot be built (naming ``model.target``); a
+            ``blocks`` below 0.
     """
-    if cfg.name == EXTERNAL:
-        return build_external(cfg, d, n_max, generator)
-    if cfg.name not in MODELS:
+    if cfg.name != EXTERNAL and cfg.name not in MODELS:
         raise KeyError(f"unknown model family {cfg.name!r}; registered: {sorted(MODELS)}")
-    return MODELS[cfg.name].build(cfg, d, n_max, generator)
+    one = build_external if cfg.name == EXTERNAL else MODELS[cfg.name].build
+    blocks = getattr(cfg, "blocks", 0)
+    if not isinstance(blocks, int) or blocks < 0:
+        raise ValueError(f"model.blocks={blocks!r}; allowed: 0 (the bare model) or a positive number of blocks")
+    if blocks == 0:
+        return one(cfg, d, n_max, generator)
+    # the mixers first, then the blocks' MLPs, all from the one generator (harness/models/stack.py)
+    return Stack([one(cfg, d, n_max, generator) for _ in range(blocks)], d, generator)
 
 
 def count_parameters(model: nn.Module) -> int:

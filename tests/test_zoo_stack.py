@@ -1,0 +1,139 @@
+"""harness/models/stack.py (issue 65): ``model.blocks`` pre-norm residual blocks around any mixer,
+one implementation for the built-in families and the plug-in mixers alike. The block's structure
+(norm, mixer, residual; norm, 2× MLP, residual, each block its own mixer), the stack's declared
+symmetries and causality equal to the ones measured on it in float64, the zoo's pre-flight refusing a
+false declaration on the stack, the depth as a regime (ids of the bare model unchanged, the preset's
+name kept) and the zoo's regime overrides (the depth for every arm and reference, its task axis)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from analysis import scorecard, zoo
+from harness.expansion import compose_trial
+from harness.external_check import causality_refusal, measure_redrawn
+from harness.models import build_model
+from harness.models.attention import AttentionConfig
+from harness.models.external import ExternalConfig
+from harness.models.stack import Stack, rms_norm
+
+D, N = 8, 5
+EXAMPLES = str(zoo.ROOT / "examples")
+
+
+def _holds(model) -> set[str]:
+    errors, dtype = measure_redrawn(model, D, N)
+    return {s for s, k in scorecard.SYMMETRY_KEYS.items() if errors.get(k, float("nan")) <= 1e-8}
+
+
+def test_the_block_is_norm_mixer_residual_then_norm_mlp_residual():
+    """Two blocks of softmax attention: each its own mixer (other weights), an MLP d → 2d → d, and
+    the output exactly x + mixer(norm x), then + MLP(norm ·), block after block; blocks = 0 is the
+    bare model drawn from the same stream (the first zoo's trials)."""
+    stack = build_model(AttentionConfig(blocks=2), D, N, torch.Generator().manual_seed(0))
+    bare = build_model(AttentionConfig(), D, N, torch.Generator().manual_seed(0))
+    assert isinstance(stack, Stack) and len(stack.blocks) == 2 and not isinstance(bare, Stack)
+    first, second = (b.mixer for b in stack.blocks)
+    assert torch.equal(first.W_Q, bare.W_Q)  # the first mixer is drawn as the bare model is
+    assert not torch.equal(first.W_Q, second.W_Q)
+    assert [tuple(w.shape) for w in stack.blocks[0].mlp.weights] == [(2 * D, D), (D, 2 * D)]
+    x = torch.randn(3, N, D, generator=torch.Generator().manual_seed(1))
+    want = x
+    for block in stack.blocks:
+        want = want + block.mixer(want / want.square().mean(-1, keepdim=True).add(1e-6).sqrt())
+        want = want + block.mlp(rms_norm(want))
+    assert torch.allclose(stack(x), want, atol=1e-6)
+    with pytest.raises(ValueError, match="model.blocks=-1"):
+        build_model(AttentionConfig(blocks=-1), D, N, torch.Generator())
+
+
+@pytest.mark.parametrize("cfg, said, causal", [
+    (AttentionConfig(blocks=2), {"orthogonal_knowledge", "permutation"}, False),
+    (AttentionConfig(blocks=2, causal_mask=True), {"orthogonal_knowledge"}, True),
+    (AttentionConfig(blocks=2, learned_positions=True), {"orthogonal_knowledge"}, False),
+    (ExternalConfig(target="zoo.linear_attention:LinearAttention", kwargs={"causal": True}, blocks=2),
+     {"orthogonal_knowledge"}, True),
+    (ExternalConfig(target="zoo.linear_attention:LinearAttention", kwargs={"causal": False}, blocks=2),
+     {"orthogonal_knowledge", "permutation"}, False),
+    (ExternalConfig(target="zoo.mlp_mixer:TokenMixingMLP", blocks=2), set(), False),
+])
+def test_the_stack_declares_what_is_measured_on_it(monkeypatch, cfg, said, causal):
+    """Declared = measured on re-drawn float64 weights, for built-in and plug-in mixers: the MLP
+    keeps orthogonal-with-knowledge and permutation, never plain orthogonal (softmax alone has
+    neither more nor less); causality is the mixer's and holds through the stack."""
+    monkeypatch.syspath_prepend(EXAMPLES)
+    stack = build_model(cfg, D, N, torch.Generator().manual_seed(0))
+    assert set(stack.symmetries) == said == _holds(stack)
+    assert stack.causal is causal
+    why, leak, dtype = causality_refusal(stack, D, N)
+    assert why is None and dtype == torch.float64 and (leak <= 1e-8) is causal
+
+
+LEAKY = '''
+    import torch
+    from torch import nn
+
+
+    class Leaky(nn.Module):
+        """Declares causal, but each output adds the mean over all tokens (the future too)."""
+
+        symmetries = frozenset({"permutation"})
+
+        def __init__(self, d, n_max, generator, causal=True):
+            super().__init__()
+            self.causal = causal
+            self.w = nn.Parameter(torch.randn(d, d, generator=generator) / d)
+
+        def forward(self, x):
+            return x.mean(1, keepdim=True).expand_as(x) @ self.w
+'''
+
+
+def test_the_preflight_refuses_a_false_declaration_on_the_stack(hydra_conf, tmp_path, monkeypatch):
+    """A mixer whose false causal claim passes through the stack is refused by the zoo's pre-flight
+    (exit 2's error) naming the arm; the true claim (causal = False) passes, the stack measured
+    bidirectional and permutation-equivariant (declared by the mixer, kept by the blocks)."""
+    (tmp_path / "zoo_leaky.py").write_text(textwrap.dedent(LEAKY))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = ["task=nearest", "model=external", "model.target=zoo_leaky:Leaky", "model.blocks=2"]
+    lie = compose_trial([*base, "model.kwargs.causal=true"], [])
+    with pytest.raises(zoo.ZooInputError, match="zoo arm 'leaky'.*declares causal, but a change at position t moved"):
+        zoo.preflight("leaky", [lie], "mixer", "zoo_leaky:Leaky")
+    honest = compose_trial([*base, "model.kwargs.causal=false"], [])
+    row = zoo.preflight("leaky", [honest], "mixer", "zoo_leaky:Leaky")
+    assert row["causal"] is False and row["declared"] == "permutation" and row["symmetry/permutation_err"] < 1e-8
+    sys.modules.pop("zoo_leaky", None)
+
+
+def test_the_depth_is_a_regime_not_a_name(hydra_conf):
+    """``model.blocks=0`` is the bare model's trial (same id: every earlier trial stands); two
+    blocks is another trial under the same preset name, with ``model.blocks`` in its params."""
+    bare = compose_trial(["task=nearest", "model=softmax"], [])
+    zero = compose_trial(["task=nearest", "model=softmax", "model.blocks=0"], [])
+    two = compose_trial(["task=nearest", "model=softmax", "model.blocks=2"], [])
+    assert bare.trial_id == zero.trial_id != two.trial_id
+    assert bare.variant == two.variant == "softmax" and two.identity["model"]["blocks"] == 2
+    ext = compose_trial(["task=nearest", "model=external", "model.target=zoo.s4d:S4D", "model.variant=s4d",
+                         "model.kwargs.causal=true", "model.blocks=2"], [])
+    assert ext.variant == "s4d[kwargs.causal=true]"
+
+
+def test_the_zoo_regime_sets_the_depth_and_its_task_axis():
+    """conf/zoo.yaml: two blocks, the recall task and MQAR at T ∈ {32, 64} × d ∈ {16, 32} beside the
+    first zoo's tasks; the regime's overrides carry both unless the command line gives task=…."""
+    cfg = OmegaConf.load(zoo.ROOT / "conf" / "zoo.yaml")
+    assert cfg.zoo.blocks == 2
+    assert list(cfg.zoo.tasks) == ["nearest", "teacher_general", "repeated", "recall", "mqar_t32_d16",
+                                   "mqar_t32_d32", "mqar_t64_d16", "mqar_t64_d32"]
+    plain = zoo.regime_overrides(cfg, type("R", (), {"overrides": (), "sweeps": ()})())
+    assert plain == ["model.blocks=2", "ablation.grid.task='nearest,teacher_general,repeated,recall,mqar_t32_d16,"
+                     "mqar_t32_d32,mqar_t64_d16,mqar_t64_d32,teacher_length'"]
+    given = zoo.regime_overrides(cfg, type("R", (), {"overrides": ("task=recall",), "sweeps": ()})())
+    assert given == ["model.blocks=2"]
+    with pytest.raises(zoo.ZooInputError, match="zoo.blocks=-1"):
+        zoo.regime_overrides(OmegaConf.merge(cfg, {"zoo": {"blocks": -1}}), type("R", (), {"overrides": (), "sweeps": ()})())
