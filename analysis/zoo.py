@@ -62,6 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ABLATION = scorecard.ABLATION  # one experiment with the scorecards: their references are the zoo's
 FOLDER, BUNDLE, SYMMETRY, PLAN = "zoo", "runs.csv.gz", "symmetry.csv", "plan.json"
 ARM_KEYS = ("name", "target", "kwargs", "paper")
+COST_TABLE = Path(__file__).with_name("zoo_cost.csv")  # written by python -m analysis.zoo_cost --measure
 
 
 class ZooInputError(ValueError):
@@ -183,16 +184,54 @@ def _measure(model, d: int, n_max: int) -> tuple[dict[str, float], str]:
     return {k: errors.get(k, float("nan")) for k in scorecard.SYMMETRY_KEYS.values()}, str(dtype)[6:]
 
 
+def _refuse(name: str, target: str, task_name: str, model, claims: frozenset, d: int, n_max: int) -> tuple:
+    """Measure ``model``'s symmetries and causality on re-drawn weights; refuse a declaration
+    (``claims``, its ``causal``) other than the measured one. Returns ``(errors, dtype, tol, leak)``.
+
+    Raises:
+        ZooInputError: naming the arm, the task and what differs.
+    """
+    import torch
+
+    from harness.external_check import TOLERANCE, causality_refusal
+
+    errors, dtype = _measure(model, d, n_max)
+    tol = TOLERANCE[getattr(torch, dtype)]
+    holds = {s for s, k in scorecard.SYMMETRY_KEYS.items() if errors[k] <= tol}  # NaN: not measured
+    if holds != set(claims):
+        said = []
+        if set(claims) - holds:
+            said.append(f"declared, not measured to hold: {sorted(set(claims) - holds)}")
+        if holds - set(claims):
+            said.append(f"found, not declared: {sorted(holds - set(claims))}")
+        shown = ", ".join(f"{s} {errors[k]:.1e}" for s, k in scorecard.SYMMETRY_KEYS.items())
+        raise ZooInputError(f"zoo arm {name!r} ({target}) on {task_name}: {'; '.join(said)} "
+                            f"(relative errors on re-drawn {dtype} weights: {shown}; tolerance {tol:g})")
+    try:
+        why, leak, _ = causality_refusal(model, d, n_max)
+    except ValueError as err:  # a causal that is not a bool
+        raise ZooInputError(f"zoo arm {name!r} ({target}): {err}") from err
+    if why:
+        raise ZooInputError(f"zoo arm {name!r} ({target}) on {task_name}: {why}")
+    return errors, dtype, tol, leak
+
+
 def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
     """Build the arm of ``trials`` once per task, check it and measure its symmetries on
     re-drawn weights; returns the ``symmetry.csv`` row of its first task.
+
+    A mixer in ``model.blocks`` blocks is checked twice: the bare mixer against its own
+    declaration (so that a false claim the stack does not keep, e.g. plain orthogonal, is still
+    refused) and the stack against the stack's (:mod:`harness.models.stack`); the row is the stack's.
 
     Raises:
         ZooInputError: (a mixer) it does not build, its output is not ``(B, n, d)``, or its
             declared symmetries or its declared causality (its ``causal`` attribute; a change at
             position t changes no output before t, measured in float64 on re-drawn weights)
-            differ from the measured ones on some task; the line names the arm.
+            differ from the measured ones on some task, bare or stacked; the line names the arm.
     """
+    import dataclasses
+
     import torch
 
     from harness.external_check import TOLERANCE, causality_refusal, check, declared_causal
@@ -207,31 +246,29 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
             continue
         seen.add(trial.task)
         cfg = trial.config
+        stacked = bool(getattr(cfg.model, "blocks", 0))
+        bare_cfg = dataclasses.replace(cfg.model, blocks=0) if stacked else cfg.model
         try:
             task = build_task(cfg.task)
+            g = torch.Generator().manual_seed(0)
+            bare = build_model(bare_cfg, task.d, task.n_max, g) if stacked and kind == "mixer" else None
             model = build_model(cfg.model, task.d, task.n_max, torch.Generator().manual_seed(0))
-            check(cfg.model, model, task.d, task.n_max)  # shape; a declared symmetry refuted
+            for one in filter(None, (bare, model)):
+                check(bare_cfg, one, task.d, task.n_max)  # shape; a declared symmetry refuted
             claims = declared(model, target) if kind == "mixer" else frozenset()
+            bare_claims = declared(bare, target) if bare is not None else frozenset()
         except ValueError as err:
             raise ZooInputError(f"zoo arm {name!r}: {err}") from err
-        errors, dtype = _measure(model, task.d, task.n_max)
-        tol = TOLERANCE[getattr(torch, dtype)]
-        holds = {s for s, k in scorecard.SYMMETRY_KEYS.items() if errors[k] <= tol}  # NaN: not measured
-        if kind == "mixer" and holds != set(claims):
-            said = []
-            if set(claims) - holds:
-                said.append(f"declared, not measured to hold: {sorted(set(claims) - holds)}")
-            if holds - set(claims):
-                said.append(f"found, not declared: {sorted(holds - set(claims))}")
-            shown = ", ".join(f"{s} {errors[k]:.1e}" for s, k in scorecard.SYMMETRY_KEYS.items())
-            raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {'; '.join(said)} "
-                                f"(relative errors on re-drawn {dtype} weights: {shown}; tolerance {tol:g})")
-        try:
-            why, leak, _ = causality_refusal(model, task.d, task.n_max)
-        except ValueError as err:  # a causal that is not a bool
-            raise ZooInputError(f"zoo arm {name!r} ({target}): {err}") from err
-        if why and kind == "mixer":
-            raise ZooInputError(f"zoo arm {name!r} ({target}) on {trial.task}: {why}")
+        if kind == "mixer":
+            if bare is not None:
+                _refuse(name, target, f"{trial.task} (one mixer, outside its blocks)", bare, bare_claims,
+                        task.d, task.n_max)
+            errors, dtype, tol, leak = _refuse(name, target, trial.task + (" (its blocks)" if stacked else ""),
+                                               model, claims, task.d, task.n_max)
+        else:
+            errors, dtype = _measure(model, task.d, task.n_max)
+            tol = TOLERANCE[getattr(torch, dtype)]
+            _, leak, _ = causality_refusal(model, task.d, task.n_max)
         if first is None:
             first = {"arm": name, "kind": kind, "task": trial.task, "d": task.d,
                      "params": count_parameters(model), "dtype": dtype, "tolerance": tol,
@@ -259,11 +296,21 @@ def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list
 
 
 def _costs(sc: DictConfig) -> tuple[str, dict] | None:
-    """The zoo's cost table at its depth (:mod:`analysis.zoo_cost`) where it has rows at the
-    depth of these trials, else None (the scorecard's table, measured on bare models)."""
-    from analysis import zoo_cost
+    """The zoo's cost table (``python -m analysis.zoo_cost``) where it has rows at the depth of
+    these trials, else None (the scorecard's table, measured on bare models)."""
+    return costs_at(int(OmegaConf.select(sc, "model.blocks", default=0) or 0))
 
-    return zoo_cost.costs_at(int(OmegaConf.select(sc, "model.blocks", default=0) or 0))
+
+def costs_at(blocks: int) -> tuple[str, dict[tuple[str, str], float]] | None:
+    """``(the table's name, {(arm, task): CPU-ms a step})`` of :data:`COST_TABLE`'s rows at ``blocks``;
+    None where it has none (or does not exist)."""
+    import pandas as pd
+
+    if not COST_TABLE.exists():
+        return None
+    table = pd.read_csv(COST_TABLE)
+    table = table[table["blocks"] == blocks]
+    return (COST_TABLE.name, {(r.model, r.task): float(r.cpu_ms_per_step) for r in table.itertuples()}) if len(table) else None
 
 
 def _parts(sc: DictConfig, cfg: DictConfig, refs: list[dict]) -> list[dict]:
@@ -369,11 +416,21 @@ def _expand(cfg: DictConfig, runtime: Runtime, arms: list[dict], registered: lis
     return sc, refs, groups, mine, models, base
 
 
+def causal_only(cfg: DictConfig, mine: list[list], rows: list[dict]) -> list[list]:
+    """Each arm's trials (``mine``, in the order of the pre-flight's ``rows``) less those on a task
+    of ``zoo.causal_only`` where the arm is measured bidirectional."""
+    from analysis.zoo_page import measured_causal
+
+    only = set(cfg.zoo.get("causal_only") or ())
+    return [trials if measured_causal(row) else [t for t in trials if t.task not in only]
+            for trials, row in zip(mine, rows)]
+
+
 def regime_overrides(cfg: DictConfig, runtime: Runtime) -> list[str]:
     """The zoo's regime as overrides of the scorecard's grid: ``model.blocks`` (``zoo.blocks``,
     every arm and reference alike; none at 0, so the first zoo's trial ids stand) and, unless the
     command line gives ``task=…``, the task axis: the verdict tasks of ``zoo.tasks`` and
-    ``zoo.length_task``.
+    ``zoo.length_task``; unless it gives ``scale=…``, ``scale=<zoo.scale>``.
 
     Raises:
         ZooInputError: ``zoo.blocks`` below 0.
@@ -383,6 +440,8 @@ def regime_overrides(cfg: DictConfig, runtime: Runtime) -> list[str]:
         raise ZooInputError(f"zoo.blocks={blocks}; allowed: 0 (the bare mixer) or a positive number of blocks")
     out = [f"model.blocks={blocks}"] if blocks else []
     given = {o.lstrip("+~").split("=", 1)[0] for o in [*runtime.overrides, *runtime.sweeps]}
+    if cfg.zoo.get("scale") and "scale" not in given:
+        out.append(f"scale={cfg.zoo.scale}")
     if "task" not in given:
         tasks = [*OmegaConf.to_container(cfg.zoo.tasks, resolve=True), str(cfg.zoo.length_task)]
         out.append(f"ablation.grid.task='{','.join(dict.fromkeys(tasks))}'")
@@ -421,6 +480,8 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     for variant in dict.fromkeys(t.variant for t in refs):  # the references' init measurements
         rows.append(preflight(variant, [t for t in refs if t.variant == variant], "reference"))
     check_references(registered, rows)
+    mine = causal_only(cfg, mine, rows)
+    flat = [t for trials in mine for t in trials]
     for row, arm in zip(rows, arms):
         row.update(target=arm["target"], kwargs=json.dumps(arm["kwargs"], sort_keys=True), paper=arm["paper"])
     status = scorecard._sweep(sc, refs + flat, cli, store, before=lambda finished: scorecard.print_expected(

@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from analysis.zoo import COST_TABLE as TABLE
+
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = Path(__file__).with_name("zoo_cost.csv")
 # the first zoo's run (docs/zoo.md, 4800 grid trials): 1410 reruns past an lr grid edge (0.29 of the
 # grid) at the grid's steps; the ×4 budget round reran about one row in ten at 4× the steps
 RERUNS = {"lr_edge": 1410 / 4800, "budget_rows": 0.1, "budget_factor": 4}
@@ -35,8 +36,10 @@ REFERENCES = ("softmax", "value", "relu_attention", "quad_sigma", "mlp")  # conf
 
 
 def _zoo_cfg(scale: str):
+    """conf/zoo.yaml composed at ``scale`` (default: its ``zoo.scale``, as the zoo runs)."""
     from hydra import compose
 
+    scale = scale or str(compose(config_name="zoo").zoo.scale or "default")
     return compose(config_name="zoo", overrides=[f"scale={scale}"])
 
 
@@ -49,6 +52,15 @@ def arms_and_overrides(cfg) -> dict[str, list[str]]:
     out.update({a["name"]: model_overrides(a) for a in arms_of(cfg)})
     blocks = int(cfg.zoo.blocks)
     return {k: [*v, f"model.blocks={blocks}"] if blocks else v for k, v in out.items()}
+
+
+def skipped(cfg) -> set[tuple[str, str]]:
+    """The (arm, task) pairs the zoo does not run: a mixer not declared causal (its kwargs) on a
+    task of ``zoo.causal_only`` (the pre-flight checks the declaration against the measurement)."""
+    from analysis.zoo import arms_of
+
+    only = list(cfg.zoo.get("causal_only") or ())
+    return {(a["name"], t) for a in arms_of(cfg) if a["kwargs"].get("causal") is not True for t in only}
 
 
 def tasks_of(cfg) -> list[str]:
@@ -100,18 +112,6 @@ def measure(arms: dict[str, list[str]], tasks: list[str], steps: int, n_train: i
     pd.concat([keep, new]).sort_values(["blocks", "task", "model"]).to_csv(TABLE, index=False)
 
 
-def costs_at(blocks: int) -> tuple[str, dict[tuple[str, str], float]] | None:
-    """``(the table's name, {(arm, task): CPU-ms a step})`` of :data:`TABLE`'s rows at ``blocks``;
-    None where it has none (or does not exist)."""
-    import pandas as pd
-
-    if not TABLE.exists():
-        return None
-    table = pd.read_csv(TABLE)
-    table = table[table["blocks"] == blocks]
-    return (TABLE.name, {(r.model, r.task): float(r.cpu_ms_per_step) for r in table.itertuples()}) if len(table) else None
-
-
 def count(value) -> int:
     """The number of values of a scale entry: ``"128,256"`` → 2, ``range(5)`` → 5."""
     text = str(value)
@@ -121,11 +121,12 @@ def count(value) -> int:
 
 
 def estimate(costs: dict[tuple[str, str], tuple[float, float]], arms: list[str], tasks: list[str], scale,
-             cores: int) -> dict:
+             cores: int, skip: set[tuple[str, str]] = frozenset()) -> dict:
     """The zoo's expected cost at ``scale`` (n_train, lrs, seeds, steps) from ``costs``
     (``{(arm, task): (CPU-ms a step, CPU-s a trial besides)}``; an arm not in it is costed as the
     dearest arm measured on that task): ``{grid_trials, cpu_h, wall_h, missing}``, the reruns of
-    :data:`RERUNS` included (the budget reruns at 4× the steps), one trial a core.
+    :data:`RERUNS` included (the budget reruns at 4× the steps), one trial a core; the pairs of
+    ``skip`` are not run (:func:`skipped`).
 
     Raises:
         KeyError: a task with no measured arm at all.
@@ -137,14 +138,15 @@ def estimate(costs: dict[tuple[str, str], tuple[float, float]], arms: list[str],
         if not known:
             raise KeyError(f"no measured cost on task {task!r}: run python -m analysis.zoo_cost --measure --tasks {task}")
         dearest = max(known, key=lambda v: v[0] * steps + v[1])
-        for arm in arms:
+        for arm in [a for a in arms if (a, task) not in skip]:
             if (arm, task) not in costs:
                 missing.append((arm, task))
             ms, fixed = costs.get((arm, task), dearest)
             grid = ms / 1000 * steps + fixed
             rerun = RERUNS["lr_edge"] * grid + RERUNS["budget_rows"] * (ms / 1000 * steps * RERUNS["budget_factor"] + fixed)
             cpu_s += per_point * (grid + rerun)
-    return {"grid_trials": per_point * len(arms) * len(tasks), "cpu_h": cpu_s / 3600,
+    n = sum((a, t) not in skip for a in arms for t in tasks)
+    return {"grid_trials": per_point * n, "cpu_h": cpu_s / 3600,
             "wall_h": cpu_s / 3600 / max(cores, 1), "missing": missing}
 
 
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=40, help="steps of each timed run (default 40)")
     ap.add_argument("--arms", default="", help="comma-separated arm names (default: all)")
     ap.add_argument("--tasks", default="", help="comma-separated tasks (default: the zoo's)")
-    ap.add_argument("--scale", default="default", help="the scale the estimate is for (default: default)")
+    ap.add_argument("--scale", default="", help="the scale the estimate is for (default: conf/zoo.yaml's zoo.scale)")
     ap.add_argument("--cores", type=int, default=2, help="free cores for the wall time (default 2)")
     args = ap.parse_args(argv)
     register_configs()
@@ -189,7 +191,7 @@ def _print_estimate(cfg, arms: list[str], tasks: list[str], cores: int) -> int:
     table = table[table["blocks"] == int(cfg.zoo.blocks)]
     costs = {(r.model, r.task): (float(r.cpu_ms_per_step), float(r.cpu_s_per_trial)) for r in table.itertuples()}
     try:
-        e = estimate(costs, arms, tasks, cfg.scale, cores)
+        e = estimate(costs, arms, tasks, cfg.scale, cores, skipped(cfg))
     except KeyError as err:
         print(f"error: {err.args[0]}", file=sys.stderr)
         return 2

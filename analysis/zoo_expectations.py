@@ -237,27 +237,22 @@ def decide(rows: dict[tuple[str, str], Cell]) -> list[Finding]:
     return [e.rule(rows) for e in EXPECTATIONS]
 
 
-def cells(df, sym, arms: list[str], tasks: list[str]) -> dict[tuple[str, str], Cell]:
+def cells(df, measured: Mapping[str, tuple[bool, bool]], tasks: list[str]) -> dict[tuple[str, str], Cell]:
     """The :class:`Cell` of each arm on each task that has runs (``df``: the bundle's grid runs
-    with ``error``; ``sym``: the pre-flight's rows, for the measured causality and permutation)."""
+    with ``error``; ``measured``: ``{arm: (causal, permutation-equivariant)}`` as the pre-flight
+    measured them at init)."""
     import pandas as pd
 
     from analysis import protocol
-    from analysis.zoo_page import measured_causal
 
     out = {}
-    for arm in arms:
-        row = sym[sym["arm"] == arm]
-        if row.empty:
-            continue
-        row = row.iloc[0]
-        perm = pd.notna(row.get("symmetry/permutation_err")) and float(row["symmetry/permutation_err"]) <= float(row["tolerance"])
+    for arm, (causal, perm) in measured.items():
         for task in tasks:
             ok, at, why = protocol.chosen_runs(df, task, arm, "error")
             if why or ok.empty:
                 continue
             area, _, _ = protocol.arm_values(df, task, arm, "auc")
-            out[(arm, task)] = Cell(arm, task, measured_causal(row), bool(perm),
+            out[(arm, task)] = Cell(arm, task, causal, perm,
                                     tuple(pd.to_numeric(ok.sort_values("seed")["error"], errors="coerce").dropna()),
                                     {int(s): float(v) for s, v in area.items()}, int(float(at[-1])))
     return out

@@ -379,8 +379,14 @@ def _expectations(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, tasks: list[s
     """The published expectations against this zoo's rows (:mod:`analysis.zoo_expectations`)."""
     from analysis import zoo_expectations as ex
 
-    arms = [a["name"] for a in plan["arms"]] + list(plan["references"])
-    found = ex.decide(ex.cells(df, sym, arms, tasks))
+    measured = {}
+    for arm in [a["name"] for a in plan["arms"]] + list(plan["references"]):
+        rows = sym[sym["arm"] == arm]
+        if len(rows):
+            r = rows.iloc[0]
+            perm = r.get("symmetry/permutation_err")
+            measured[arm] = (measured_causal(r), bool(pd.notna(perm) and float(perm) <= float(r["tolerance"])))
+    found = ex.decide(ex.cells(df, measured, tasks))
     scale = plan["scale"]
     sizes = (f"n_train {scale['n_train']}, {scale['steps']} steps, {plan.get('blocks', 0) or 1} "
              f"{'pre-norm residual blocks' if plan.get('blocks') else 'layer (the bare mixer)'}")

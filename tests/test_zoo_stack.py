@@ -21,6 +21,7 @@ from harness.models import build_model
 from harness.models.attention import AttentionConfig
 from harness.models.external import ExternalConfig
 from harness.models.stack import Stack, rms_norm
+from harness.symmetry import CAUSAL_KEY
 
 D, N = 8, 5
 EXAMPLES = str(zoo.ROOT / "examples")
@@ -97,7 +98,8 @@ LEAKY = '''
 def test_the_preflight_refuses_a_false_declaration_on_the_stack(hydra_conf, tmp_path, monkeypatch):
     """A mixer whose false causal claim passes through the stack is refused by the zoo's pre-flight
     (exit 2's error) naming the arm; the true claim (causal = False) passes, the stack measured
-    bidirectional and permutation-equivariant (declared by the mixer, kept by the blocks)."""
+    bidirectional and permutation-equivariant (declared by the mixer, kept by the blocks); a stack
+    whose own declaration is false is refused on its measurement."""
     (tmp_path / "zoo_leaky.py").write_text(textwrap.dedent(LEAKY))
     monkeypatch.syspath_prepend(str(tmp_path))
     base = ["task=nearest", "model=external", "model.target=zoo_leaky:Leaky", "model.blocks=2"]
@@ -107,6 +109,10 @@ def test_the_preflight_refuses_a_false_declaration_on_the_stack(hydra_conf, tmp_
     honest = compose_trial([*base, "model.kwargs.causal=false"], [])
     row = zoo.preflight("leaky", [honest], "mixer", "zoo_leaky:Leaky")
     assert row["causal"] is False and row["declared"] == "permutation" and row["symmetry/permutation_err"] < 1e-8
+    # the stack's own declaration is measured too: a stack declaring causal over an honest mixer is refused
+    monkeypatch.setattr("harness.models.stack._declared_causal", lambda mixer: True)
+    with pytest.raises(zoo.ZooInputError, match="zoo arm 'leaky': model.target='zoo_leaky:Leaky' declares causal, but a change"):
+        zoo.preflight("leaky", [honest], "mixer", "zoo_leaky:Leaky")
     sys.modules.pop("zoo_leaky", None)
 
 
@@ -125,15 +131,22 @@ def test_the_depth_is_a_regime_not_a_name(hydra_conf):
 
 def test_the_zoo_regime_sets_the_depth_and_its_task_axis():
     """conf/zoo.yaml: two blocks, the recall task and MQAR at T ∈ {32, 64} × d ∈ {16, 32} beside the
-    first zoo's tasks; the regime's overrides carry both unless the command line gives task=…."""
+    first zoo's tasks at the zoo's scale; the regime's overrides carry them unless the command line
+    gives task=… and scale=…; MQAR's trials of an arm measured bidirectional are dropped."""
     cfg = OmegaConf.load(zoo.ROOT / "conf" / "zoo.yaml")
     assert cfg.zoo.blocks == 2
     assert list(cfg.zoo.tasks) == ["nearest", "teacher_general", "repeated", "recall", "mqar_t32_d16",
                                    "mqar_t32_d32", "mqar_t64_d16", "mqar_t64_d32"]
     plain = zoo.regime_overrides(cfg, type("R", (), {"overrides": (), "sweeps": ()})())
-    assert plain == ["model.blocks=2", "ablation.grid.task='nearest,teacher_general,repeated,recall,mqar_t32_d16,"
-                     "mqar_t32_d32,mqar_t64_d16,mqar_t64_d32,teacher_length'"]
-    given = zoo.regime_overrides(cfg, type("R", (), {"overrides": ("task=recall",), "sweeps": ()})())
+    assert plain == ["model.blocks=2", "scale=zoo", "ablation.grid.task='nearest,teacher_general,repeated,recall,"
+                     "mqar_t32_d16,mqar_t32_d32,mqar_t64_d16,mqar_t64_d32,teacher_length'"]
+    given = zoo.regime_overrides(cfg, type("R", (), {"overrides": ("task=recall", "scale=tiny"), "sweeps": ()})())
     assert given == ["model.blocks=2"]
+    # MQAR is run by the arms measured causal alone (and every reference)
+    assert list(cfg.zoo.causal_only) == [t for t in cfg.zoo.tasks if t.startswith("mqar")]
+    trials = [[type("T", (), {"task": t})() for t in ("recall", "mqar_t32_d16")] for _ in range(2)]
+    rows = [{CAUSAL_KEY: 0.0, "tolerance": 1e-8}, {CAUSAL_KEY: 0.3, "tolerance": 1e-8}]
+    kept = zoo.causal_only(cfg, trials, rows)
+    assert [[t.task for t in arm] for arm in kept] == [["recall", "mqar_t32_d16"], ["recall"]]
     with pytest.raises(zoo.ZooInputError, match="zoo.blocks=-1"):
         zoo.regime_overrides(OmegaConf.merge(cfg, {"zoo": {"blocks": -1}}), type("R", (), {"overrides": (), "sweeps": ()})())

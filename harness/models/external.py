@@ -20,6 +20,10 @@ code the package does not own can only be named by where it lives, so the one en
   measured.
 * optional ``span_knowledge() -> (d, k) | None`` (the span residual, docs/variants.md).
 
+``model.blocks = L ≥ 1`` builds L copies of the class, each in a pre-norm residual block
+(:mod:`harness.models.stack`, as for every family); the stack declares the symmetries and the
+causality it keeps of the class's, and the pre-flight measures them on the stack.
+
 The class is imported by :func:`tasks.user_code.load_class`, which also remembers its module
 for the Ray ``runtime_env`` that ships it to a cluster's workers; the vmap probe for packing
 (:func:`vmap_reason`) lives here too.
