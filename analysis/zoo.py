@@ -139,7 +139,9 @@ def check_references(refs: list[dict], rows: list[dict]) -> None:
 
     by_arm = {r["arm"]: r for r in rows}
     for ref in refs:
-        row = by_arm[ref["arm"]]
+        row = by_arm.get(ref["arm"])
+        if row is None:  # no trial of it in this invocation (one task of zoo.causal_only alone)
+            continue
         if measured_causal(row) != (ref["serves"] == "causal"):
             raise ZooInputError(f"zoo.references: {ref['arm']!r} serves the {ref['serves']} arms but is measured "
                                 f"{'causal' if measured_causal(row) else 'bidirectional'} (largest change before a "
@@ -426,6 +428,21 @@ def causal_only(cfg: DictConfig, mine: list[list], rows: list[dict]) -> list[lis
             for trials, row in zip(mine, rows)]
 
 
+def references_on_causal_tasks(cfg: DictConfig, parts: list[dict], registered: list[dict], refs: list,
+                               groups: list[tuple[list, list[str]]]) -> tuple[list, list[tuple[list, list[str]]]]:
+    """The reference trials (``refs`` and the same in ``groups``) less those on a task of
+    ``zoo.causal_only`` of an arm that is neither a registered reference serving causal arms nor
+    one of the control pair (the parts' ``control``): only causal arms run there, so the
+    bidirectional references and the scorecard's other reference arms would decide nothing."""
+    only = set(cfg.zoo.get("causal_only") or ())
+    keep = {r["arm"] for r in registered if r["serves"] == "causal"}
+    keep |= set(next((p["control"] for p in parts if p.get("control")), []))
+
+    def kept(trials: list) -> list:
+        return [t for t in trials if t.task not in only or t.variant in keep]
+    return kept(refs), [(kept(trials), cli) for trials, cli in groups]
+
+
 def regime_overrides(cfg: DictConfig, runtime: Runtime) -> list[str]:
     """The zoo's regime as overrides of the scorecard's grid: ``model.blocks`` (``zoo.blocks``,
     every arm and reference alike; none at 0, so the first zoo's trial ids stand) and, unless the
@@ -470,6 +487,7 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     use_examples(cfg.zoo.examples, runtime.cwd)
     sc, refs, groups, mine, models, base = _expand(cfg, runtime, arms, registered)
     parts = _parts(sc, cfg, registered)  # before any trial: a task the scorecard lacks is bad input
+    refs, groups = references_on_causal_tasks(cfg, parts, registered, refs, groups)
     names = {trials[0].variant: arm["name"] for arm, trials in zip(arms, mine) if trials}
     cli = [*base, *runtime.sweeps]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)

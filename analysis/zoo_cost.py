@@ -55,12 +55,22 @@ def arms_and_overrides(cfg) -> dict[str, list[str]]:
 
 
 def skipped(cfg) -> set[tuple[str, str]]:
-    """The (arm, task) pairs the zoo does not run: a mixer not declared causal (its kwargs) on a
-    task of ``zoo.causal_only`` (the pre-flight checks the declaration against the measurement)."""
+    """The (arm, task) pairs the zoo does not run on a task of ``zoo.causal_only``: a mixer not
+    declared causal (its kwargs; the pre-flight checks the declaration against the measurement)
+    and a reference that neither serves causal arms nor is the control pair
+    (:func:`analysis.zoo.references_on_causal_tasks`)."""
     from analysis.zoo import arms_of
 
+    from omegaconf import OmegaConf
+
+    from analysis.zoo import references_of
+
     only = list(cfg.zoo.get("causal_only") or ())
-    return {(a["name"], t) for a in arms_of(cfg) if a["kwargs"].get("causal") is not True for t in only}
+    parts = OmegaConf.load(ROOT / "conf" / "ablation" / "scorecard.yaml").ablation.parts
+    keep = {r["arm"] for r in references_of(cfg) if r["serves"] == "causal"} | set(parts[0].control)
+    refs = {*REFERENCES, *(r["arm"] for r in references_of(cfg))} - keep
+    return ({(a["name"], t) for a in arms_of(cfg) if a["kwargs"].get("causal") is not True for t in only}
+            | {(r, t) for r in refs for t in only})
 
 
 def tasks_of(cfg) -> list[str]:
@@ -99,17 +109,16 @@ def measure(arms: dict[str, list[str]], tasks: list[str], steps: int, n_train: i
     cols = ["model", "task", "blocks", "cpu_ms_per_step", "cpu_s_per_trial"]
     old = pd.read_csv(TABLE) if TABLE.exists() else pd.DataFrame(columns=cols)
     _timed(next(iter(arms.values())), tasks[0], 2, n_train)  # the first trial's imports are no arm's cost
-    rows = []
+    key, rows = ["model", "task", "blocks"], []
     for name, model in arms.items():
         for task in tasks:
             ms, fixed = measure_one(model, task, steps, n_train)
             print(f"zoo_cost: {name} on {task}: {ms:.2f} CPU-ms a step, {fixed:.2f} CPU-s a trial besides", flush=True)
             rows.append({"model": name, "task": task, "blocks": blocks, "cpu_ms_per_step": round(ms, 2),
                          "cpu_s_per_trial": round(fixed, 2)})
-    new = pd.DataFrame(rows, columns=cols)
-    key = ["model", "task", "blocks"]
-    keep = old[~old.set_index(key).index.isin(new.set_index(key).index)]
-    pd.concat([keep, new]).sort_values(["blocks", "task", "model"]).to_csv(TABLE, index=False)
+            new = pd.DataFrame(rows, columns=cols)  # written after each pair: an interrupted run keeps what it measured
+            keep = old[~old.set_index(key).index.isin(new.set_index(key).index)]
+            pd.concat([keep, new]).sort_values(["blocks", "task", "model"]).to_csv(TABLE, index=False)
 
 
 def count(value) -> int:

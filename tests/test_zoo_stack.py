@@ -150,3 +150,37 @@ def test_the_zoo_regime_sets_the_depth_and_its_task_axis():
     assert [[t.task for t in arm] for arm in kept] == [["recall", "mqar_t32_d16"], ["recall"]]
     with pytest.raises(zoo.ZooInputError, match="zoo.blocks=-1"):
         zoo.regime_overrides(OmegaConf.merge(cfg, {"zoo": {"blocks": -1}}), type("R", (), {"overrides": (), "sweeps": ()})())
+
+
+def test_on_mqar_only_the_causal_reference_and_the_control_pair_run():
+    """On a task of zoo.causal_only the references kept are those serving causal arms and the
+    control pair (mlp, softmax); elsewhere every reference runs."""
+    cfg = OmegaConf.load(zoo.ROOT / "conf" / "zoo.yaml")
+    parts = [{"control": ["mlp", "softmax"]}]
+    trials = [type("T", (), {"task": task, "variant": v})() for task in ("recall", "mqar_t64_d32")
+              for v in ("softmax", "softmax_causal", "softmax_pos", "value", "mlp")]
+    refs, groups = zoo.references_on_causal_tasks(cfg, parts, zoo.references_of(cfg), trials, [(trials, ["x"])])
+    shown = sorted((t.task, t.variant) for t in refs)
+    assert shown == sorted([*(("recall", v) for v in ("softmax", "softmax_causal", "softmax_pos", "value", "mlp")),
+                            ("mqar_t64_d32", "softmax"), ("mqar_t64_d32", "softmax_causal"), ("mqar_t64_d32", "mlp")])
+    assert groups == [(refs, ["x"])]
+
+
+def test_the_cost_estimate_counts_every_trial_and_its_reruns():
+    """analysis/zoo_cost.estimate: per (arm, task) the grid's points × (steps × the step's cost +
+    the trial's fixed part), plus the lr-edge and ×4 budget reruns; a skipped pair costs nothing,
+    an unmeasured one its task's dearest."""
+    from analysis import zoo_cost
+
+    scale = OmegaConf.create({"n_train": "128,256,512,1024", "lrs": "0.003,0.01,0.03", "seeds": "range(5)", "steps": 300})
+    costs = {("a", "t"): (10.0, 1.0), ("b", "t"): (20.0, 0.0)}
+    one = 300 * 0.010 + 1.0  # a's trial: 4 CPU-s
+    rerun = zoo_cost.RERUNS["lr_edge"] * one + zoo_cost.RERUNS["budget_rows"] * (300 * 0.010 * 4 + 1.0)
+    e = zoo_cost.estimate(costs, ["a"], ["t"], scale, 2)
+    assert e["grid_trials"] == 60 and e["cpu_h"] == pytest.approx(60 * (one + rerun) / 3600)
+    assert e["wall_h"] == pytest.approx(e["cpu_h"] / 2)
+    assert zoo_cost.estimate(costs, ["a", "b"], ["t"], scale, 2, {("b", "t")})["cpu_h"] == pytest.approx(e["cpu_h"])
+    missing = zoo_cost.estimate({("b", "t"): (20.0, 0.0)}, ["a"], ["t"], scale, 2)
+    assert missing["missing"] == [("a", "t")] and missing["cpu_h"] > e["cpu_h"]  # costed as b, the dearest
+    with pytest.raises(KeyError, match="no measured cost on task 'u'"):
+        zoo_cost.estimate(costs, ["a"], ["u"], scale, 2)
