@@ -153,6 +153,8 @@ def _zoology_attention(rows: dict) -> Finding:
 def _trend_finding(key: str, rows: dict, arms: tuple[str, ...], pairs: list[tuple[str, str]]) -> Finding:
     """Majority of the significant area changes from the first to the second task of each pair,
     over the ``arms`` that learned at either end (not near chance): falling agrees."""
+    if not pairs:
+        return Finding(key, Agreement.NOT_REPRODUCED, (), "not_run")
     shown, down, up = [], 0, 0
     for arm in arms:
         for a, b in pairs:
@@ -178,6 +180,8 @@ def _zoology_length(rows: dict) -> Finding:
     """The gap to attention (area(arm) − area(attention), per seed) grows from T = 32 to 64 at
     each d, over the fixed-state arms that learned; only at widths where attention learned both."""
     tasks, shown, up, down = _mqar_tasks(rows), [], 0, 0
+    if not tasks:
+        return Finding("zoology_length", Agreement.NOT_REPRODUCED, (), "not_run")
     for d in sorted({d for _, d in tasks}):
         short, long = tasks.get((32, d)), tasks.get((64, d))
         refs = [rows.get((CAUSAL_REFERENCE, t)) for t in (short, long)]
@@ -201,8 +205,7 @@ def _zoology_length(rows: dict) -> Finding:
 def _based(rows: dict) -> Finding:
     tasks = _mqar_tasks(rows)
     pairs = [(tasks[(T, 16)], tasks[(T, 32)]) for T in sorted({T for T, _ in tasks}) if (T, 16) in tasks and (T, 32) in tasks]
-    found = _trend_finding("based", rows, ("linear_attention",), pairs)
-    return found
+    return _trend_finding("based", rows, ("linear_attention",), pairs)
 
 
 def _symmetry(rows: dict) -> Finding:

@@ -71,6 +71,7 @@ def test_zoology_width_and_length_trends():
     assert found("zoology_width", rows(*mqar("mamba", worse_wide))).agreement is Agreement.DISAGREES
     chance = [cell("mamba", f"mqar_t{T}_d{d}", 8 / T) for T, d in MQAR]
     assert found("zoology_width", rows(*chance)).reason == "nothing_learned"
+    assert found("zoology_width", rows(cell("mamba", "recall", 0.9))).reason == "not_run"  # no MQAR at all
     # better_wide: the area rises from T = 32 to 64 at each d while attention's stays: the gap widens
     assert found("zoology_length", rows(*ref, *mqar("gla", better_wide))).agreement is Agreement.AGREES
     narrowing = {(32, 16): -0.5, (32, 32): -1.0, (64, 16): -1.0, (64, 32): -2.0}
