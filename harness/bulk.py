@@ -52,6 +52,16 @@ BUSY_TIMEOUT_S = 30
 READ_ONLY = "harness_read_only"  # a connection's execution option: a single read, no BEGIN IMMEDIATE
 RUNS, TAGS, PARAMS = SqlRun.__table__, SqlTag.__table__, SqlParam.__table__
 METRICS, LATEST, EXPERIMENTS = SqlMetric.__table__, SqlLatestMetric.__table__, SqlExperiment.__table__
+# statements built once (each flush rebuilt them: ~0.3 ms apiece); ``ids`` expands to the run ids
+_IDS = sa.bindparam("ids", expanding=True)
+_PARENT_ROWS = (sa.select(RUNS.c.run_uuid, RUNS.c.status, RUNS.c.lifecycle_stage)
+                .where(RUNS.c.run_uuid.in_(_IDS)).with_for_update(of=RUNS))
+_LEASE_TAGS = sa.select(TAGS.c.run_uuid, TAGS.c.key, TAGS.c.value).where(
+    TAGS.c.run_uuid.in_(_IDS), TAGS.c.key.in_(("closed_by", "heartbeat_ms", "lease_s")))
+_RUNNING = sa.select(RUNS.c.run_uuid).where(RUNS.c.run_uuid.in_(_IDS), RUNS.c.status == "RUNNING",
+                                            RUNS.c.lifecycle_stage == "active")
+_CLOSE = RUNS.update().where(RUNS.c.run_uuid.in_(_IDS)).values(status=sa.bindparam("status"),
+                                                                end_time=sa.bindparam("end"))
 
 
 def bulk_capable(uri: str) -> bool:
@@ -143,11 +153,12 @@ class BulkStore:
         if self.lock_wait is None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
             return
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(LOCK_TRY_S * 1000)}")
+        driver = conn.connection.driver_connection  # a PRAGMA that takes no lock: no statement wrapping
+        driver.execute(f"PRAGMA busy_timeout = {int(LOCK_TRY_S * 1000)}")
         try:
             self.lock_wait.call(lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"))
         finally:
-            conn.exec_driver_sql(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            driver.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
 
     def check_schema(self) -> None:
         """Refuse a store whose MLflow schema revision is not :data:`SCHEMA_REVISION`."""
@@ -196,11 +207,9 @@ class BulkStore:
         the transaction: RUNNING, active, not ``closed_by``, heartbeat younger than the lease."""
         if not parents:
             return None
-        rows = conn.execute(sa.select(RUNS.c.run_uuid, RUNS.c.status, RUNS.c.lifecycle_stage)
-                            .where(RUNS.c.run_uuid.in_(sorted(parents)))
-                            .with_for_update(of=RUNS)).all()
-        tags = conn.execute(sa.select(TAGS.c.run_uuid, TAGS.c.key, TAGS.c.value).where(
-            TAGS.c.run_uuid.in_(sorted(parents)), TAGS.c.key.in_(("closed_by", "heartbeat_ms", "lease_s")))).all()
+        ids = {"ids": sorted(parents)}
+        rows = conn.execute(_PARENT_ROWS, ids).all()
+        tags = conn.execute(_LEASE_TAGS, ids).all()
         held = {run_id: {} for run_id, status, stage in rows if status == "RUNNING" and stage == "active"}
         for run_id, key, value in tags:
             if run_id in held:
@@ -307,18 +316,17 @@ class BulkStore:
         """:meth:`record`'s one transaction."""
         ids = [r.run_id for r in records]
         with self.transaction(parents, f"recording {len(records)} trials") as conn:
-            running = {run_id for (run_id,) in conn.execute(sa.select(RUNS.c.run_uuid).where(
-                RUNS.c.run_uuid.in_(ids), RUNS.c.status == "RUNNING", RUNS.c.lifecycle_stage == "active"))}
+            running = {run_id for (run_id,) in conn.execute(_RUNNING, {"ids": ids})}
             todo = [r for r in records if r.run_id in running]
-            _insert(conn, PARAMS, [dict(key=k, value=v, run_uuid=r.run_id) for r in todo for k, v in r.params])
-            _insert(conn, TAGS, [dict(key=k, value=v, run_uuid=r.run_id) for r in todo for k, v in r.tags])
-            _insert(conn, METRICS, [dict(key=k, value=v, timestamp=ts, step=step, is_nan=False, run_uuid=r.run_id)
-                                    for r in todo for k, v, ts, step in _unique(r.metrics)])
+            _insert_tuples(conn, PARAMS, [(k, v, r.run_id) for r in todo for k, v in r.params])
+            _insert_tuples(conn, TAGS, [(k, v, r.run_id) for r in todo for k, v in r.tags])
+            _insert_tuples(conn, METRICS, [(k, v, ts, step, False, r.run_id)
+                                           for r in todo for k, v, ts, step in _unique(r.metrics)])
             _latest(conn, todo)
             end = now_ms()
             for status in sorted({r.status for r in todo if r.status is not None}):
-                conn.execute(RUNS.update().where(RUNS.c.run_uuid.in_([r.run_id for r in todo if r.status == status]))
-                             .values(status=status, end_time=end))
+                conn.execute(_CLOSE, {"ids": [r.run_id for r in todo if r.status == status], "status": status,
+                                      "end": end})
         return [run_id in running for run_id in ids]
 
 
@@ -353,6 +361,19 @@ def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
         conn.execute(table.insert(), rows)
 
 
+def _insert_tuples(conn: sa.Connection, table: sa.Table, rows: list[tuple]) -> None:
+    """``rows`` into ``table``, each a tuple of every column in the table's order (``table.c``):
+    on SQLite straight to the driver's ``executemany`` (no dict per row: building one and
+    reading it back was a third of a live-curve flush's CPU), elsewhere as :func:`_insert`."""
+    if not rows:
+        return
+    sql, keys = _sqlite_insert(table)
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(sql, rows)
+    else:
+        conn.execute(table.insert(), [dict(zip(keys, row)) for row in rows])
+
+
 @functools.cache
 def _sqlite_insert(table: sa.Table) -> tuple[str, tuple[str, ...]]:
     """``INSERT INTO table (every column) VALUES (?, ...)`` and the column keys in its order.
@@ -371,7 +392,9 @@ def _unique(metrics: list[tuple[str, float, int, int]]) -> list[tuple[str, float
 
 def _latest(conn: sa.Connection, records: Sequence[Record]) -> None:
     """MLflow's ``latest_metrics`` of the runs of ``records``: per key the point with the largest
-    ``(step, timestamp, value)``, merged with the rows there (points logged live)."""
+    ``(step, timestamp, value)``, merged with the row there (points logged live) in one upsert
+    (:func:`_latest_upsert`): a row is replaced only by a larger point, as MLflow's
+    ``_update_latest_metrics_if_necessary`` does."""
     best: dict[tuple[str, str], tuple[int, int, float]] = {}
     for r in records:
         for key, value, ts, step in r.metrics:
@@ -379,18 +402,35 @@ def _latest(conn: sa.Connection, records: Sequence[Record]) -> None:
                 best[(r.run_id, key)] = (step, ts, value)
     if not best:
         return
-    ids = sorted({run_id for run_id, _ in best})
-    old = conn.execute(sa.select(LATEST.c.run_uuid, LATEST.c.key, LATEST.c.step, LATEST.c.timestamp,
-                                 LATEST.c.value).where(LATEST.c.run_uuid.in_(ids))).all()
-    stale = set()
-    for run_id, key, step, ts, value in old:
-        if (run_id, key) in best:
-            if (step, ts, value) >= best[(run_id, key)]:
-                del best[(run_id, key)]  # the row there is the latest: kept
-            else:
-                stale.add((run_id, key))
-    if stale:  # one compiled statement for every row: a statement built per run cost ~1 ms each
-        conn.execute(LATEST.delete().where(LATEST.c.run_uuid == sa.bindparam("run"), LATEST.c.key == sa.bindparam("name")),
-                     [{"run": run_id, "name": key} for run_id, key in sorted(stale)])
-    _insert(conn, LATEST, [dict(run_uuid=run_id, key=key, value=value, timestamp=ts, step=step, is_nan=False)
-                           for (run_id, key), (step, ts, value) in best.items()])
+    rows = [(key, value, ts, step, False, run_id) for (run_id, key), (step, ts, value) in best.items()]
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(_latest_upsert(), rows)
+    else:  # one key per row: PostgreSQL refuses a multi-row upsert that touches a row twice
+        keys = [c.key for c in LATEST.c]
+        conn.execute(_pg_latest_upsert(), [dict(zip(keys, row)) for row in rows])
+
+
+@functools.cache
+def _latest_upsert() -> str:
+    """SQLite's upsert of a ``latest_metrics`` row (every column, the table's order): inserted,
+    or replacing the row of its ``(key, run_uuid)`` where its ``(step, timestamp, value)`` is
+    larger. Replaces a read of the runs' rows, a delete and an insert: about 40% of a
+    live-curve flush's CPU."""
+    sql, _ = _sqlite_insert(LATEST)
+    return (f"{sql} ON CONFLICT (key, run_uuid) DO UPDATE SET value = excluded.value, "
+            "timestamp = excluded.timestamp, step = excluded.step, is_nan = excluded.is_nan "
+            "WHERE (excluded.step, excluded.timestamp, excluded.value) > "
+            "(latest_metrics.step, latest_metrics.timestamp, latest_metrics.value)")
+
+
+@functools.cache
+def _pg_latest_upsert() -> sa.Insert:
+    """:func:`_latest_upsert` as PostgreSQL's ``INSERT ... ON CONFLICT DO UPDATE ... WHERE``."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    stmt = insert(LATEST)
+    new, old = stmt.excluded, LATEST.c
+    return stmt.on_conflict_do_update(
+        index_elements=[old.key, old.run_uuid],
+        set_={"value": new.value, "timestamp": new.timestamp, "step": new.step, "is_nan": new.is_nan},
+        where=sa.tuple_(new.step, new.timestamp, new.value) > sa.tuple_(old.step, old.timestamp, old.value))
