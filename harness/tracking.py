@@ -583,8 +583,7 @@ class Tracker:
             return Record(run_id, "FAILED", [], params, [(node.key, node.value), ("error", outcome.error[-5000:])])
         metrics, tags = self._result_rows(run_id, outcome.result, node)
         self._put(run_id, "model_state.pt", lambda path: torch.save(outcome.result.state_dict, path))
-        return Record(run_id, "FINISHED", [(m.key, m.value, m.timestamp, m.step) for m in metrics], params,
-                      [(t.key, t.value) for t in tags])
+        return Record(run_id, "FINISHED", metrics, params, tags)
 
     def drop(self, run_id: str, why: str) -> None:
         """Close and delete a claimed run that never started (:meth:`harness.leases.Leases.drop`)
@@ -604,36 +603,43 @@ class Tracker:
         """Metrics, curve and tags in as few ``log_batch`` calls as MLflow's limits allow (one for
         a trial of up to 1,000 values: each call costs a SQLite store about 8 ms of CPU, more
         than its rows), then the ``model_state.pt`` artifact."""
-        metrics, tags = self._result_rows(run_id, result, node)
+        rows, tag_rows = self._result_rows(run_id, result, node)
+        metrics, tags = [Metric(*row) for row in rows], [RunTag(*tag) for tag in tag_rows]
         for m, p, t in batches(metrics, self._pending_params(run_id), tags):
             self.client.log_batch(run_id, metrics=m, params=p, tags=t)
         self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
 
-    def _result_rows(self, run_id: str, result, node: RunTag) -> tuple[list[Metric], list[RunTag]]:
-        """A result's metrics (its summaries at the last step, its curve's points not logged
-        live, each at the time it was measured) and tags (non-finite values named in one)."""
+    def _result_rows(self, run_id: str, result, node: RunTag) -> tuple[list[tuple[str, float, int, int]],
+                                                                        list[tuple[str, str]]]:
+        """A result's metrics as ``(key, value, timestamp ms, step)`` rows (its summaries at the
+        last step, its curve's points not logged live, each at the time it was measured) and
+        its tags as ``(key, value)`` (non-finite values named in one); plain tuples, the
+        batched writer's rows (an MLflow ``Metric`` per value cost a tenth of a record's CPU)."""
         ts = result.end_ms
         finite, nonfinite = split_finite(result.metrics)
         last = int(result.curve[-1]["step"]) if result.curve else 0  # summaries at the last step,
-        metrics = [Metric(k, v, ts, last) for k, v in finite.items()]  # not a step-0 point on a curve
-        metrics.append(Metric("n_params", float(result.n_params), ts, last))
-        live = self._live.get(run_id, set())
+        metrics = [(k, v, ts, last) for k, v in finite.items()]  # not a step-0 point on a curve
+        metrics.append(("n_params", float(result.n_params), ts, last))
+        live = self._live.get(run_id, ())
         for point in result.curve:  # each point carries the time it was measured
-            step, when = int(point["step"]), int(point.get("time_ms", ts))
-            ok, bad = split_finite({k: v for k, v in point.items() if k not in ("step", "time_ms")})
-            nonfinite.update({f"{k}@{step}": v for k, v in bad.items()})
-            if step not in live:
-                metrics += [Metric(k, v, when, step) for k, v in ok.items()]
-        tags = [node, RunTag("diverged", str(result.diverged).lower()),
-                RunTag("device", result.info.get("device", "")),
-                RunTag("processor", result.info.get("processor", "")),
+            step = int(point["step"])
+            when, logged = int(point["time_ms"]) if "time_ms" in point else ts, step in live
+            for k, v in point.items():
+                if k == "step" or k == "time_ms":
+                    continue
+                if not math.isfinite(v := float(v)):  # named in a tag, live or not
+                    nonfinite[f"{k}@{step}"] = v
+                elif not logged:
+                    metrics.append((k, v, when, step))
+        tags = [(node.key, node.value), ("diverged", str(result.diverged).lower()),
+                ("device", result.info.get("device", "")), ("processor", result.info.get("processor", "")),
                 # its pack (size and members, comma-separated trial ids) and whether it was
                 # compiled: what a packed trial's result reproduces given (harness/pack.py)
-                RunTag("pack_size", str(result.info.get("pack_size", 1))),
-                RunTag("pack_members", str(result.info.get("pack_members", ""))[:8000]),
-                RunTag("compiled", str(result.info.get("compiled", False)).lower())]
+                ("pack_size", str(result.info.get("pack_size", 1))),
+                ("pack_members", str(result.info.get("pack_members", ""))[:8000]),
+                ("compiled", str(result.info.get("compiled", False)).lower())]
         if nonfinite:  # name=value pairs, e.g. test/rel_mse=inf,train/loss@40=nan
-            tags.append(RunTag("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
+            tags.append(("nonfinite", ",".join(f"{k}={v}" for k, v in nonfinite.items())[:5000]))
         return metrics, tags
 
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
