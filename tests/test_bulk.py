@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from harness.bulk import SCHEMA_REVISION, BulkStore
+from harness.bulk import SCHEMA_REVISION, BulkStore, Record
 from harness.config import TrackingConfig, TrackingKind
 from harness.expansion import compose_trial
 from harness.leases import LeaseLost
@@ -375,3 +375,16 @@ def _killed_inside_a_batch(db_store, hydra_conf) -> None:
     parent = tracker.start_parent(experiment, "killed", 4, 0, [])
     again = tracker.claim_batch(experiment, parent, "killed", trials)
     assert [r is not None for r in again] == [False, False, True, True]
+
+
+def test_a_latest_metric_is_replaced_only_by_a_larger_point(hydra_conf, db_store):
+    """``latest_metrics`` follows MLflow's rule across batches (one upsert per row): a later
+    batch's point replaces the stored one only if its ``(step, timestamp, value)`` is larger,
+    as ``get_run`` then reads it; a point in a batch of its own run is kept otherwise."""
+    store, tracker, parent, _, runs = _claimed(db_store, n=1)
+    client = MlflowClient(store.uri)
+    for (step, ts, value), expect in [((10, 1000, 1.0), 1.0), ((5, 2000, 2.0), 1.0), ((10, 1000, 3.0), 3.0),
+                                      ((10, 999, 9.0), 3.0), ((11, 0, 0.5), 0.5)]:
+        tracker.bulk.record([Record(runs[0], None, [("val/loss", value, ts, step)], [], [])], {parent})
+        assert client.get_run(runs[0]).data.metrics["val/loss"] == expect
+    assert len(client.get_metric_history(runs[0], "val/loss")) == 5
