@@ -149,7 +149,7 @@ def _open_parts(store, ablations: dict[str, list], configs: dict[str, DictConfig
     :func:`analysis.verdicts.decide_all` decides it, a column's as the stability table does."""
     runs, _ = split(collect(store.uri, ablations))
     out = set()
-    for (name, part_name), _ in rows.groupby(["ablation", "part"], sort=False):
+    for (name, part_name), _ in rows.groupby(["ablation", "part"], sort=False, dropna=False):
         conf = configs[name]
         part = next(p for p in conf.ablation.parts if str(p.name) == part_name)
         df = stats.add_error(runs[name]) if name in runs else pd.DataFrame()
