@@ -401,24 +401,28 @@ def checks(pre: dict[Step, Check], sep: str = "; ") -> str:
 HEADING = "## Which parts of attention matter"
 LABEL_WORDS = {Label.MATTERS: "matters", Label.NO_MATTER: "does not matter", Label.HURTS: "hurts",
                Label.UNDECIDED: "undecided", Label.NO_VERDICT: "no verdict"}
-READ_ROW = (
-    "**How to read a row.** Each part compares two arms on one task, one *with* the component and one "
-    "*without* it, each at its lr chosen on validation; the amount is value(without) − value(with) (test error, "
-    "mean log test error over n_train, or the fraction of the step budget to reach a target; lower is better), "
-    "its mean over paired seeds and 95% interval, so a positive amount means the component lowers error. "
-    "*matters*: the component lowers error and the interval excludes 0 (an equivalence: lies beyond δ, the "
-    "part's pre-registered margin); *hurts*: it raises error, likewise; *does not matter*: the interval lies "
-    "within ±δ (one-sided: it lowers error by less than δ); *undecided*: neither, or a rule of the protocol voids "
-    "the interval: the row says why and what would decide it. *Paper*: what the registered hypothesis expects "
-    "and its verdict (*supported* / *contradicted*, the verdict tables below). *How firm*: the interval's "
-    "distance to a label change and a precondition's (a rule that voids the interval) distance to voiding it, "
-    "where under 0.5 δ; the blocks whose "
-    "label differs (the exploratory seeds, ×4 steps, another readout: *scaled* β Eᵀ f(X), *tied* Eᵀ f(X), "
-    "*learned* U f(X)), then the answer beyond this regime: at 8× the part's n_train and more steps (the scale "
-    "column) and at a 4× longer sequence (the length column), each decided on its own reruns with its lrs chosen "
-    "again: *holds*, *moves to* another label, *not shown (fewer seeds)* (inconclusive there, which its wider "
-    "interval on fewer seeds explains) or *not run* (no reruns of its arms in these runs; another reason is "
-    "named). A part that moves is not settled.")
+READ_ROW = "\n".join((
+    "**How to read a row.** Each part compares two arms on one task, one *with* the component and one *without* "
+    "it, each at its lr chosen on validation.",
+    "",
+    "- **amount** = value(without) − value(with): its mean over paired seeds and 95% interval, where the value is "
+    "test error, mean log test error over n_train, or the fraction of the step budget to reach a target (lower is "
+    "better), so a positive amount means the component lowers error.",
+    "- **answer**: *matters*: the component lowers error and the interval excludes 0 (an equivalence: lies beyond "
+    "δ, the part's pre-registered margin); *hurts*: it raises error, likewise; *does not matter*: the interval "
+    "lies within ±δ (one-sided: it lowers error by less than δ); *undecided*: neither, or a rule of the protocol "
+    "voids the interval: the row says why and what would decide it.",
+    "- *Paper*: what the registered hypothesis expects and its verdict (*supported* / *contradicted*, the verdict "
+    "tables below).",
+    "- *How firm*: *fragile* where the interval is under 0.5 δ from a label change, or a precondition (a rule that "
+    "voids the interval) under 0.5 δ from voiding it, else *firm*; the blocks whose label differs (the "
+    "exploratory seeds, ×4 steps, another readout: *scaled* β Eᵀ f(X), *tied* Eᵀ f(X), *learned* U f(X)); then "
+    "the answer beyond this regime, at 8× the part's n_train and more steps (the scale column) and at a 4× longer "
+    "sequence (the length column), each decided on its own reruns with its lrs chosen again: *holds*, *moves to* "
+    "another label (a part that moves is not settled), *not shown (fewer seeds)* (inconclusive there, which its "
+    "wider interval on fewer seeds explains) or *not run* (no reruns of its arms in these runs; another reason is "
+    "named).",
+))
 BLOCK_NAMES = {"exploratory": "exploratory seeds", "x4": "×4 steps"}
 PRE_WORDS = {Step.RESOLUTION: "the resolution rule (cannot show δ)", Step.NO_POWER: "its positive control (power)"}
 
@@ -586,6 +590,44 @@ def _name(x: Line, named: Sequence[str]) -> str:
     return f"{name} · `{x.has}`" if named.count(name) > 1 else name
 
 
+SHORT_ORDER = (Label.MATTERS, Label.HURTS, Label.NO_MATTER, Label.UNDECIDED, Label.NO_VERDICT)
+# Each label glossed where the screen first uses it (the reading guide below defines it in full).
+SHORT_GLOSS = {Label.MATTERS: "the component lowers error, beyond δ where the part tests an equivalence",
+               Label.HURTS: "it raises error", Label.NO_MATTER: "the difference lies within δ, the part's margin",
+               Label.UNDECIDED: "neither, or a rule of the protocol voids the interval",
+               Label.NO_VERDICT: "sanity checks and observations, no hypothesis"}
+SHORT_HEAD = ("**In short**, at the regime measured (the trust paragraph below the table says which answers "
+              "hold beyond it); the rows give the amounts, intervals and reasons:")
+
+
+def _fragile(x: Line) -> bool:
+    """Whether the row's *how firm* calls the part fragile (:func:`_firm`'s first two rules)."""
+    return (not math.isnan(x.margin) and x.margin < 0.5) or bool(x.preconditions)
+
+
+def in_short(rows: Sequence[Row], named: Sequence[str]) -> list[str]:
+    """The answers by label, a line each ("- *matters*: W_V (C8(a) T4a · `value`, fragile; C8(b),
+    C12(a) T3d); …"), each part flagged where its row calls it fragile or its verdict moves in a
+    column beyond the regime; a part with no verdict says which way its amount points."""
+    out = [SHORT_HEAD, ""]
+    for label in SHORT_ORDER:
+        items: list[str] = []
+        for row in rows:
+            parts = []
+            for x in (x for x in row.lines if x.label is label):
+                notes = (["fragile"] if _fragile(x) else []) + [
+                    "moves " + SIZE_WORDS[b.column].format(size=b.size) for b in x.beyond
+                    if b.status is Holds.MOVES]
+                if label is Label.NO_VERDICT and not math.isnan(x.gain.estimate):
+                    notes.append("lowers error" if x.gain.estimate >= 0 else "raises error")
+                parts.append(_name(x, named) + (", " + ", ".join(notes) if notes else ""))
+            if parts:
+                items.append(f"{row.component} ({'; '.join(parts)})")
+        if items:
+            out.append(f"- *{LABEL_WORDS[label]}* ({SHORT_GLOSS[label]}): " + "; ".join(items))
+    return out
+
+
 def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
     """The report's opening: heading, how to read a row, one row per component (each part a line:
     its answer, the paper's verdict, how firm), and the trust paragraph."""
@@ -600,7 +642,7 @@ def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
         if row.augmentation is not None:
             cells.append(("C9 augmentation", _augmentation(row.augmentation), "–", "–"))
         lines.append(f"| {row.component} | " + " | ".join("<br>".join(c[i] for c in cells) for i in range(4)) + " |")
-    return [HEADING, "", READ_ROW, "", *lines, "", trust, ""]
+    return [HEADING, "", *in_short(rows, named), "", READ_ROW, "", *lines, "", trust, ""]
 
 
 def headline(name: str) -> str:

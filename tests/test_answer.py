@@ -4,13 +4,15 @@ misreading the audit found in the old headline (item 4), each against hand-writt
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
 from analysis import answer, calibration, protocol, render, render_tables, stats
-from analysis.decision import Beyond, Block, BlownUp, Holds, Interval, NotRun, Reason, Robust, Rule
+from analysis.decision import Beyond, Block, BlownUp, Holds, Interval, Label, NotRun, Reason, Robust, Rule
 from analysis.protocol import CONTRADICTED, INCONCLUSIVE, OBSERVED, SUPPORTED, PartResult, spec_dict
 
 
@@ -150,12 +152,17 @@ def test_no_cell_is_cut_mid_phrase():
 
 def test_the_labels_are_defined_before_the_table():
     """Misreading 4: terms used before their definition. The reading guide defines each label and
-    the sign before the first row."""
-    text = "\n".join(_table([ZG2]))
+    the sign before the first row; the short answers above it gloss each label where they use it."""
+    text = "\n".join(_table([ZG2, WV]))
     start, table = text.index("**How to read a row.**"), text.index("| component |")
     for term in ("*matters*", "*hurts*", "*does not matter*", "*undecided*", "*Paper*", "*How firm*"):
-        assert start < text.index(term) < table, term
+        assert start < text.index(term, start) < table, term
     assert "a positive amount means the component lowers error" in text[start:table]
+    # the short answers above the guide use a label only with its gloss
+    short = text[text.index("**In short**"):start]
+    for label in (Label.MATTERS, Label.NO_MATTER):
+        first = short.index(f"*{render.LABEL_WORDS[label]}*")
+        assert short[first:].startswith(f"*{render.LABEL_WORDS[label]}* ({render.SHORT_GLOSS[label]}): "), label
 
 
 def test_what_would_decide_follows_its_rules_in_order():
@@ -277,3 +284,23 @@ def test_another_blocks_label_is_worded_as_the_answer_column_words_it():
     assert render.block_answer(INCONCLUSIVE, Label.MATTERS) == "undecided"
     assert render.block_answer(CONTRADICTED, Label.MATTERS) == "not 'matters' (contradicted)"
     assert render.block_answer(SUPPORTED, None) == SUPPORTED  # no registered expectation: the verdict as it is
+
+
+def test_the_short_answers_list_each_part_under_its_label_and_flag_fragile_and_moving_ones():
+    """The lines above the reading guide: each part under its row's label, with *fragile* where its
+    row calls it so and *moves at …* where a column beyond the regime changes its verdict; a firm
+    part carries neither."""
+    rows = answer.rows([ZG2, WV], {}, {"nearest": "test error (1 − accuracy)"})
+    zg2_row = next(r for r in rows if any(x.has == "general" for x in r.lines))
+    fragile = dataclasses.replace(zg2_row.lines[0], margin=0.2, beyond=(
+        Beyond("scale", Holds.MOVES, size=8192), Beyond("length", Holds.NOT_RUN, why=NotRun.NO_RUNS)))
+    rows = [dataclasses.replace(r, lines=(fragile,)) if r is zg2_row else
+            dataclasses.replace(r, lines=tuple(dataclasses.replace(x, margin=1.0, preconditions=()) for x in r.lines))
+            for r in rows]  # the W_V part firm: 1 δ from a label change, no precondition near voiding it
+    named = [f"{', '.join(x.labels)} {x.task_code}" for r in rows for x in r.lines]
+    short = render.in_short(rows, named)
+    no_matter = next(s for s in short if s.startswith("- *does not matter*"))
+    assert no_matter.endswith(f"{zg2_row.component} ({render._name(fragile, named)}, fragile, moves at n_train 8192)")
+    matters = next(s for s in short if s.startswith("- *matters*"))
+    assert "fragile" not in matters and "moves" not in matters and "`value`" in matters
+    assert not any(s.startswith(("- *hurts*", "- *undecided*")) for s in short)  # no part has those labels
