@@ -138,6 +138,15 @@ class MLP(nn.Module):
                 h = F.gelu(h)
         return h
 
+    @torch.no_grad()
+    def rotate_(self, q: Tensor) -> None:
+        """In place, for an MLP that reads and writes embedding vectors (``d → … → d``): the input
+        weight ``W₁ ↦ W₁ Qᵀ``, the output weight and bias ``W ↦ Q W``, ``b ↦ Q b``; the hidden
+        layers are untouched, so ``f(Qx) = Q f(x)`` after it. ``q``: ``(d, d)`` orthogonal."""
+        rotate_in_(self.weights[0], q)
+        rotate_out_(self.weights[-1], q)
+        rotate_out_(self.biases[-1], q)
+
 
 @torch.no_grad()
 def rotate_in_(w: Tensor, q: Tensor) -> None:

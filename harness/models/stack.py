@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, rotate_in_, rotate_out_
+from harness.models.common import MLP
 
 EPS = 1e-6  # RMSNorm's ε, added to the mean square
 KEPT = frozenset({"orthogonal_knowledge", "permutation"})  # what the norm and the MLP preserve
@@ -59,9 +59,7 @@ class Block(nn.Module):
     def rotate_(self, q: Tensor) -> None:
         """In place: the mixer's own rule, the MLP's ``W1 ↦ W1 Qᵀ``, ``W2 ↦ Q W2``, ``b2 ↦ Q b2``."""
         self.mixer.rotate_(q)
-        rotate_in_(self.mlp.weights[0], q)
-        rotate_out_(self.mlp.weights[-1], q)
-        rotate_out_(self.mlp.biases[-1], q)
+        self.mlp.rotate_(q)
 
 
 class Stack(nn.Module):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from harness.models.common import MLP, rotate_in_, rotate_out_, require_positive
+from harness.models.common import MLP, require_positive
 
 __all__ = ["TokenMLP", "TokenMLPConfig"]
 
@@ -49,6 +49,4 @@ class TokenMLP(nn.Module):
     @torch.no_grad()
     def rotate_(self, q: Tensor) -> None:
         """In place: input weight ``↦ W Qᵀ``, output weight and bias ``↦ Q ·``."""
-        rotate_in_(self.mlp.weights[0], q)
-        rotate_out_(self.mlp.weights[-1], q)
-        rotate_out_(self.mlp.biases[-1], q)
+        self.mlp.rotate_(q)

@@ -97,9 +97,7 @@ class Block(nn.Module):
     @torch.no_grad()
     def rotate_(self, q: Tensor) -> None:
         self.attn.rotate_(q)
-        rotate_in_(self.ffn.weights[0], q)
-        rotate_out_(self.ffn.weights[-1], q)
-        rotate_out_(self.ffn.biases[-1], q)
+        self.ffn.rotate_(q)
         if self.cfg.norm is Norm.layernorm:
             rotate_in_(self.shifts, q)  # each row β ↦ Qβ; the gains γ have no rule
 
