@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis.decision import (Augmentation, Beyond, Block, Check, Choice, ClaimVerdict, Combined, Conditions, Look,
                                Control, Decide, Flip, Holds, Label, Line, LrChoice, Method, Move, NotRun, Reason,
-                               Remedy, Robust, Row, Rule, Seeds, Step, Trust, UnitKind, Units, Unstable)
+                               Remedy, Robust, Row, Rule, Scale, Seeds, Step, Trust, UnitKind, Units, Unstable)
 
 def lr(x: float) -> str:
     """A learning rate (or a mean) as the report prints it: three significant digits."""
@@ -596,8 +596,8 @@ SHORT_GLOSS = {Label.MATTERS: "the component lowers error, beyond δ where the p
                Label.HURTS: "it raises error", Label.NO_MATTER: "the difference lies within δ, the part's margin",
                Label.UNDECIDED: "neither, or a rule of the protocol voids the interval",
                Label.NO_VERDICT: "sanity checks and observations, no hypothesis"}
-SHORT_HEAD = ("**In short**, at the regime measured (the trust paragraph below the table says which answers "
-              "hold beyond it); the rows give the amounts, intervals and reasons:")
+SHORT_HEAD = ("**In short**, at {where} (the trust paragraph below the table says which answers hold beyond "
+              "it); the rows give the amounts, intervals and reasons:")
 
 
 def _fragile(x: Line) -> bool:
@@ -605,11 +605,15 @@ def _fragile(x: Line) -> bool:
     return (not math.isnan(x.margin) and x.margin < 0.5) or bool(x.preconditions)
 
 
-def in_short(rows: Sequence[Row], named: Sequence[str]) -> list[str]:
+def in_short(rows: Sequence[Row], named: Sequence[str], scale: Scale | None = None) -> list[str]:
     """The answers by label, a line each ("- *matters*: W_V (C8(a) T4a · `value`, fragile; C8(b),
     C12(a) T3d); …"), each part flagged where its row calls it fragile or its verdict moves in a
-    column beyond the regime; a part with no verdict says which way its amount points."""
-    out = [SHORT_HEAD, ""]
+    column beyond the regime; an undecided part says what would decide it (as its row, after
+    "→"), a part with no verdict which way its amount points. ``scale``: the regime measured,
+    named in the heading line where given."""
+    where = (f"n_train up to {scale.n_train_max} and {scale.steps} steps per trial" if scale is not None
+             else "the regime measured")
+    out = [SHORT_HEAD.format(where=where), ""]
     for label in SHORT_ORDER:
         items: list[str] = []
         for row in rows:
@@ -620,7 +624,8 @@ def in_short(rows: Sequence[Row], named: Sequence[str]) -> list[str]:
                     if b.status is Holds.MOVES]
                 if label is Label.NO_VERDICT and not math.isnan(x.gain.estimate):
                     notes.append("lowers error" if x.gain.estimate >= 0 else "raises error")
-                parts.append(_name(x, named) + (", " + ", ".join(notes) if notes else ""))
+                what = decide(x.decide)[1] if label is Label.UNDECIDED else ""
+                parts.append(_name(x, named) + (", " + ", ".join(notes) if notes else "") + (f" → {what}" if what else ""))
             if parts:
                 items.append(f"{row.component} ({'; '.join(parts)})")
         if items:
@@ -628,9 +633,10 @@ def in_short(rows: Sequence[Row], named: Sequence[str]) -> list[str]:
     return out
 
 
-def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
-    """The report's opening: heading, how to read a row, one row per component (each part a line:
-    its answer, the paper's verdict, how firm), and the trust paragraph."""
+def first_screen(rows: Sequence[Row], trust: str, scale: Scale | None = None) -> list[str]:
+    """The report's opening: heading, the answers in short (:func:`in_short`, at ``scale`` where
+    given), how to read a row, one row per component (each part a line: its answer, the paper's
+    verdict, how firm), and the trust paragraph."""
     lines = ["| component | part (task) | answer: amount [95% interval] | paper | how firm |", "|---|---|---|---|---|"]
     named = [f"{', '.join(x.labels)} {x.task_code}" for row in rows for x in row.lines]
     for row in rows:
@@ -642,7 +648,7 @@ def first_screen(rows: Sequence[Row], trust: str) -> list[str]:
         if row.augmentation is not None:
             cells.append(("C9 augmentation", _augmentation(row.augmentation), "–", "–"))
         lines.append(f"| {row.component} | " + " | ".join("<br>".join(c[i] for c in cells) for i in range(4)) + " |")
-    return [HEADING, "", *in_short(rows, named), "", READ_ROW, "", *lines, "", trust, ""]
+    return [HEADING, "", *in_short(rows, named, scale), "", READ_ROW, "", *lines, "", trust, ""]
 
 
 def headline(name: str) -> str:

@@ -465,7 +465,7 @@ def document(report: Report, header: Header, compared: list, sections: Sequence[
     how verdicts are decided."""
     tiny = report.path_check
     top = render_prose.header(header)
-    opening = [] if tiny else render.first_screen(report.rows, render.trust(report.trust))
+    opening = [] if tiny else render.first_screen(report.rows, render.trust(report.trust), report.trust.scale)
     said = claims(report.claims, tiny, report.reregistered)
     return [
         *top[:2], *opening, *top[2:],

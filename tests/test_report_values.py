@@ -231,3 +231,19 @@ def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(bundle, r
     # the bundle's other ablations are not built here, so they fall short of their plan: counted, not worded
     assert {n for n, _, _ in report.shortfall} == set(planned(bundle)) - set(ABLATIONS)
     assert all(isinstance(done, int) and isinstance(of, int) and done < of for _, done, of in report.shortfall)
+
+
+def test_the_short_answers_name_the_regime_and_what_would_decide_each_undecided_part(report):
+    """The first screen's short answers, on today's bundle: the heading line names the regime from
+    the trust paragraph's scale, and each undecided part carries what would decide it, as its row."""
+    from analysis.decision import Label
+
+    scale = report.trust.scale
+    lines = render.first_screen(report.rows, "", scale)
+    short = lines[lines.index(render.HEADING) + 2]
+    assert short.startswith(f"**In short**, at n_train up to {scale.n_train_max} and {scale.steps} steps per trial")
+    undecided = [x for row in report.rows for x in row.lines if x.label is Label.UNDECIDED]
+    assert undecided  # C12(c) T3a″ is undecided in the ablations built here
+    said = next(s for s in lines if s.startswith("- *undecided*"))
+    for x in undecided:
+        assert f" → {render.decide(x.decide)[1]}" in said
