@@ -435,6 +435,7 @@ class NotRun(Enum):
 
     NO_RUNS = "registered, but the runs hold none of its arms' reruns in this column"
     FIXED_LENGTH = "the task's sequence length is fixed (its lengths are set by its terms or lengths)"
+    UNDEFINED_AT_N = "the task has no definition at the column's length (tasks.registry.undefined_at)"
     OFF = "the column is off at this scale"
 
 

@@ -10,7 +10,10 @@ does (:mod:`analysis.scale`, one implementation: :func:`analysis.scale.column_tr
 :func:`analysis.scale.column_edges`, :func:`analysis.rounds.edge_rounds`). The rounds tag their
 trials with phase ``length`` (:func:`analysis.rounds.tag`; never part of a trial's id). The part
 is decided on them alone, with every precondition: a flag column, never the verdict; a part
-whose task cannot change n gets :attr:`analysis.decision.NotRun.FIXED_LENGTH` instead.
+whose task cannot change n gets :attr:`analysis.decision.NotRun.FIXED_LENGTH` instead, and one
+whose task has no definition at the column's n (a teacher calibrated at n = 8 whose target no
+temperature reaches at n = 32: :func:`tasks.registry.undefined_at`) gets
+:attr:`analysis.decision.NotRun.UNDEFINED_AT_N`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from analysis import scale
+from tasks.registry import undefined_at
 
 N_SEQ = "task.n"
 
@@ -50,15 +54,21 @@ def fixed_length(df: pd.DataFrame) -> bool:
     return N_SEQ not in df or df[N_SEQ].isna().all() or listed
 
 
+def undefined(df: pd.DataFrame, n: int) -> str | None:
+    """Why the task of ``df``'s runs (one part's grid rows) has no definition at length ``n``
+    (:func:`tasks.registry.undefined_at` on its first run's params), or None."""
+    return undefined_at(df.iloc[0].to_dict(), int(n)) if not df.empty and int(n) > 0 else None
+
+
 def length_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
                   ablations: Mapping[str, Sequence[Any]], cli: Sequence[str], n: int,
                   parts: str = "deciding") -> dict[str, list]:
     """``{ablation: [Trial]}``: the length column's first round: every registered part's grid
     trials (:func:`analysis.scale.column_trials`) at ``task.n = n``, the parts of a fixed-length
-    task left out."""
+    task or one undefined at ``n`` (:func:`undefined`) left out."""
     over = changes(n)
     return scale.column_trials(scale.registered(configs, parts), runs, ablations, cli, lambda row: dict(over),
-                               keep=lambda spec, rows: not fixed_length(rows))
+                               keep=lambda spec, rows: not fixed_length(rows) and undefined(rows, n) is None)
 
 
 def length_edges(configs: Mapping[str, Any], length_runs: Mapping[str, pd.DataFrame],

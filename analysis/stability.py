@@ -219,15 +219,20 @@ def beyond(column: str, main: protocol.PartResult, r: protocol.PartResult, frame
 
 
 def _columns(blocks: Mapping[str, pd.DataFrame], results: Mapping[str, protocol.PartResult],
-             main: protocol.PartResult) -> dict[str, Any]:
+             main: protocol.PartResult, length_n: int = 0) -> dict[str, Any]:
     """A stability row's length cells (``length``: its verdict, None where not run;
-    ``length_block``) and ``beyond``: each column's :class:`Beyond` against ``main``."""
+    ``length_block``) and ``beyond``: each column's :class:`Beyond` against ``main``; where the
+    length column did not run, why (``length_n``: ``report.length_n``, the length it runs at)."""
     explored = blocks.get("exploratory", pd.DataFrame())
     ran = results["length"].n_runs
+    why = None
+    if not ran and length.fixed_length(explored):
+        why = NotRun.FIXED_LENGTH
+    elif not ran and length.undefined(explored, length_n):
+        why = NotRun.UNDEFINED_AT_N
     return {"length": results["length"].verdict if ran else None,
             "length_block": block_value(results["length"]) if ran else None,
-            "beyond": tuple(beyond(c, main, results[c], blocks.get(c, pd.DataFrame()),
-                                   NotRun.FIXED_LENGTH if c == "length" and length.fixed_length(explored) else None)
+            "beyond": tuple(beyond(c, main, results[c], blocks.get(c, pd.DataFrame()), why if c == "length" else None)
                             for c in COLUMNS)}
 
 
@@ -254,10 +259,11 @@ def column_decision(blocks: Mapping[str, pd.DataFrame], part: Any, column: str) 
 
 
 def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
-                  decided: Mapping[str, protocol.PartResult] | None = None) -> dict[str, Any]:
+                  decided: Mapping[str, protocol.PartResult] | None = None, length_n: int = 0) -> dict[str, Any]:
     """One row of the stability table for one deciding part (module docstring). ``decided``: the
     part's exploratory and confirmation decisions where already made on these blocks
-    (:func:`analysis.verdicts.decide_both`), each decided once."""
+    (:func:`analysis.verdicts.decide_both`), each decided once; ``length_n``: the length column's
+    n (``report.length_n``; 0: no column), to say why a part has no length runs."""
     spec = protocol.spec_dict(part)
     decided = decided or {}
     results = {"exploratory": decided.get("exploratory") or _block(blocks.get("exploratory", pd.DataFrame()), part,
@@ -312,7 +318,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
                             and results[k].n_runs and results[k].verdict != results["exploratory"].verdict]
     main = results[deciding]
-    row.update(_columns(blocks, results, main))
+    row.update(_columns(blocks, results, main, length_n))
     row["moves"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
                               spec["readout"])
     row["conditions"] = render.conditions(row["moves"])

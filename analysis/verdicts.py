@@ -172,8 +172,10 @@ def stability_frame(configs: Mapping[str, DictConfig], runs: Mapping[str, pd.Dat
             if protocol.spec_dict(part)["role"] != "deciding":
                 continue
             blocks = _blocks(conf, df, part) if not df.empty else {}
-            rows.append({"ablation": name, **stability.stability_row(blocks, part,
-                                                                     (decided or {}).get((name, str(part.name))))})
+            report = conf.get("report") if hasattr(conf, "get") else None
+            rows.append({"ablation": name, **stability.stability_row(
+                blocks, part, (decided or {}).get((name, str(part.name))),
+                int(report.get("length_n", 0) or 0) if report is not None else 0)})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

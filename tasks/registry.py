@@ -8,7 +8,8 @@ every family (:class:`tasks.base.CommonConfig`), used by their own presets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+import math
+from typing import Any, Mapping
 
 import torch
 
@@ -18,6 +19,7 @@ from tasks.external import NAME as EXTERNAL, build_external_task
 from tasks.mqar import MQARConfig, MQARTask
 from tasks.selection import SelectionConfig, SelectionTask
 from tasks.teacher import TeacherConfig, TeacherTask
+from tasks.teachers import TeacherKind
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,32 @@ def build_task(cfg: Any, dtype: torch.dtype = torch.float32) -> TaskBase:
     if cfg.name not in TASKS:
         raise KeyError(f"unknown task {cfg.name!r}; registered: {sorted(TASKS)}")
     return TASKS[cfg.name].cls(cfg, dtype)
+
+
+def undefined_at(params: Mapping[str, Any], n: int) -> str | None:
+    """Why the task of a run, given by its flat params (``task.name``, ``task.teacher``, ``task.d``,
+    ``task.k``, ``task.teacher_seed``, ``task.uniform_rel_mse``: a results bundle's columns), has
+    no definition at sequence length ``n``, or None where it has one.
+
+    A teacher task is calibrated at its own ``n`` (``uniform_rel_mse``: the uniform-mixing
+    predictor's error, :meth:`tasks.teacher.TeacherTask._calibrate`); at another length that
+    target may lie outside what any temperature reaches (T3d's 0.6 at n = 32: 0.731-0.981), and
+    then the task "at n = 32" does not exist. The other families are defined at every n their own
+    checks accept.
+    """
+    if str(params.get("task.name")) != "teacher":
+        return None
+
+    def value(key: str, cast, default):
+        v = params.get(f"task.{key}")
+        return default if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("", "nan") \
+            else cast(float(v) if cast is int else v)
+    base = TeacherConfig()
+    cfg = TeacherConfig(teacher=TeacherKind(value("teacher", str, base.teacher.value)), d=value("d", int, base.d),
+                        n=int(n), k=value("k", int, base.k), teacher_seed=value("teacher_seed", int, base.teacher_seed),
+                        uniform_rel_mse=value("uniform_rel_mse", float, base.uniform_rel_mse))
+    try:
+        TeacherTask(cfg)
+    except ValueError as err:
+        return str(err)
+    return None

@@ -288,6 +288,28 @@ def test_a_task_of_fixed_length_says_so_in_the_length_column():
         length.changes(0)
 
 
+def test_a_task_undefined_at_the_columns_length_says_so_and_gets_no_length_trials():
+    """T3d's teacher is calibrated so that uniform mixing has relative error 0.6 at n = 8; at
+    n = 32 no temperature reaches that (0.731-0.981), so the task "at n = 32" does not exist: the
+    length column leaves its parts out and says why (the run of 2026-12-06 stopped at its
+    pre-flight instead). Other teachers and families stay defined."""
+    from analysis import length
+    from tasks.registry import undefined_at
+
+    general = {"task.name": "teacher", "task.teacher": "general", "task.d": 16.0, "task.k": 4.0,
+               "task.teacher_seed": 0.0, "task.uniform_rel_mse": 0.6}
+    said = undefined_at(general, 32)
+    assert said and "not reachable for teacher=general, n=32" in said and "0.731" in said
+    assert undefined_at(general, 8) is None
+    assert undefined_at({**general, "task.teacher": "softmax"}, 32) is None
+    assert undefined_at({"task.name": "selection"}, 32) is None
+    runs = _all().assign(**{k: v for k, v in general.items()})
+    row = stability.stability_row(stability.split_blocks(runs, 600, "scaled"), PART, length_n=32)
+    assert row["beyond"][1] == Beyond("length", Holds.NOT_RUN, why=NotRun.UNDEFINED_AT_N)
+    assert "calibration cannot be reached" in render.beyond(row["beyond"][1])
+    assert stability.stability_row(stability.split_blocks(runs, 600, "scaled"), PART)["beyond"][1].why is NotRun.NO_RUNS
+
+
 def test_scale_and_length_trials_rerun_every_grid_lr_of_each_deciding_parts_arms(hydra_conf):
     """sigma_vs_softmax's deciding parts (T4a; T4b′, chosen at n_train 256): their arms (softmax,
     the three choose_b candidates; the control's tanh among them) rerun at every grid lr and
