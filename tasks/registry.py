@@ -8,7 +8,8 @@ every family (:class:`tasks.base.CommonConfig`), used by their own presets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-import math
+import dataclasses
+from enum import Enum
 from typing import Any, Mapping
 
 import torch
@@ -19,7 +20,6 @@ from tasks.external import NAME as EXTERNAL, build_external_task
 from tasks.mqar import MQARConfig, MQARTask
 from tasks.selection import SelectionConfig, SelectionTask
 from tasks.teacher import TeacherConfig, TeacherTask
-from tasks.teachers import TeacherKind
 
 
 @dataclass(frozen=True)
@@ -57,29 +57,44 @@ def build_task(cfg: Any, dtype: torch.dtype = torch.float32) -> TaskBase:
 
 
 def undefined_at(params: Mapping[str, Any], n: int) -> str | None:
-    """Why the task of a run, given by its flat params (``task.name``, ``task.teacher``, ``task.d``,
-    ``task.k``, ``task.teacher_seed``, ``task.uniform_rel_mse``: a results bundle's columns), has
-    no definition at sequence length ``n``, or None where it has one.
+    """Why the task of a run, given by its flat params (``task.<option>``: a results bundle's
+    columns), has no definition at sequence length ``n``, or None where it has one: the family's
+    config rebuilt from the run's scalar options (list options, T5's lengths, left at their
+    defaults; an option the run does not log, or one that does not parse, too) at ``task.n = n``,
+    and the task built from it, its family's own checks deciding.
 
-    A teacher task is calibrated at its own ``n`` (``uniform_rel_mse``: the uniform-mixing
-    predictor's error, :meth:`tasks.teacher.TeacherTask._calibrate`); at another length that
-    target may lie outside what any temperature reaches (T3d's 0.6 at n = 32: 0.731-0.981), and
-    then the task "at n = 32" does not exist. The other families are defined at every n their own
-    checks accept.
+    E.g. a teacher calibrated at n = 8 so that uniform mixing has relative error 0.6 reaches only
+    0.731-0.981 at n = 32 (:meth:`tasks.teacher.TeacherTask._calibrate`); ``repeated`` (T4c′)
+    needs ``n ≤ V + 3``. A family without an ``n`` option, an external task or an unregistered
+    family is not checked (None).
     """
-    if str(params.get("task.name")) != "teacher":
+    name = str(params.get("task.name"))
+    if name not in TASKS:
         return None
-
-    def value(key: str, cast, default):
-        v = params.get(f"task.{key}")
-        return default if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("", "nan") \
-            else cast(float(v) if cast is int else v)
-    base = TeacherConfig()
-    cfg = TeacherConfig(teacher=TeacherKind(value("teacher", str, base.teacher.value)), d=value("d", int, base.d),
-                        n=int(n), k=value("k", int, base.k), teacher_seed=value("teacher_seed", int, base.teacher_seed),
-                        uniform_rel_mse=value("uniform_rel_mse", float, base.uniform_rel_mse))
+    schema = TASKS[name].schema
+    if "n" not in {f.name for f in dataclasses.fields(schema)}:
+        return None  # a family without a length option (T1: its lengths are its terms)
+    options: dict[str, Any] = {}
+    for f in dataclasses.fields(schema):
+        raw = params.get(f"task.{f.name}")
+        if f.name in ("name", "n") or raw is None or str(raw) in ("", "nan", "None"):
+            continue
+        default = getattr(schema(), f.name)
+        try:
+            if isinstance(default, Enum):
+                options[f.name] = type(default)(str(raw))
+            elif isinstance(default, bool):
+                options[f.name] = str(raw).lower() in ("true", "1", "1.0")
+            elif isinstance(default, int):
+                options[f.name] = int(float(raw))
+            elif isinstance(default, float):
+                options[f.name] = float(raw)
+            elif isinstance(default, str):
+                options[f.name] = str(raw)
+        except (TypeError, ValueError):
+            continue  # an option this family no longer reads as logged: its default
     try:
-        TeacherTask(cfg)
+        TASKS[name].cls(schema(**options, n=int(n)))
     except ValueError as err:
         return str(err)
     return None

@@ -290,9 +290,9 @@ def test_a_task_of_fixed_length_says_so_in_the_length_column():
 
 def test_a_task_undefined_at_the_columns_length_says_so_and_gets_no_length_trials():
     """T3d's teacher is calibrated so that uniform mixing has relative error 0.6 at n = 8; at
-    n = 32 no temperature reaches that (0.731-0.981), so the task "at n = 32" does not exist: the
-    length column leaves its parts out and says why (the run of 2026-12-06 stopped at its
-    pre-flight instead). Other teachers and families stay defined."""
+    n = 32 no temperature reaches that (0.731-0.981), and T4c′ (repeated) needs n ≤ V + 3: those
+    tasks "at n = 32" do not exist, so the length column leaves their parts out and says why (the
+    run of 2026-12-06 stopped at their pre-flights instead). Other tasks stay defined."""
     from analysis import length
     from tasks.registry import undefined_at
 
@@ -302,7 +302,10 @@ def test_a_task_undefined_at_the_columns_length_says_so_and_gets_no_length_trial
     assert said and "not reachable for teacher=general, n=32" in said and "0.731" in said
     assert undefined_at(general, 8) is None
     assert undefined_at({**general, "task.teacher": "softmax"}, 32) is None
-    assert undefined_at({"task.name": "selection"}, 32) is None
+    repeated = {"task.name": "selection", "task.kind": "repeated", "task.V": 16.0, "task.d": 16.0}
+    assert "allowed: 7 ≤ n ≤ V + 3 = 19" in undefined_at(repeated, 32) and undefined_at(repeated, 8) is None
+    assert undefined_at({"task.name": "selection", "task.kind": "nearest"}, 32) is None
+    assert undefined_at({"task.name": "external"}, 32) is None
     runs = _all().assign(**{k: v for k, v in general.items()})
     row = stability.stability_row(stability.split_blocks(runs, 600, "scaled"), PART, length_n=32)
     assert row["beyond"][1] == Beyond("length", Holds.NOT_RUN, why=NotRun.UNDEFINED_AT_N)
