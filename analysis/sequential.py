@@ -25,8 +25,9 @@ spread (:func:`false_decision_rate`, ``benchmarks/sequential.py``), beside the f
 an interim look a part stops as *the effect is about δ* where even the last look could not
 decide it if the estimate held: a difference whose conditional power under the current trend
 is below :data:`FUTILITY_POWER` (Lan, Simon & Halperin's stochastic curtailment, Jennison &
-Turnbull §10.2), an equivalence whose estimate lies within one half-width of its 95% interval of
-the nearer margin δ (the fixed report's own *about δ* reading).
+Turnbull §10.2), an equivalence whose estimate lies within the nearer margin δ by less than the
+half-width its 95% interval would have at the last look if the spread held (the fixed report's
+own *about δ* reading, projected to the block's size).
 """
 
 from __future__ import annotations
@@ -134,8 +135,9 @@ def _futile(d: np.ndarray, spec: Mapping[str, Any], look: int, looks: tuple[int,
     """Per row of ``d: (reps, n_k)`` at interim look ``look``: stop as *the effect is about δ*
     (module docstring): a difference whose conditional power under the current trend,
     ``Φ((|z_k|/√t_k − c_K)/√(1 − t_k))`` with ``z_k`` the look's t statistic read on the z
-    scale, is below :data:`FUTILITY_POWER`; an equivalence whose mean lies within one half-width of
-    its 95% interval of the nearer margin (the report's *the effect is about δ*)."""
+    scale, is below :data:`FUTILITY_POWER`; an equivalence whose mean lies within the half-width
+    its 95% interval would have at the last look (the current one × √(n_k/n_K) × the ratio of
+    the t quantiles) of the nearer margin (the report's *the effect is about δ*)."""
     if look >= len(looks) - 1:
         return np.zeros(d.shape[0], dtype=bool)
     mean = d.mean(axis=1)
@@ -143,7 +145,13 @@ def _futile(d: np.ndarray, spec: Mapping[str, Any], look: int, looks: tuple[int,
         delta = float(spec["delta"])
         lo, hi = _bounds(d, 0.95)
         margin = delta if int(spec["sides"]) == 1 else np.where(mean >= 0, delta, -delta)  # the nearer one
-        return np.abs(mean - margin) < (hi - lo) / 2.0
+        # the half-width the last look would have if the spread held: the interval shrinks as
+        # √(n_k / n_K) and its t quantile falls with the degrees of freedom. The current look's own
+        # half-width (wide at 4 seeds) stopped nearly every equivalence at the first look, telling
+        # the reader that more seeds would not decide what they would
+        n_k, n_last = d.shape[1], looks[-1]
+        shrink = np.sqrt(n_k / n_last) * sps.t.ppf(0.975, n_last - 1) / sps.t.ppf(0.975, n_k - 1)
+        return np.abs(mean - margin) < shrink * (hi - lo) / 2.0
     t = looks[look] / looks[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.abs(_t(d))

@@ -85,3 +85,19 @@ def test_bad_designs_are_refused():
         sequential.false_decision_rate(SPECS[0], 0.0)
     with pytest.raises(ValueError, match="last look"):
         sequential.decide([0.1] * 5, SPECS[0])
+
+
+def test_an_equivalence_stops_for_futility_only_if_the_last_look_could_not_decide_it():
+    """At 4 of 10 seeds an equivalence whose mean is 1 δ from its margin with a wide interval
+    (half-width 2 δ now, 0.9 δ projected to 10 seeds) runs on; one whose mean sits on δ
+    stops as *the effect is about δ* (the report's run of 2026-12-06 stopped C12(b), d = 0.008
+    [−0.376, 0.393] against δ = 0.1, at 4 seeds under the unprojected rule)."""
+    from analysis import sequential
+
+    spec = {"test": "equivalence", "delta": 0.1, "sides": 2}
+    base = np.array([-1.0, 1.0, -1.0, 1.0])
+    hw = lambda d: (lambda lo, hi: (hi - lo) / 2.0)(*sequential._bounds(d[None, :], 0.95))[0]  # noqa: E731
+    wide = 0.2 / hw(base) * base  # half-width 0.2 = 2 δ at 4 seeds
+    assert not sequential._futile(wide[None, :], spec, 0, (4, 7, 10))[0]
+    assert sequential._futile((wide * 0.2 + 0.1)[None, :], spec, 0, (4, 7, 10))[0]
+    assert not sequential._futile((wide + 0.1)[None, :], spec, 2, (4, 7, 10))[0]  # never at the last look

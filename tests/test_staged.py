@@ -58,14 +58,16 @@ def test_a_part_decided_at_the_first_look_stops_and_the_others_run_on(report_rou
     per = pd.concat(block.values()).groupby(["task", "variant"])["seed"].agg(list)
     assert all(sorted(s) == sorted(set(s)) for s in per)  # no seed run twice
     seeds = per.map(lambda s: sorted(s)).to_dict()
-    assert all(s == BLOCK[:4] for (task, _), s in seeds.items() if task != BORDERLINE), seeds
-    assert all(s == BLOCK[:7] for (task, _), s in seeds.items() if task == BORDERLINE), seeds
+    # T4a's part, quiet on the block, is decided at the first look: its arms ran 4 seeds; parts
+    # still open there (the borderline task's; a part whose futility the last look decides) run on
+    assert all(s == BLOCK[:4] for (task, _), s in seeds.items() if task == "nearest"), seeds
+    assert all(s in (BLOCK[:7], BLOCK) for (task, _), s in seeds.items() if task == BORDERLINE), seeds
     both: dict = {}
     parts = {r.spec["name"]: r for r in verdicts.decide_parts(configs, runs, both)}
     looks = {name: v.get("confirmation_look") for (_, name), v in both.items() if "confirmation" in v}
     first = [name for name, look in looks.items() if look.look == 0]
-    later = [name for name, look in looks.items() if look.look == 1]
-    assert first and later and all(looks[n].stopped for n in first + later)
+    later = [name for name, look in looks.items() if look.look >= 1]
+    assert first and later and all(looks[n].stopped for n in first)
     t4a = next(n for n in first if "T4a" in n)
     assert parts[t4a].verdict == "supported" and parts[t4a].n_pairs == 4 and not looks[t4a].futile
     # the stability table names the look each block stopped at
