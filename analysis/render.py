@@ -520,7 +520,7 @@ COLUMN_NAMES = {"scale": "larger scale", "length": "longer sequence"}  # both co
 SIZE_WORDS = {"scale": "at n_train {size}", "length": "at n = {size}"}
 # NO_RUNS is the common case, said once in the reading paragraph (READ_ROW); other reasons on the row
 NOT_RUN_WORDS = {NotRun.NO_RUNS: "", NotRun.FIXED_LENGTH: "the task's sequence length is fixed",
-                 NotRun.UNDEFINED_AT_N: "the task's calibration cannot be reached at that length",
+                 NotRun.UNDEFINED_AT_N: "the task is not defined at that length",
                  NotRun.OFF: "off at this scale"}
 
 

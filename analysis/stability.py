@@ -219,11 +219,14 @@ def beyond(column: str, main: protocol.PartResult, r: protocol.PartResult, frame
 
 
 def _columns(blocks: Mapping[str, pd.DataFrame], results: Mapping[str, protocol.PartResult],
-             main: protocol.PartResult, length_n: int = 0) -> dict[str, Any]:
+             main: protocol.PartResult, task: str, length_n: int = 0) -> dict[str, Any]:
     """A stability row's length cells (``length``: its verdict, None where not run;
     ``length_block``) and ``beyond``: each column's :class:`Beyond` against ``main``; where the
-    length column did not run, why (``length_n``: ``report.length_n``, the length it runs at)."""
+    length column did not run, why, read from the runs of the part's own ``task`` (an ablation's
+    other tasks may be defined at other lengths; ``length_n``: ``report.length_n``)."""
     explored = blocks.get("exploratory", pd.DataFrame())
+    if "task" in explored:
+        explored = explored[explored["task"].astype(str) == str(task)]
     ran = results["length"].n_runs
     why = None
     if not ran and length.fixed_length(explored):
@@ -318,7 +321,7 @@ def stability_row(blocks: Mapping[str, pd.DataFrame], part: Any,
     row["readout_moved"] = [k.split("=", 1)[1] for k in results if k.startswith("readout=")
                             and results[k].n_runs and results[k].verdict != results["exploratory"].verdict]
     main = results[deciding]
-    row.update(_columns(blocks, results, main, length_n))
+    row.update(_columns(blocks, results, main, spec["task"], length_n))
     row["moves"] = conditions(main, {k: v for k, v in results.items() if k == "x4" or k.startswith("readout=")},
                               spec["readout"])
     row["conditions"] = render.conditions(row["moves"])

@@ -309,8 +309,14 @@ def test_a_task_undefined_at_the_columns_length_says_so_and_gets_no_length_trial
     runs = _all().assign(**{k: v for k, v in general.items()})
     row = stability.stability_row(stability.split_blocks(runs, 600, "scaled"), PART, length_n=32)
     assert row["beyond"][1] == Beyond("length", Holds.NOT_RUN, why=NotRun.UNDEFINED_AT_N)
-    assert "calibration cannot be reached" in render.beyond(row["beyond"][1])
+    assert "the task is not defined at that length" in render.beyond(row["beyond"][1])
     assert stability.stability_row(stability.split_blocks(runs, 600, "scaled"), PART)["beyond"][1].why is NotRun.NO_RUNS
+    # the part's own task decides, not the ablation's first run (C12(b)'s T3a read T3d's reason)
+    nearest = _all().assign(**{"task.name": "selection", "task.kind": "nearest"})
+    for first, own, why in ((runs, nearest, NotRun.NO_RUNS), (nearest, runs, NotRun.UNDEFINED_AT_N)):
+        mixed = pd.concat([first.assign(task="u"), own.assign(task="t")], ignore_index=True)
+        assert stability.stability_row(stability.split_blocks(mixed, 600, "scaled"), PART,
+                                       length_n=32)["beyond"][1].why is why
 
 
 def test_scale_and_length_trials_rerun_every_grid_lr_of_each_deciding_parts_arms(hydra_conf):
