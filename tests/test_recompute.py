@@ -124,6 +124,21 @@ def _chosen(arm_runs: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     return lr, per[np.isclose(per["train.lr"], lr) & ~per["bad"]]
 
 
+def _level(df: pd.DataFrame, row: dict, n: int) -> float:
+    """The interval's level: 95% (a difference) or 90% (an equivalence), or, where the block
+    ran in the sequential design's stages (its runs' ``design`` tag, ``sequential 4,7,10``), the
+    nominal level of the look its ``n`` paired seeds stopped at (:func:`analysis.sequential.nominal_level`)."""
+    from analysis.sequential import nominal_level
+
+    base = 0.95 if row["test"] == "difference" else 0.90
+    design = {str(x) for x in df.get("design", pd.Series(dtype=str)).dropna()}
+    staged = [x for x in design if x.startswith("sequential ")]
+    if not staged:
+        return base
+    looks = tuple(int(k) for k in staged[0].split(" ", 1)[1].split(","))
+    return nominal_level(looks.index(n), looks, base) if n in looks else base
+
+
 def _recompute(df: pd.DataFrame, row: dict) -> dict:
     per_arm, lrs, means = {}, {}, {}
     for arm in (row["a"], row["b"]):
@@ -142,7 +157,7 @@ def _recompute(df: pd.DataFrame, row: dict) -> dict:
         means[arm] = per_arm[arm].mean()
     pairs = pd.concat(per_arm, axis=1, join="inner").dropna()
     d = (pairs[row["b"]] - pairs[row["a"]]).to_numpy(float)
-    level = 0.95 if row["test"] == "difference" else 0.90
+    level = _level(df, row, len(d))
     half = sps.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if np.ptp(d) > 0 else 0.0
     return {"mean_a": _g(means[row["a"]]), "mean_b": _g(means[row["b"]]), "effect": _g(d.mean()),
             "lo": _g(d.mean() - half), "hi": _g(d.mean() + half), "lr": lrs}
