@@ -75,11 +75,12 @@ def undefined_at(params: Mapping[str, Any], n: int) -> str | None:
     if "n" not in {f.name for f in dataclasses.fields(schema)}:
         return None  # a family without a length option (T1: its lengths are its terms)
     options: dict[str, Any] = {}
+    defaults = schema()  # each option's type, read from its default
     for f in dataclasses.fields(schema):
         raw = params.get(f"task.{f.name}")
         if f.name in ("name", "n") or raw is None or str(raw) in ("", "nan", "None"):
             continue
-        default = getattr(schema(), f.name)
+        default = getattr(defaults, f.name)
         try:
             if isinstance(default, Enum):
                 options[f.name] = type(default)(str(raw))

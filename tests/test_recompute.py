@@ -126,17 +126,15 @@ def _chosen(arm_runs: pd.DataFrame) -> tuple[float, pd.DataFrame]:
 
 def _level(df: pd.DataFrame, row: dict, n: int) -> float:
     """The interval's level: 95% (a difference) or 90% (an equivalence), or, where the block
-    ran in the sequential design's stages (its runs' ``design`` tag, ``sequential 4,7,10``), the
-    nominal level of the look its ``n`` paired seeds stopped at (:func:`analysis.sequential.nominal_level`)."""
+    ran in the sequential design's stages (its runs' ``design`` tag, read by
+    :func:`analysis.staged.looks_of`), the nominal level of the look its ``n`` paired seeds
+    stopped at (:func:`analysis.sequential.nominal_level`)."""
     from analysis.sequential import nominal_level
+    from analysis.staged import looks_of
 
     base = 0.95 if row["test"] == "difference" else 0.90
-    design = {str(x) for x in df.get("design", pd.Series(dtype=str)).dropna()}
-    staged = [x for x in design if x.startswith("sequential ")]
-    if not staged:
-        return base
-    looks = tuple(int(k) for k in staged[0].split(" ", 1)[1].split(","))
-    return nominal_level(looks.index(n), looks, base) if n in looks else base
+    looks = looks_of(df)
+    return nominal_level(looks.index(n), looks, base) if looks and n in looks else base
 
 
 def _recompute(df: pd.DataFrame, row: dict) -> dict:
