@@ -71,6 +71,42 @@ def check_unspent(seeds: Sequence[int]) -> None:
                              f"{', '.join(f'{r.start}-{r.stop - 1}' for r in SPENT_BLOCKS.values())})")
 
 
+def recorded_block(bundle: pd.DataFrame) -> list[int]:
+    """The seeds of a bundle's block runs, as the rounds recorded them: runs tagged
+    ``phase=confirmation`` (:mod:`analysis.phases`) or with a ``design`` tag (every block run of
+    the sequential design, the scale and length columns' blocks too). Empty for a bundle that
+    recorded neither."""
+    block = pd.Series(False, index=bundle.index)
+    if "phase" in bundle:
+        block |= bundle["phase"].astype(str).eq("confirmation")
+    if "design" in bundle:
+        block |= bundle["design"].fillna("").astype(str).str.strip().ne("")
+    return sorted(int(s) for s in pd.to_numeric(bundle.loc[block, SEED], errors="coerce").dropna().unique())
+
+
+def with_recorded_block(configs: Mapping[str, Any], bundle: pd.DataFrame) -> dict[str, Any]:
+    """``configs`` (each ablation's composed config) reading a bundle's own block.
+
+    A bundle is read offline after its block has been spent and ``scale.confirm_seeds`` has moved
+    on to the next block's seeds (:data:`SPENT_BLOCKS`); the bundle's runs hold none of those, and
+    read with them its block runs would be taken for the columns' lr-choice runs. So where the
+    bundle holds none of the configured seeds among its block runs (:func:`recorded_block`), each
+    config reads the recorded seeds instead; otherwise (the block just run, a store holding two
+    blocks) the configured block is the one read. Returns new configs; ``configs`` is unchanged.
+    """
+    from omegaconf import OmegaConf
+
+    recorded = recorded_block(bundle)
+    out = dict(configs)
+    for name, conf in configs.items():
+        scale = conf.get("scale")
+        text = scale.get("confirm_seeds") if scale is not None else None
+        if not recorded or not text or set(seeds_of(str(text))) & set(recorded):
+            continue
+        out[name] = OmegaConf.merge(conf, {"scale": {"confirm_seeds": ",".join(map(str, recorded))}})
+    return out
+
+
 def _arms(df: pd.DataFrame, part: Any) -> list[protocol.PartResult]:
     """The part decided on the exploratory runs, and its positive control's pair (if any)."""
     result = protocol.decide_part(df, part)

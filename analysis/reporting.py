@@ -26,7 +26,7 @@ from analysis import scale as scale_column
 from analysis import verdicts as verdicts_of
 from analysis.budget import budget_trials, compare, split_budget
 from analysis.confirm import (FROZEN, check_unspent, confirmation_trials, freeze, frozen_state, read_frozen,
-                              readout_trials, seeds_of, write_frozen)
+                              readout_trials, seeds_of, with_recorded_block, write_frozen)
 from analysis.bundle import collect, planned, read_bundle, read_measurements, split, write_bundle
 from analysis.claims import Evidence, check
 from analysis.health import task_health
@@ -630,6 +630,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
     suite_cfg, configs = _compose_suite(cfg.report.suite, cli)
     if given is not None:
         bundle = given
+        configs = with_recorded_block(configs, bundle)  # a spent block's bundle reads its own seeds
         source = Source("bundle", source_path.name)
     else:
         from harness.expansion import SweepError, expand_suite

@@ -64,7 +64,8 @@ def split_blocks(df: pd.DataFrame, steps: int, readout: str | None = None,
     explore = phase.isin(phases.EXPLORATORY_DECISION)
     seed = pd.to_numeric(df["seed"], errors="coerce") if "seed" in df else pd.Series(np.nan, index=df.index)
     fresh = seed.isin(list(confirm_seeds)) if confirm_seeds is not None else seed >= CONFIRM_FIRST
-    out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered],
+    # the configured block only: a store that has run the next block holds the spent one's runs too
+    out = {"exploratory": df[explore & registered], "confirmation": df[(phase == phases.CONFIRMATION) & registered & fresh],
            "x4": df[(phase == phases.BUDGET) & registered]}
     for column in COLUMNS:  # a column's reruns on the exploratory seeds choose its lrs; its block confirms
         mine = (phase == column) & registered

@@ -222,6 +222,58 @@ def test_a_recorded_phase_tag_is_read_and_an_untagged_run_is_still_told_by_its_p
     assert (got[rest] == df.loc[rest, "expected"]).all()  # no tag (None): from the params
 
 
+def _recorded() -> pd.DataFrame:
+    """:func:`_phased` as the rounds record it: every run tagged with its phase, the block runs
+    (the confirmation block's and the scale column's block on seeds 1000–1009) with the design."""
+    df = _phased()
+    scale_block = _runs(CONFIRM, steps=5000, n_train=8192, lrs=(0.003,)).assign(
+        extends=df["trial_id"].iloc[0], expected="scale")
+    df = pd.concat([df, scale_block], ignore_index=True).assign(phase=lambda f: f["expected"], design=None)
+    df.loc[pd.to_numeric(df["seed"]) >= 1000, "design"] = "sequential 4,7,10"
+    return df
+
+
+def test_a_spent_blocks_bundle_reads_its_own_seeds_after_the_default_moves_on():
+    """Offline regeneration of a bundle whose block is spent (its seeds in SPENT_BLOCKS,
+    ``scale.confirm_seeds`` moved to the next block's): the configs read the bundle's recorded
+    block, so every split is what it was with the block's own seeds, the scale column's block
+    included (read with the moved seeds it would be taken for the column's lr-choice runs)."""
+    from omegaconf import OmegaConf
+
+    from analysis.confirm import recorded_block, with_recorded_block
+    from analysis.verdicts import confirm_seeds
+
+    bundle = _recorded()
+    assert recorded_block(bundle) == list(range(1000, 1010))
+    moved = {"x": OmegaConf.create({"scale": {"confirm_seeds": "range(4000,4010)"}})}
+    read = with_recorded_block(moved, bundle)
+    assert confirm_seeds(read["x"]) == list(range(1000, 1010))
+    assert confirm_seeds(moved["x"]) == list(range(4000, 4010))  # the caller's configs untouched
+    own = stability.split_blocks(bundle, 600, "scaled", range(1000, 1010))
+    got = stability.split_blocks(bundle, 600, "scaled", confirm_seeds(read["x"]))
+    assert len(own["scale_confirmation"]) == 20 and set(own["confirmation"]["seed"]) == set(CONFIRM)
+    assert all(got[k]["trial_id"].tolist() == own[k]["trial_id"].tolist() for k in own)
+    wrong = stability.split_blocks(bundle, 600, "scaled", range(4000, 4010))
+    assert wrong["scale_confirmation"].empty and len(wrong["scale"]) > len(own["scale"])  # what the fix avoids
+
+
+def test_a_store_holding_two_blocks_reads_the_configured_one():
+    """The next block run on a store that holds the spent one: its seeds are the configured
+    ones, so the configs keep them and the confirmation block is the new seeds only."""
+    from omegaconf import OmegaConf
+
+    from analysis.confirm import with_recorded_block
+    from analysis.verdicts import confirm_seeds
+
+    nxt = {s + 3000: d for s, d in CONFIRM.items()}
+    store = pd.concat([_recorded(), _runs(nxt, lrs=(0.003,)).assign(
+        extends="x", phase="confirmation", design="sequential 4,7,10")], ignore_index=True)
+    conf = {"x": OmegaConf.create({"scale": {"confirm_seeds": "range(4000,4010)"}})}
+    assert confirm_seeds(with_recorded_block(conf, store)["x"]) == list(range(4000, 4010))
+    blocks = stability.split_blocks(store, 600, "scaled", range(4000, 4010))
+    assert set(blocks["confirmation"]["seed"]) == set(nxt)  # the spent block's runs are not pooled in
+
+
 def test_scale_reruns_are_their_own_block_a_flag_column_and_never_the_budgets():
     """The scale column (analysis/scale.py): runs above the grid's n_train are phase ``scale``
     (not ``budget``, though longer), stay out of the budget split and the exploratory runs, and
