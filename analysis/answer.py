@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis import protocol, render, stability
-from analysis.decision import (Augmentation, Beyond, Decide, Flip, Held, Holds, Interval, Label, Line, Remedy,
+from analysis.decision import (Augmentation, Beyond, Decide, Flip, Held, Holds, Interval, Label, Line, MovedBeyond, Remedy,
                                Row, Rule, Scale, Step, Trust, UnitKind, Units)
 
 POWER = 0.8  # target power of the seed count (a standard design choice)
@@ -384,8 +384,11 @@ def held(stab: pd.DataFrame) -> Held | None:
         ran += 1
         holds += all(b.status is Holds.HOLDS for b in cols)
         fewer += any(b.status is Holds.FEWER_SEEDS for b in cols)
-        moved += [(str(r["claim"]), str(r["part"]), b.column, str(r[r["decided_on"]]), b.block.verdict)
-                  for b in cols if b.status is Holds.MOVES and b.block is not None]
+        changes = tuple((b.column, str(r[r["decided_on"]]), b.block.verdict)
+                        for b in cols if b.status is Holds.MOVES and b.block is not None)
+        if changes:
+            spec = {"name": str(r["part"]), **{k: str(r.get(k, "")) for k in ("a", "b", "task")}}
+            moved.append(MovedBeyond(str(r["claim"]), spec, changes))
     return Held(ran, holds, tuple(moved), fewer, none)
 
 

@@ -519,15 +519,27 @@ class Scale:
 
 
 @dataclass(frozen=True)
+class MovedBeyond:
+    """A deciding part whose verdict moves in a column beyond the measured regime: its claim, the
+    part as the stability table names it (``name``, arms ``a`` and ``b``, ``task``: what
+    :func:`analysis.render.short_label` needs to tell two parts of one claim apart, e.g. C8(a)'s
+    Z g2 and W_V pairs), and per column that moves ``(column, verdict, the column's verdict)``."""
+
+    claim: str
+    spec: Mapping[str, str]
+    changes: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True)
 class Held:
     """The deciding parts against the columns beyond the measured regime (:func:`analysis.answer.held`): how
     many were run in at least one column, how many of those hold in every column run, those
-    whose verdict moves there (claim, part, column, verdict → the column's), how many are not
-    shown there (fewer seeds) and how many ran in neither column."""
+    whose verdict moves there (one :class:`MovedBeyond` per part), how many are not shown there
+    (fewer seeds) and how many ran in neither column."""
 
     ran: int
     holds: int
-    moved: tuple[tuple[str, str, str, str, str], ...]
+    moved: tuple[MovedBeyond, ...]
     fewer_seeds: int
     not_run: int
 

@@ -697,11 +697,12 @@ def trust(t: Trust) -> str:
                    "hold beyond this regime.")
     elif t.held is not None:
         h = t.held
-        moved = "; ".join(f"{claim} {headline(part)} ({COLUMN_WORDS[col]}: {was} → {now})"
-                          for claim, part, col, was, now in h.moved)
-        parts = len({(claim, part) for claim, part, *_ in h.moved})
+        # one entry per part, named with its arms: C8(a)'s Z g2 and W_V pairs share "(a) selection"
+        moved = "; ".join(f"{m.claim} {short_label(m.spec)} ("
+                          + "; ".join(f"{COLUMN_WORDS[col]}: {was} → {now}" for col, was, now in m.changes) + ")"
+                          for m in h.moved)
         out.append(f"Beyond it, {h.holds} of the {h.ran} deciding parts run at the larger scale or a longer sequence "
-                   "hold their answer in every column run" + (f"; {parts} move, so their answer is not settled: "
+                   "hold their answer in every column run" + (f"; {len(h.moved)} move, so their answer is not settled: "
                                                               f"{moved}" if h.moved else "")
                    + (f"; {h.fewer_seeds} not shown there (fewer seeds)" if h.fewer_seeds else "")
                    + f"; {h.not_run} deciding parts were run in neither column.")

@@ -304,3 +304,21 @@ def test_the_short_answers_list_each_part_under_its_label_and_flag_fragile_and_m
     matters = next(s for s in short if s.startswith("- *matters*"))
     assert "fragile" not in matters and "moves" not in matters and "`value`" in matters
     assert not any(s.startswith(("- *hurts*", "- *undecided*")) for s in short)  # no part has those labels
+
+
+def test_the_trust_paragraph_names_each_moving_part_once_with_its_arms():
+    """Two parts of one claim share a headline (C8(a)'s Z g2 and W_V pairs, "(a) selection"):
+    the paragraph tells them apart by their arms and lists each part once, with every column
+    it moves in; the count is of parts, not of moves."""
+    from analysis.decision import Held, MovedBeyond, Trust
+
+    zg2 = MovedBeyond("C8", {"name": "(a) selection: adding the Zg2 term", "a": "general", "b": "general_nozg2",
+                             "task": "argmax"}, (("scale", "supported", "inconclusive"),
+                                                 ("length", "supported", "inconclusive")))
+    wv = MovedBeyond("C8", {"name": "(a) selection: adding W_V", "a": "value", "b": "softmax", "task": "argmax"},
+                     (("length", "contradicted", "inconclusive"),))
+    text = render.trust(Trust(None, 0, 3, (), None, Held(3, 1, (zg2, wv), 0, 0), 3))
+    assert "1 of the 3 deciding parts" in text and "; 2 move, so their answer is not settled: " in text
+    assert ("C8 (a) selection, `general` vs `general_nozg2` (at the larger scale: supported → inconclusive; "
+            "at a longer sequence: supported → inconclusive); C8 (a) selection, `value` vs `softmax` "
+            "(at a longer sequence: contradicted → inconclusive)") in text
