@@ -90,6 +90,8 @@ def load_runs() -> pd.DataFrame:
     df = df[df["role"] == "trial"].copy()
     steps = pd.to_numeric(df["train.max_steps"], errors="coerce")
     df = df[steps <= steps.groupby(df["ablation"]).transform("min")]  # the ablation's own budget
+    n = pd.to_numeric(df["task.n"], errors="coerce")  # the length column reruns at a longer sequence
+    df = df[n.isna() | (n <= n.groupby([df["ablation"], df["task"]]).transform("min"))]
     rel = pd.to_numeric(df["test/rel_mse"], errors="coerce")
     df["error"] = rel.where(rel.notna(), 1.0 - pd.to_numeric(df["test/acc"], errors="coerce"))
     df["absent_error"] = 1.0 - pd.to_numeric(df.get("test/acc_not_answer_in_input"), errors="coerce")
