@@ -8,7 +8,7 @@ ones, and :func:`frozen_state` finds the commit that last changed it. The rounds
 (:func:`rerun_trials`), each tagged ``extends`` with the exploratory trial it repeats:
 
 * the confirmation block (:func:`confirmation_trials`): every arm of every deciding part and of
-  its positive control, once per seed of ``scale.confirm_seeds`` (3000–3009 in the default
+  its positive control, once per seed of ``scale.confirm_seeds`` (4000–4009 in the default
   scale; never 0–4 or a spent block's seeds, :data:`SPENT_BLOCKS`), at the frozen lr and decided size,
   with fresh evaluation sets (``task.eval_seed`` = the seed, :mod:`tasks.base`);
 * the readout rows (:func:`readout_trials`): the same arms under each of the part's
@@ -33,15 +33,17 @@ from analysis.report_values import Frozen
 SEED, EVAL_SEED = "seed", "task.eval_seed"
 # Seeds earlier blocks have used, whose outcomes have been seen: a verdict must replicate on
 # seeds nobody has used (paper.md §13), so a confirmation block at an evidence scale may not
-# reuse them (:func:`check_unspent`). Add a block here when its verdicts are committed: the
-# block of 2000-2009 (docs/report.md of 2026-12-04) joined when 3000-3009 replaced it as
-# ``scale.confirm_seeds`` (issue 64); 3000-3009 joins once its verdicts are committed, and
-# ``scale.next_confirm_seeds`` (4000-4009, registered before it runs) replaces it.
+# reuse them (:func:`check_unspent`). Add a block here when its verdicts are committed, and move
+# ``scale.confirm_seeds`` to ``scale.next_confirm_seeds`` (registered before it runs): 3000-3009
+# (docs/report.md of 2026-12-06, with its scale and length columns) joined when its bundle was
+# committed, and 4000-4009 replaced it. A bundle of a spent block still reads offline
+# (:func:`with_recorded_block`).
 SPENT_BLOCKS: dict[str, range] = {
     "the first confirmation block (docs/report.md of 2026-12-02)": range(1000, 1010),
     "the audit's fresh seeds (2026-11-30)": range(10, 15),
     "the pilots (task, target and control tuning)": range(100, 200),
     "the second confirmation block (docs/report.md of 2026-12-04)": range(2000, 2010),
+    "the third confirmation block (docs/report.md of 2026-12-06)": range(3000, 3010),
 }
 FROZEN = "frozen.csv"
 FROZEN_COLUMNS = ["ablation", "claim", "part", "role", "task", "arm", "n_train", "lr", "b", "chosen_b", "readout"]
@@ -67,7 +69,7 @@ def check_unspent(seeds: Sequence[int]) -> None:
         used = sorted(set(seeds) & set(spent))
         if used:
             raise ValueError(f"confirmation seeds {used} belong to {block}, whose outcomes have been seen; "
-                             f"allowed: seeds no block has used (range(3000,3010) by default; spent: "
+                             f"allowed: seeds no block has used (range(4000,4010) by default; spent: "
                              f"{', '.join(f'{r.start}-{r.stop - 1}' for r in SPENT_BLOCKS.values())})")
 
 
@@ -263,7 +265,7 @@ def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFr
         used = set(pd.to_numeric(df[SEED], errors="coerce").dropna().astype(int)) if SEED in df else set()
         if used & set(seeds):
             raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
-                             "allowed: seeds no block has used (3000–3009 in the default scale)")
+                             "allowed: seeds no block has used (4000–4009 in the default scale)")
     return rerun_trials(_frozen_of(configs, runs, frozen), runs, ablations, cli,
                         lambda row, base: [{**(column(row) if column else {}), SEED: str(s), EVAL_SEED: str(s)}
                                            for s in seeds], every_seed=False)

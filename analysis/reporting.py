@@ -358,7 +358,7 @@ def check_confirm_seeds(cfg: DictConfig) -> None:
     if shared:
         raise ReportInputError(
             f"scale.confirm_seeds={cfg.scale.confirm_seeds} shares seeds {shared} with scale.seeds="
-            f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (3000–3009 by default)")
+            f"{cfg.scale.seeds}; allowed: seeds the exploratory grid does not run (4000–4009 by default)")
     if cfg.scale.name in EVIDENCE_SCALES:  # a verdict must replicate on seeds nobody has used
         try:
             check_unspent(seeds)

@@ -234,12 +234,12 @@ class ScaleConfig:
     long_steps: int = 4000  # budget of the slow-to-learn tasks (T1(i) mod 10)
     long_eval_every: int = 100
     # the confirmation block's seeds (paper.md §13; analysis/confirm.py): fresh, never the
-    # exploratory seeds or a spent block's (analysis.confirm.SPENT_BLOCKS: the blocks 1000-1009
-    # and 2000-2009, the audit's 10-14, the pilots' 100-199); run where report.confirm says
-    confirm_seeds: str = "range(3000,3010)"
+    # exploratory seeds or a spent block's (analysis.confirm.SPENT_BLOCKS: the blocks 1000-1009,
+    # 2000-2009 and 3000-3009, the audit's 10-14, the pilots' 100-199); run where report.confirm says
+    confirm_seeds: str = "range(4000,4010)"
     # the next confirmation block, registered before it runs, not run yet: it replaces
-    # confirm_seeds when the report runs again (then 3000-3009 joins SPENT_BLOCKS)
-    next_confirm_seeds: str = "range(4000,4010)"
+    # confirm_seeds once this block's verdicts are committed (then 4000-4009 joins SPENT_BLOCKS)
+    next_confirm_seeds: str = "range(5000,5010)"
     # the sequential design's looks (analysis/sequential.py, issue 64): the confirmation block and
     # the columns' blocks run their seeds in these stages, a part stopping at the first look that
     # decides it; the last is the block's size. "": the fixed design (every seed at once)

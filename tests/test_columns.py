@@ -125,16 +125,16 @@ def test_every_deciding_part_runs_in_both_columns_and_the_first_screen_says_what
 
 
 def test_the_next_confirmation_block_is_registered_on_unspent_fresh_seeds(hydra_conf):
-    """4000–4009, registered (scale.next_confirm_seeds) before it runs: no spent block's seeds,
-    none of the exploratory grid's nor of today's block (3000–3009, which joins SPENT_BLOCKS when
-    this block replaces it)."""
+    """5000–5009, registered (scale.next_confirm_seeds) before it runs: no spent block's seeds,
+    none of the exploratory grid's nor of the current block (4000–4009, which joins SPENT_BLOCKS
+    once its verdicts are committed)."""
     from hydra import compose
 
     from analysis.confirm import check_unspent, seeds_of
 
     cfg = compose(config_name="report")
     nxt = seeds_of(str(cfg.scale.next_confirm_seeds))
-    assert nxt == list(range(4000, 4010))
+    assert nxt == list(range(5000, 5010))
     check_unspent(nxt)
     assert not set(nxt) & (set(seeds_of(str(cfg.scale.confirm_seeds))) | set(seeds_of(str(cfg.scale.seeds))))
 

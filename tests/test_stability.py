@@ -508,7 +508,8 @@ def test_confirmation_seeds_the_grid_also_runs_exit_2_naming_them():
 def test_a_confirmation_block_at_an_evidence_scale_refuses_a_spent_blocks_seeds():
     """A verdict must replicate on seeds nobody has used (issue 51): at the default scale the
     first block's 1000-1009 (and the audit's, the pilots') are refused, naming the block; the
-    tiny scale, a check of the path, may reuse them; 3000-3009 (the default) pass."""
+    tiny scale, a check of the path, may reuse them; 4000-4009 (the default) pass; 3000-3009, whose
+    verdicts docs/report.md of 2026-12-06 holds, is spent."""
     from omegaconf import OmegaConf
 
     from analysis.confirm import SPENT_BLOCKS, check_unspent
@@ -516,15 +517,16 @@ def test_a_confirmation_block_at_an_evidence_scale_refuses_a_spent_blocks_seeds(
 
     cfg = lambda name, seeds: OmegaConf.create({"report": {"confirm": True},  # noqa: E731
                                                 "scale": {"name": name, "seeds": "range(5)", "confirm_seeds": seeds}})
-    check_confirm_seeds(cfg("default", "range(3000,3010)"))
+    check_confirm_seeds(cfg("default", "range(4000,4010)"))
     check_confirm_seeds(cfg("tiny", "range(1000,1002)"))
-    for seeds, block in (("range(1000,1010)", "first confirmation block"), ("150", "pilots"), ("3000,12", "audit"), ("2005", "second confirmation block")):
+    for seeds, block in (("range(1000,1010)", "first confirmation block"), ("150", "pilots"), ("4000,12", "audit"), ("2005", "second confirmation block"),
+                          ("range(3000,3010)", "third confirmation block")):
         with pytest.raises(ReportInputError, match=block) as err:
             check_confirm_seeds(cfg("default", seeds))
         assert "allowed: seeds no block has used" in str(err.value)
-    assert all(not set(range(3000, 3010)) & set(r) for r in SPENT_BLOCKS.values())
+    assert all(not set(range(4000, 4010)) & set(r) for r in SPENT_BLOCKS.values())
     with pytest.raises(ValueError, match=r"\[1005\]"):
-        check_unspent([3000, 1005])
+        check_unspent([4000, 1005])
 
 
 def test_the_report_shows_exploratory_runs_only():

@@ -16,7 +16,7 @@ import pytest
 import tests.test_columns as columns
 from tests.test_columns import CHEAP, report_rounds  # noqa: F401 - the fixture
 
-BLOCK = list(range(3000, 3010))  # the default scale's confirmation seeds (scale.confirm_seeds)
+BLOCK = list(range(4000, 4010))  # the default scale's confirmation seeds (scale.confirm_seeds)
 BORDERLINE = "argmax_hard"  # its arms keep their noise on the block: its part needs more seeds
 
 
