@@ -49,14 +49,23 @@ def report(bundle):
     return built
 
 
+def _configs(names, bundle):
+    """Each ablation's composed config reading the bundle's own block, as the offline report does
+    (:func:`analysis.confirm.with_recorded_block`: its seeds are spent, the default has moved on)."""
+    from hydra import compose
+
+    from analysis.confirm import with_recorded_block
+
+    return with_recorded_block({name: compose(config_name="config", overrides=[f"+ablation={name}"])
+                                for name in names}, bundle)
+
+
 def _build(bundle):
     from hydra import compose
 
     from analysis.reporting import build_report
 
-    cfg = compose(config_name="report")
-    configs = {name: compose(config_name="config", overrides=[f"+ablation={name}"]) for name in ABLATIONS}
-    return build_report(cfg, configs, bundle)
+    return build_report(compose(config_name="report"), _configs(ABLATIONS, bundle), bundle)
 
 
 def _scramble(monkeypatch) -> None:
@@ -150,7 +159,7 @@ def test_every_part_of_todays_bundle_holds_typed_reasons_and_preconditions(hydra
     from analysis.bundle import split
 
     suite = compose(config_name="config", overrides=["+ablation=paper"])
-    configs = {name: compose(config_name="config", overrides=[f"+ablation={name}"]) for name in suite.ablation.suite}
+    configs = _configs(suite.ablation.suite, bundle)
     runs, _ = split(bundle)
     both: dict = {}
     parts = verdicts.decide_parts(configs, {name: stats.add_error(runs[name]) for name in configs if name in runs}, both)
@@ -226,6 +235,8 @@ def test_the_reports_claims_shortfall_and_scale_cells_hold_no_sentence(bundle, r
     assert sum(n for _, n in c12.verdict.combined.counts) == c12.deciding
     assert all(isinstance(r, protocol.PartResult) and r.conditions for r in c12.moved)
     scale, length = report.stability["scale"], report.stability["length"]
+    # read on the bundle's own block (its seeds spent, the default moved on), not on none
+    assert (report.stability["decided_on"] == "confirmation").all()
     # every deciding part ran at scale (a label); a column not run holds a missing value (None,
     # which the frame holds as NaN), never a sentence: the length column where the task is not
     # defined at n = 32 (T3d's parts, T4c′)
