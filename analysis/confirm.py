@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import protocol, stats
+from analysis.phases import CONFIRM_FIRST
 from analysis.report_values import Frozen
 
 SEED, EVAL_SEED = "seed", "task.eval_seed"
@@ -76,14 +77,18 @@ def check_unspent(seeds: Sequence[int]) -> None:
 def recorded_block(bundle: pd.DataFrame) -> list[int]:
     """The seeds of a bundle's block runs, as the rounds recorded them: runs tagged
     ``phase=confirmation`` (:mod:`analysis.phases`) or with a ``design`` tag (every block run of
-    the sequential design, the scale and length columns' blocks too). Empty for a bundle that
-    recorded neither."""
+    the sequential design, the scale and length columns' blocks too). A bundle recorded before
+    either tag (the fixed-design block of 2000–2009) is read as the phases read untagged runs:
+    its seeds from :data:`analysis.phases.CONFIRM_FIRST` on."""
+    seed = pd.to_numeric(bundle[SEED], errors="coerce") if SEED in bundle else pd.Series(dtype=float)
     block = pd.Series(False, index=bundle.index)
     if "phase" in bundle:
         block |= bundle["phase"].astype(str).eq("confirmation")
     if "design" in bundle:
         block |= bundle["design"].fillna("").astype(str).str.strip().ne("")
-    return sorted(int(s) for s in pd.to_numeric(bundle.loc[block, SEED], errors="coerce").dropna().unique())
+    if not block.any() and not {"phase", "design"} & set(bundle.columns):
+        block = seed >= CONFIRM_FIRST
+    return sorted(int(s) for s in seed[block].dropna().unique())
 
 
 def with_recorded_block(configs: Mapping[str, Any], bundle: pd.DataFrame) -> dict[str, Any]:

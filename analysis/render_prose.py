@@ -192,7 +192,7 @@ def sequential_design(r: Replay | None) -> list[str]:
         "which the stability table names; a block without the tag, as every block run before this design, "
         "with the fixed design on all its seeds.",
         "",
-        f"Replayed on the committed bundle's confirmation block ({r.parts} deciding parts, their first {looks} "
+        f"Replayed on the fixed-design confirmation block of seeds {r.block} ({r.parts} deciding parts, their first {looks} "
         f"seeds): {100 * r.saved(False):.0f}% fewer confirmation runs than the fixed {r.looks[-1]}-seed design "
         f"without the futility stop ({r.plain_runs} of {r.fixed_runs}), {100 * r.saved():.0f}% with it "
         f"({r.runs}); the fixed design's verdict reached on {r.plain_same} of {r.parts} parts without it and "

@@ -103,7 +103,10 @@ class Replay:
     whose fixed verdict each reaches (``plain_same``, ``same``); the simulated replays per part and
     the worst false-decision rates over the parts with their exact (Clopper–Pearson) 95% upper
     bounds, without (``plain_rate``, ``plain_upper``) and with the futility stop (``rate``,
-    ``upper``), and the fixed design's on the same replays (``fixed_rate``)."""
+    ``upper``), and the fixed design's on the same replays (``fixed_rate``); ``block``: the seeds
+    of the fixed-design block it was replayed on (``2000–2009``), which need not be the bundle's
+    own: a block run in stages has not every seed of every part, so the replay keeps the last
+    block run whole."""
 
     looks: tuple[int, ...]
     parts: int
@@ -118,6 +121,7 @@ class Replay:
     rate: float
     upper: float
     fixed_rate: float
+    block: str
 
     def saved(self, futility: bool = True) -> float:
         """The fraction of the fixed design's confirmation runs the sequential one saves."""

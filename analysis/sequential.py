@@ -353,5 +353,5 @@ def read_replay(path: Path) -> Any:
     fields = {f.name: f.type for f in dataclasses.fields(Replay)}
     if set(got) != set(fields):
         raise ValueError(f"{path}: keys {sorted(got)}; expected {sorted(fields)}")
-    cast = {"looks": lambda v: tuple(int(x) for x in v.split(","))}
+    cast = {"looks": lambda v: tuple(int(x) for x in v.split(",")), "block": str}
     return Replay(**{k: cast.get(k, float if fields[k] == "float" else int)(v) for k, v in got.items()})

@@ -14,8 +14,17 @@ bundle and calibrated by simulation (issue 64 item 3).
    on the same draws.
 
 Prints one Markdown table each; ``--write`` puts them in ``benchmarks/RESULTS.md``'s
-``sequential`` section and the report's figures (runs saved, worst rates) in ``sequential.csv``
-beside the bundle (``docs/report/``), which the report's method section reads. Analysis only (no training): seconds, not a quiet-machine benchmark.
+``sequential`` section and the report's figures (runs saved, worst rates, the replayed block's
+seeds) in ``docs/report/sequential.csv`` beside the committed bundle, which the report's method
+section reads. Analysis only (no training): seconds, not a quiet-machine benchmark.
+
+The replay needs a block run whole: a part of a block run in the design's stages has only the
+seeds of the look it stopped at (a part with fewer than the last look's seeds is listed with a
+note and left out of the figures). The committed figures replay the last fixed-design block,
+seeds 2000–2009, read from git::
+
+    git show 6460290:docs/report/runs.csv.gz > /tmp/b2000.csv.gz
+    python -m benchmarks.sequential --runs /tmp/b2000.csv.gz --write
 """
 
 from __future__ import annotations
@@ -36,13 +45,16 @@ def _parts(bundle_path: Path):
 
     from analysis import protocol, stats, verdicts
     from analysis.bundle import read_bundle, split
+    from analysis.confirm import with_recorded_block
     from harness.config import register_configs
 
     register_configs()
-    runs, _ = split(read_bundle(bundle_path))
+    bundle = read_bundle(bundle_path)
+    runs, _ = split(bundle)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        for name in sorted(runs):
-            conf = compose(config_name="config", overrides=[f"+ablation={name}"])
+        for name in sorted(runs):  # a spent block's bundle is read on its own seeds, as the report reads it
+            conf = with_recorded_block({name: compose(config_name="config", overrides=[f"+ablation={name}"])},
+                                       bundle)[name]
             df = stats.add_error(runs[name])
             df = df[pd.to_numeric(df["train.max_steps"]) <= int(conf.train.max_steps)]
             for part in conf.ablation.parts:
@@ -125,9 +137,10 @@ def summary(table: pd.DataFrame, looks: tuple[int, ...]) -> str:
             "effect is about δ*).")
 
 
-def figures(table: pd.DataFrame, rates: pd.DataFrame, looks: tuple[int, ...], reps: int):
+def figures(table: pd.DataFrame, rates: pd.DataFrame, looks: tuple[int, ...], reps: int, block: str):
     """The report's figures (:class:`analysis.report_values.Replay`) from the replay ``table``
-    and the simulated ``rates``: runs each design needs, verdicts reached, worst rates."""
+    and the simulated ``rates``: runs each design needs, verdicts reached, worst rates; ``block``
+    the replayed block's seeds."""
     from analysis.report_values import Replay
 
     ok = table[table["note"] == ""]
@@ -135,7 +148,7 @@ def figures(table: pd.DataFrame, rates: pd.DataFrame, looks: tuple[int, ...], re
                   2 * int(ok["seeds"].sum()), int((ok["fixed"] == ok["no futility"]).sum()),
                   int((ok["fixed"] == ok["sequential"].str.replace(" (futile)", "", regex=False)).sum()), int(reps),
                   float(rates["no futility"].max()), float(rates["upper 95% (no futility)"].max()),
-                  float(rates["sequential"].max()), float(rates["upper 95%"].max()), float(rates["fixed"].max()))
+                  float(rates["sequential"].max()), float(rates["upper 95%"].max()), float(rates["fixed"].max()), block)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,10 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:  # the report's method section reads the figures from this file (analysis.sequential.read_replay)
         from benchmarks.results import write_section
 
-        sequential.write_replay(figures(table, rates, looks, args.reps), args.runs.parent / sequential.REPLAY_CSV)
+        from analysis.bundle import read_bundle
+        from analysis.confirm import recorded_block
+        from analysis.render import seed_span
+
+        block = seed_span(recorded_block(read_bundle(args.runs)))  # the replayed block's seeds
+        # the figures go beside the committed bundle, whichever bundle was replayed
+        sequential.write_replay(figures(table, rates, looks, args.reps, block),
+                                ROOT / "docs" / "report" / sequential.REPLAY_CSV)
 
         write_section(ROOT / "benchmarks" / "RESULTS.md", "<!-- sequential:start -->", "<!-- sequential:end -->",
-                      "## A sequential confirmation design, replayed on the committed bundle (issue 64 item 3) — "
+                      f"## A sequential confirmation design, replayed on the fixed-design block of seeds {block} "
+                      "(issue 64 item 3) — "
                       "`python -m benchmarks.sequential`", text)
     return 0
 

@@ -255,6 +255,8 @@ def test_a_spent_blocks_bundle_reads_its_own_seeds_after_the_default_moves_on():
     assert all(got[k]["trial_id"].tolist() == own[k]["trial_id"].tolist() for k in own)
     wrong = stability.split_blocks(bundle, 600, "scaled", range(4000, 4010))
     assert wrong["scale_confirmation"].empty and len(wrong["scale"]) > len(own["scale"])  # what the fix avoids
+    # a bundle recorded before the tags (the fixed block of 2000–2009): its seeds from 1000 on
+    assert recorded_block(_phased().drop(columns=["expected"])) == list(range(1000, 1010))
 
 
 def test_a_store_holding_two_blocks_reads_the_configured_one():

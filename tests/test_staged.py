@@ -181,13 +181,15 @@ def test_the_replay_figures_travel_from_the_benchmark_to_the_method_section(tmp_
                           "no futility": ["supported", "inconclusive", ""], "seeds (no futility)": [4, 10, 0]})
     rates = pd.DataFrame({"sequential": [0.04, 0.049], "upper 95%": [0.045, 0.053], "no futility": [0.05, 0.052],
                           "upper 95% (no futility)": [0.055, 0.057], "fixed": [0.05, 0.051]})
-    made = figures(table, rates, (4, 7, 10), 10_000)
+    made = figures(table, rates, (4, 7, 10), 10_000, "2000–2009")
     assert (made.parts, made.fixed_runs, made.plain_runs, made.runs, made.same) == (2, 40, 28, 16, 2)
     back = sequential.read_replay(sequential.write_replay(made, tmp_path / sequential.REPLAY_CSV))
     assert back == made and sequential.read_replay(tmp_path / "none.csv") is None
     text = " ".join(render_prose.sequential_design(back))
     assert "30% fewer" in text and "60% with it" in text and "at most 5.2% (exact 95% upper bound 5.7%)" in text
     assert "Jennison & Turnbull" in text and "Lan & DeMets" in text
+    # which block was replayed: the committed bundle's own ran in stages, so it is an earlier one
+    assert "Replayed on the fixed-design confirmation block of seeds 2000–2009 (2 deciding parts" in text
     assert render_prose.sequential_design(None) == []
 
 
