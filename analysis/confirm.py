@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import protocol, stats
-from analysis.phases import CONFIRM_FIRST
+from analysis.phases import CONFIRM_FIRST, CONFIRMATION, TAG
+from analysis.sequential import DESIGN_TAG
 from analysis.report_values import Frozen
 
 SEED, EVAL_SEED = "seed", "task.eval_seed"
@@ -82,11 +83,11 @@ def recorded_block(bundle: pd.DataFrame) -> list[int]:
     its seeds from :data:`analysis.phases.CONFIRM_FIRST` on."""
     seed = pd.to_numeric(bundle[SEED], errors="coerce") if SEED in bundle else pd.Series(dtype=float)
     block = pd.Series(False, index=bundle.index)
-    if "phase" in bundle:
-        block |= bundle["phase"].astype(str).eq("confirmation")
-    if "design" in bundle:
-        block |= bundle["design"].fillna("").astype(str).str.strip().ne("")
-    if not block.any() and not {"phase", "design"} & set(bundle.columns):
+    if TAG in bundle:
+        block |= bundle[TAG].astype(str).eq(CONFIRMATION)
+    if DESIGN_TAG in bundle:
+        block |= bundle[DESIGN_TAG].fillna("").astype(str).str.strip().ne("")
+    if not block.any() and not {TAG, DESIGN_TAG} & set(bundle.columns):
         block = seed >= CONFIRM_FIRST
     return sorted(int(s) for s in seed[block].dropna().unique())
 
