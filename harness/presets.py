@@ -14,6 +14,7 @@ from typing import Any
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
+PRESET_CONFIG = "preset"  # conf/preset.yaml
 EXTERNAL = "external"  # conf/model/external.yaml names code outside the package: no family preset
 
 
@@ -44,8 +45,10 @@ def preset_config(name: str, overrides: tuple[str, ...] = ()) -> Any:
 
     register_configs()
     overrides = [f"model={name}", *overrides]
+    # conf/preset.yaml: the model group alone (a run's `model` is `Any` in base_config, so the
+    # node is the one `config` composes), at about half the CPU of composing a whole run's config
     if GlobalHydra.instance().is_initialized():  # inside a Hydra app (e.g. analysis.report)
-        return OmegaConf.to_object(compose(config_name="config", overrides=overrides).model)
+        return OmegaConf.to_object(compose(config_name=PRESET_CONFIG, overrides=overrides).model)
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+        cfg = compose(config_name=PRESET_CONFIG, overrides=overrides)
     return OmegaConf.to_object(cfg.model)

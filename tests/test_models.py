@@ -276,3 +276,19 @@ def test_row_softmax_is_torch_softmax(n, causal):
     torch.testing.assert_close(grad_mine, grad_ref, rtol=1e-10, atol=1e-12)
     batched = torch.func.vmap(row_softmax)(scores().detach())
     torch.testing.assert_close(batched, ref.detach(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("preset, overrides", [("softmax", ()), ("higher_order", ("model.order=3", "model.alpha=true")),
+                                               ("transformer_ln", ("model.pos_encoding=sinusoidal",)), ("cnn", ())])
+def test_a_preset_composed_alone_is_the_model_a_run_composes(hydra_conf, preset, overrides):
+    """:func:`harness.presets.preset_config` composes the model group alone (``conf/preset.yaml``):
+    the same config dataclass as the ``model`` of a whole run's config with those overrides."""
+    from hydra import compose
+    from omegaconf import OmegaConf
+
+    from harness.presets import PRESET_CONFIG
+
+    run = compose(config_name="config", overrides=[f"model={preset}", *overrides])
+    alone = compose(config_name=PRESET_CONFIG, overrides=[f"model={preset}", *overrides])
+    assert list(alone) == ["model"]
+    assert OmegaConf.to_object(alone.model) == OmegaConf.to_object(run.model) == model_config(preset, overrides)
