@@ -67,9 +67,9 @@ def _dry_run(cfg, cli: list[str]) -> int:
         bundle = read_runs(given if given.is_absolute() else Path.cwd() / given, cfg.report.runs)
         print(f"report: dry run: would write {out} from the {len(bundle)} runs of {cfg.report.runs}; nothing written")
         return 0
-    suite_cfg, _ = _compose_suite(cfg.report.suite, cli)
+    suite_cfg, configs = _compose_suite(cfg.report.suite, cli)
     try:
-        ablations = expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli])
+        ablations = expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli], configs)
     except SweepError as err:
         raise ReportInputError(str(err)) from err
     check_confirm_seeds(cfg)

@@ -638,7 +638,7 @@ def generate(cfg: DictConfig, cli: list[str]) -> None:
 
         store = resolve_store(OmegaConf.to_object(cfg.tracking), Path.cwd())
         try:
-            ablations = dict(expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli]))
+            ablations = dict(expand_suite(suite_cfg, [f"+ablation={cfg.report.suite}", *cli], configs))
         except SweepError as err:  # bad input: exit 2 before any trial starts
             raise ReportInputError(str(err)) from err
         check_confirm_seeds(cfg)

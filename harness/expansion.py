@@ -16,7 +16,7 @@ import re
 from enum import Enum
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from hydra import compose
 from hydra.core.global_hydra import GlobalHydra
@@ -354,9 +354,12 @@ def expand(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[Trial]:
     return trials
 
 
-def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[str, list[Trial]]]:
+def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str],
+                 composed: Mapping[str, DictConfig] | None = None) -> list[tuple[str, list[Trial]]]:
     """The ablations to run: ``[(name, trials)]``; one entry unless ``cfg`` is a suite, whose
-    ablations are composed with the same command-line overrides (``+ablation=SUITE`` replaced).
+    ablations are composed with the same command-line overrides (``+ablation=SUITE`` replaced),
+    or taken from ``composed`` (name → the config composed with ``+ablation=name`` and those
+    overrides, as the report composes them to read their parts: one composition less each).
 
     Raises:
         SweepError: as :func:`expand`, or for a suite naming an unknown ablation.
@@ -369,7 +372,7 @@ def expand_suite(cfg: DictConfig, cli_overrides: Sequence[str]) -> list[tuple[st
     for name in cfg.ablation.suite:
         cli = [f"+ablation={name}", *rest]
         try:
-            sub = compose(config_name="config", overrides=split_sweeps(cli)[0])
+            sub = (composed or {}).get(name) or compose(config_name="config", overrides=split_sweeps(cli)[0])
         except Exception as err:
             raise SweepError(f"suite {cfg.ablation.name!r}: cannot compose ablation {name!r}: {err}") from err
         out.append((sub.ablation.name, expand(sub, cli)))
