@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -21,6 +22,16 @@ from harness.tracking import Tracker
 
 FAST = ["train.max_steps=4", "train.eval_every=2", "task.n_val=16", "task.n_test=16", "task.n_train=32"]
 LONE = ClusterConfig(scheduler=SchedulerKind.serial, pack_size="1")
+
+
+def _wait_for(condition, timeout_s: float) -> bool:
+    """Poll ``condition`` every 10 ms for up to ``timeout_s`` seconds; whether it came true."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @pytest.mark.parametrize("during_close", [1, 2], ids=["second", "third"])
@@ -42,18 +53,22 @@ def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_
         return real_trial(cfg, device, progress)
 
     real_end = Tracker.end_run
-    second = []
+    second, handled = [], []
+
+    def to_main() -> None:
+        """SIGINT, sent to the main thread (it runs the handlers): from this writer thread, a
+        signal to the process could wake no thread that is waiting in a lock."""
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def end_run(self, run_id, status="FINISHED", patience_s=60.0):
         if status == "KILLED" and not second:  # the second Ctrl-C, as the runs are being closed
             second.append(run_id)
-            os.kill(os.getpid(), signal.SIGINT)
-            if during_close == 2:  # a third, once the second is handled (pending signals do not queue)
-                for _ in range(500):
-                    if signals.CLOSING.signals:
-                        break
-                    left.wait(0.01)
-                os.kill(os.getpid(), signal.SIGINT)
+            to_main()
+            if during_close == 2:  # a third, once the second is handled: pending signals do not queue,
+                # so a third sent before the main thread ran the handler of the second would be the
+                # same one signal. The wait is long: on CI's busy machine 5 s were once not enough
+                handled.append(_wait_for(lambda: signals.CLOSING.signals, 120.0))
+                to_main()
             left.wait(2.0 if during_close == 1 else 30.0)  # the main thread leaving the close here (before, or
             # cut by a third signal) is seen now; set once the store is read
         return real_end(self, run_id, status, patience_s)
@@ -74,6 +89,7 @@ def test_a_second_ctrl_c_while_the_runs_close_still_closes_them(hydra_conf, tmp_
     finally:
         signals.restore(previous)
     assert second, "the closing never began"
+    assert during_close == 1 or handled == [True], "the main thread never handled the second signal"
     assert "closing this sweep's runs as KILLED first" in capfd.readouterr().err
     if during_close == 2:  # cut short: the main thread left while the writer was still closing
         assert signals.CLOSING.cut and not signals.CLOSING.active
