@@ -304,21 +304,34 @@ def long_tests_first(items: list, workers: int) -> list:
     The ``worksteal`` scheduler (pyproject's addopts) gives each worker one contiguous share of
     the collection (the k-th of n: what is left // (n - k) tests) and moves work by taking tests
     from the end of a share. The long tests (:func:`expected_seconds` > 0) go, longest first, to
-    the head of the share with the least expected seconds so far; the short tests fill the shares
-    in their file order. With one worker (``-n 0``) this is longest first, then file order.
-    Returns a new list of the same items."""
+    the head of the share with the least expected seconds so far, each followed by the short
+    tests of its file where they fit: a long test pulled away alone split its file in two, and
+    each half built the file's module-scoped fixtures (a report, a store) again. The other short
+    tests fill the shares in their file order. With one worker (``-n 0``) this is longest first,
+    each with its file's short tests, then file order. Returns a new list of the same items."""
     sizes, left = [], len(items)
     for k in range(workers):
         sizes.append(left // (workers - k))
         left -= sizes[-1]
     long = sorted((item for item in items if expected_seconds(item) > 0), key=expected_seconds, reverse=True)
+    mates: dict = {}  # each file's short tests, in file order, until a long test of the file takes them
+    for item in items:
+        if expected_seconds(item) == 0:
+            mates.setdefault(item.path, []).append(item)
     heads: list[list] = [[] for _ in sizes]
     load = [0.0] * len(sizes)
     for item in long:
-        share = min((k for k in range(len(sizes)) if len(heads[k]) < sizes[k]), key=lambda k: load[k])
-        heads[share].append(item)
+        unit = [item] + mates.get(item.path, [])
+        fits = [k for k in range(len(sizes)) if len(heads[k]) + len(unit) <= sizes[k]]
+        if fits:
+            mates.pop(item.path, None)
+        else:  # its file's short tests do not fit beside it: they stay in file order
+            unit, fits = [item], [k for k in range(len(sizes)) if len(heads[k]) < sizes[k]]
+        share = min(fits, key=lambda k: load[k])
+        heads[share] += unit
         load[share] += expected_seconds(item)
-    short = iter([item for item in items if expected_seconds(item) == 0])
+    taken = {id(item) for head in heads for item in head}
+    short = iter([item for item in items if id(item) not in taken])
     return [item for k, head in enumerate(heads) for item in head + [next(short) for _ in range(sizes[k] - len(head))]]
 
 

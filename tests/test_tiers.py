@@ -24,37 +24,41 @@ def test_the_tiers_are_marked_by_the_fixtures_and_a_process_fails_a_test_outside
     assert subprocess.Popen.__init__.__name__ == "watched"  # this test is watched, as every one outside e2e
 
 
-def test_each_worker_starts_on_its_share_of_the_long_tests_and_the_short_ones_keep_file_order():
+def test_each_worker_starts_on_its_share_of_the_long_tests_with_their_files_short_ones():
     """``long_tests_first`` (tests/conftest.py): under n workers, each worksteal share (the k-th
     of n: what is left // (n - k) tests) begins with long tests, longest first, dealt to the
-    share with the least expected seconds; the short tests fill the shares in file order; no test
-    is lost or doubled. And every :data:`LONG_TESTS` entry names a test function that exists."""
+    share with the least expected seconds; a long test takes its file's short tests along where
+    they fit in the share (they share its module-scoped fixtures, built once); the other short
+    tests fill the shares in file order; no test is lost or doubled. And every
+    :data:`LONG_TESTS` entry names a test function that exists."""
     import ast
     from pathlib import Path
     from types import SimpleNamespace
 
     from conftest import LONG_TESTS, long_tests_first
 
-    def item(name, seconds=0.0, slow=False):
+    def item(file, name, seconds=0.0, slow=False):
         if seconds:
-            LONG_TESTS[f"test_fake.py::{name}"] = seconds
-        return SimpleNamespace(path=Path("tests/test_fake.py"), name=name, originalname=name,
+            LONG_TESTS[f"test_{file}.py::{name}"] = seconds
+        return SimpleNamespace(path=Path(f"tests/test_{file}.py"), name=name, originalname=name,
                                keywords={"slow": True} if slow else {})
 
     saved = dict(LONG_TESTS)
     try:
-        items = [item(f"s{i}") for i in range(10)] + [item("a", 100), item("b", 90), item("c", 50),
-                                                     item("d", 40), item("e", slow=True)]
+        items = ([item("x", "x0"), item("x", "x1")] + [item("y", f"y{i}") for i in range(8)]
+                 + [item("x", "a", 100), item("y", "b", 90), item("y", "c", 50), item("y", "d", 40),
+                    item("y", "e", slow=True)])
         ordered = [i.name for i in long_tests_first(items, 3)]
         alone = [i.name for i in long_tests_first(items, 1)]
     finally:
         LONG_TESTS.clear()
         LONG_TESTS.update(saved)
     assert sorted(ordered) == sorted(i.name for i in items)
-    # shares of 5 tests: a (100) | b (90) | c (50); d (40) joins c's share (50 is the least), then
-    # e (slow, 15) the first of the least loaded: b's (90, tied with c + d)
-    assert ordered == ["a", "s0", "s1", "s2", "s3", "b", "e", "s4", "s5", "s6", "c", "d", "s7", "s8", "s9"]
-    assert alone == ["a", "b", "c", "d", "e"] + [f"s{i}" for i in range(10)]
+    # shares of 5 tests: a (100) with its file's x0, x1 | b (90): its file's eight short tests
+    # do not fit beside it | c (50); d (40) joins c's share (50 is the least), then e (slow, 15)
+    # the first of the least loaded: b's (90, tied with c + d); y0-y7 fill the shares in order
+    assert ordered == ["a", "x0", "x1", "y0", "y1", "b", "e", "y2", "y3", "y4", "c", "d", "y5", "y6", "y7"]
+    assert alone == ["a", "x0", "x1", "b"] + [f"y{i}" for i in range(8)] + ["c", "d", "e"]
     tests = Path(__file__).parent
     for key in LONG_TESTS:
         module, name = key.split("::")
