@@ -181,8 +181,9 @@ class _SchemaCopy:
     """MLflow's ``_initialize_tables`` on a new SQLite store, in a test process: the schema
     MLflow itself created and migrated on this process's first new store, copied page for page
     (``sqlite3``'s backup) instead of running its ~60 alembic migrations again, about 0.9 CPU-s
-    a store. The suite creates ~100 stores, three in four of them in test processes that already
-    made one (counted on the whole suite, 2026-12-07). Only SQLite files; PostgreSQL and the
+    a store (MLflow's own suite caches its migrated store the same way). The suite creates ~100
+    stores, three in four of them in test processes that already made one (counted on the whole
+    suite, 2026-12-07); this replaces the ``migrated_store`` fixture two tests called by hand. Only SQLite files; PostgreSQL and the
     drivers the tests start as processes create their stores as MLflow does. Installed once
     MLflow is imported (``_install_schema_copy``), so a test process that never opens a store
     never imports MLflow for it."""
@@ -236,31 +237,6 @@ def _install_schema_copy():
 
 
 @pytest.fixture(scope="session")
-def migrated_store_template(tmp_path_factory) -> Path:
-    """An empty MLflow SQLite store, created and migrated once per test process (MLflow's own
-    suite caches its migrated store the same way): about 4 CPU-s a store saved per test."""
-    from mlflow.tracking import MlflowClient
-
-    folder = tmp_path_factory.mktemp("store-template")
-    MlflowClient(f"sqlite:///{folder / 'mlflow.db'}").search_experiments()  # creates and migrates
-    return folder / "mlflow.db"
-
-
-@pytest.fixture()
-def migrated_store(migrated_store_template):
-    """``migrated_store(folder)``: a copy of the migrated empty store as ``folder/mlflow.db``
-    (where ``tracking=local`` looks); returns its path."""
-    import shutil
-
-    def copy(folder: Path) -> Path:
-        db = Path(folder) / "mlflow.db"
-        shutil.copyfile(migrated_store_template, db)
-        return db
-
-    return copy
-
-
-@pytest.fixture(scope="session")
 def shared_ray():
     """One local Ray instance (a head with 2 CPUs, its own processes, stopped by this fixture)
     for the tests of a test process that need *a* Ray but do not test Ray's lifetime; yields its
@@ -306,8 +282,7 @@ E2E_FIXTURES = {"run_cli", "run_cli_module", "run_shells", "shared_ray", "shared
                 "postgres_mlflow_server_uri", "slurm", "mlflow_ui", "chromium"}
 # the fixtures that open a store or call a command in-process: a test asking for one is
 # integration (marked here, never by hand: a hand-kept list drifted, 47 marked and ~58 not)
-INTEGRATION_FIXTURES = {"invoke", "run_in_process", "run_in_process_module", "populated", "migrated_store",
-                        "migrated_store_template", "trial_runs", *E2E_FIXTURES}
+INTEGRATION_FIXTURES = {"invoke", "run_in_process", "run_in_process_module", "populated", "trial_runs", *E2E_FIXTURES}
 
 
 # The tests that take longest on the CI machine (wall seconds, the mean of two fresh-clone runs

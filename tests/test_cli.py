@@ -79,7 +79,7 @@ TINY = ["cluster=serial", "train.max_steps=20", "train.eval_every=10", "task.n_v
 
 
 @pytest.mark.integration
-def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke, migrated_store):
+def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke):
     """``-m`` with ``seed=0,1,2`` (Hydra's multirun) runs every value, in one invocation; the
     next invocation resumes (in-process: the shell's argv handling is the same function)."""
     code, out, err = invoke("harness", ["-m", "+ablation=smoke", "model=mlp", "task.n_train=64", "seed=0,1,2",
@@ -87,7 +87,6 @@ def test_command_line_sweeps_are_axes_of_the_sweep(tmp_path, invoke, migrated_st
     assert code == 0, err[-3000:]
     assert out.splitlines()[:2] == ["== smoke", "3 trials"]
     assert {f"seed={s}" for s in range(3)} <= set(out.split())
-    migrated_store(tmp_path)
     code, out, err = invoke("harness", ["-m", "seed=0,1", *TINY], tmp_path)
     assert code == 0, err[-3000:]
     assert "2 trials: 0 already finished (skipped), 2 finished now" in out

@@ -70,9 +70,8 @@ def test_the_fixture_answers_what_the_shell_answers(tmp_path, invoke):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_analysis_and_report_run_in_process(tmp_path, invoke, migrated_store):
+def test_analysis_and_report_run_in_process(tmp_path, invoke):
     """``python -m analysis`` on a finished one-off sweep, and the report's bad ``report.out``."""
-    migrated_store(tmp_path)
     code, _, err = invoke("harness", [*TINY, "seed=0,1"], tmp_path)
     assert code == 0, err[-3000:]
     code, out, err = invoke("analysis", [*TINY, "seed=0,1"], tmp_path)

@@ -12,7 +12,7 @@ def test_the_tiers_are_marked_by_the_fixtures_and_a_process_fails_a_test_outside
 
     from conftest import E2E_FIXTURES, INTEGRATION_FIXTURES, started_processes
 
-    assert {"invoke", "migrated_store", "populated"} <= INTEGRATION_FIXTURES and E2E_FIXTURES <= INTEGRATION_FIXTURES
+    assert {"invoke", "populated"} <= INTEGRATION_FIXTURES and E2E_FIXTURES <= INTEGRATION_FIXTURES
     assert {"shared_ray", "shared_mlflow_server", "run_cli"} <= E2E_FIXTURES
     for line in (["/venv/bin/python", "-m", "harness", "+ablation=smoke"], "/venv/bin/python -m mlflow server --port 5",
                  ["/venv/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet", "--node"],
