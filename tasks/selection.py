@@ -97,6 +97,38 @@ def recall_targets(tokens: Tensor) -> Tensor:
     return values.gather(1, j).squeeze(1)
 
 
+def recall_unbound_accuracy(V: int, n: int) -> float:
+    """The best accuracy on ``recall`` (vocabulary ``V``, length ``n``) of a prediction that binds
+    no key to its value, e.g. any permutation-equivariant map, which sees the tokens but not their
+    order (paper.md §12 T4d).
+
+    Given the tokens, each of the ``p = (n − 1)/2`` value slots is equally likely to be the
+    query's, so the best guess is the most frequent value, right with probability (its
+    multiplicity)/``p``. The values are i.i.d. uniform over the ``m = V − V/2`` value tokens
+    (:meth:`SelectionTask._tokens`): the accuracy is ``E[max multiplicity]/p``, exact, from
+    ``P(max ≤ c) = p! [x^p] (Σ_{j ≤ c} x^j/j!)^m / m^p``. ``V = 16, n = 9``: 0.4123, not ``1/p``.
+
+    Raises:
+        ValueError: ``n`` even or below 3, or ``V < 2``.
+    """
+    from fractions import Fraction
+
+    if n < 3 or n % 2 == 0 or V < 2:
+        raise ValueError(f"recall_unbound_accuracy: V={V}, n={n}; allowed: V ≥ 2 and odd n ≥ 3")
+    p, m = (n - 1) // 2, V - V // 2
+
+    def at_most(c: int) -> Fraction:  # P(no value occurs more than c times)
+        poly = [Fraction(1)]  # coefficients of Π (Σ_{j ≤ c} x^j/j!) over the values so far, up to x^p
+        term = [Fraction(1, math.factorial(j)) for j in range(c + 1)]
+        for _ in range(m):
+            poly = [sum(poly[i - j] * term[j] for j in range(min(c, i) + 1) if i - j < len(poly))
+                    for i in range(p + 1)]
+        return poly[p] * math.factorial(p) / Fraction(m) ** p
+
+    expected_max = sum(1 - at_most(c) for c in range(p))  # E[X] = Σ_{c ≥ 0} P(X > c), X ≤ p
+    return float(expected_max / p)
+
+
 class SelectionTask(TokenTask):
     """T4 selection tasks: tokens and targets ``(B, n)``, mask ``(B, n)``.
 

@@ -192,6 +192,33 @@ def test_t4_duplicates_and_recall_are_well_posed():
         SelectionTask(SelectionConfig(kind=SelectionKind.duplicate, n=20))
 
 
+
+@pytest.mark.parametrize("V,n", [(16, 9), (8, 7), (32, 9), (6, 5)])
+def test_recall_unbound_accuracy_is_the_most_frequent_values_rate_exactly(V, n):
+    """The order-blind ceiling on recall (what a permutation-equivariant map can reach): exact
+    against enumerating every draw of the values, and the rate of guessing the most frequent value
+    on the task's own sampled sequences (5 standard errors). At V = 16, n = 9 it is 0.412, not 1/4:
+    the zoo's first two-layer run read a permutation-equivariant arm at 0.40 as beating chance."""
+    import collections
+    import itertools
+
+    from tasks.selection import recall_unbound_accuracy
+
+    p, m = (n - 1) // 2, V - V // 2
+    brute = sum(max(collections.Counter(t).values()) for t in itertools.product(range(m), repeat=p)) / m ** p / p
+    assert recall_unbound_accuracy(V, n) == pytest.approx(brute, abs=1e-12)
+    task = SelectionTask(SelectionConfig(kind=SelectionKind.recall, n=n, V=V, n_train=4096))
+    b = task.train_set(0)[0]
+    values = b.tokens[:, 1:-1:2]  # (B, p)
+    counts = (values[:, :, None] == values[:, None, :]).sum(-1)  # (B, p): multiplicity of each value
+    hit = (counts.max(-1).values.double() / p)  # P(the most frequent value is the answer | tokens)
+    se = hit.std().item() / len(hit) ** 0.5
+    assert abs(hit.mean().item() - recall_unbound_accuracy(V, n)) < 5 * se
+    if (V, n) == (16, 9):
+        assert recall_unbound_accuracy(V, n) == pytest.approx(0.412109375)
+    with pytest.raises(ValueError, match="n=8"):
+        recall_unbound_accuracy(16, 8)
+
 def test_t3_docstring_example_outputs_are_convex_mixes():
     task = TeacherTask(TeacherConfig(d=2, n=2, uniform_rel_mse=0.3))
     x = torch.tensor([[[0.3, -0.7], [1.1, 0.2]]], dtype=torch.float64)
