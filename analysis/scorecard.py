@@ -149,7 +149,12 @@ def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) 
     spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
     diff, equiv = _tests(df, spec)
     longer_used = False
-    if longer is not None and not longer.empty and _first_step(diff.reasons or equiv.reasons) is Step.BUDGET:
+    # only a row the grid leaves open for the budget, as budget_round chose its reruns: a difference
+    # decided on the grid (its winner's still-falling curve cannot reverse it) stays decided, though
+    # its equivalence test is budget-limited and the ×factor runs hold none of its arms
+    open_for_budget = (diff.verdict not in (protocol.SUPPORTED, protocol.CONTRADICTED)
+                       and _first_step(diff.reasons or equiv.reasons) is Step.BUDGET)
+    if longer is not None and not longer.empty and open_for_budget:
         diff, equiv = _tests(longer, {**spec, "b": diff.spec["b"], "choose_b": []}, check_edge=False)
         longer_used = True
     reasons = diff.reasons or equiv.reasons

@@ -142,6 +142,29 @@ def test_a_budget_limited_row_is_decided_on_its_x4_reruns(monkeypatch):
     assert list(scorecard.decide("x1", [part], "")["open"]) == [Open.BUDGET]  # no reruns: still ×1
 
 
+def test_a_difference_decided_on_the_grid_is_not_reread_on_the_x4_runs(monkeypatch):
+    """The two-layer zoo's recall piece: mlp_mixer beat softmax on the grid (the difference
+    decided; the winner's still-falling curve cannot reverse it), but its equivalence test was
+    budget-limited, so decide() reread the row on the ×4 runs, which hold none of mlp_mixer's (the
+    budget round reran only rows left open), and the page said "no runs of `mlp_mixer` on recall"
+    beside its area of -5.41. The row stays decided on the grid, as budget_round judged it."""
+    from analysis import protocol
+
+    def fake(df, spec, check_edge=True, **_):
+        if df != "x1":
+            return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.NO_RUNS, arm="m", names=("recall", ""))])
+        if spec["test"] == "difference":
+            return protocol.PartResult(spec, protocol.SUPPORTED, effect=4.9, lo=3.5, hi=6.2, n_pairs=5)
+        return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.BUDGET_FALLING, arm="m", n_train=256,
+                                                                        values=(-2.09, -2.14))])
+
+    monkeypatch.setattr(protocol, "decide_part", fake)
+    part = {"task": "recall", "name": "recall vs softmax", "a": "m", "b": "softmax", "delta": 0.1, "choose_b": []}
+    table = scorecard.decide("x1", [part], "", longer=_Longer(), factor=4)
+    assert table["verdict"].iloc[0] == "better" and not table["longer"].iloc[0], table.iloc[0].to_dict()
+    assert "no runs" not in table["reason"].iloc[0]
+
+
 class _Longer(str):
     """A stand-in for the ×4 runs (a non-empty frame as decide() asks)."""
 
