@@ -302,6 +302,17 @@ class TaskBase(nn.Module):
         """Sums of trivial reference predictors (e.g. ``uniform_rel_mse``); default none."""
         return {}
 
+    def causal_reference_sums(self, batch: Batch) -> Sums:
+        """:meth:`reference_sums` under the same names for a causal model, which at position t
+        sees positions ≤ t only: uniform mixing over the prefix (the flat-score causal mixer)
+        instead of over the whole sequence; default none."""
+        return {}
+
+    def causal_references(self) -> dict[str, float]:
+        """:meth:`causal_reference_sums` over the in-distribution test set (the same for every
+        seed, ``n_train`` and model), combined as the harness combines the logged references."""
+        return combine([self.causal_reference_sums(b) for b in self.test_sets()[""]])
+
     def metrics(self, out: Tensor, batch: Batch) -> dict[str, float]:
         """Metrics of one output ``(B, n, d)`` on one batch."""
         return combine([self.metric_sums(out, batch)])
@@ -377,6 +388,15 @@ class RegressionTask(TaskBase):
         uniform = batch.x.mean(dim=1, keepdim=True).expand_as(batch.x)
         norm = (batch.y**2).sum()
         return {"uniform_rel_mse": (((uniform - batch.y) ** 2).sum(), norm),
+                "identity_rel_mse": (((batch.x - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
+
+    def causal_reference_sums(self, batch: Batch) -> Sums:
+        """``uniform_rel_mse`` of the prefix mean ``ŷ_t = mean_{j ≤ t} x_j`` (the flat-score
+        causal mixer); ``identity_rel_mse`` and ``zero_rel_mse`` are causal already."""
+        counts = torch.arange(1, batch.x.shape[1] + 1, device=batch.x.device, dtype=batch.x.dtype)
+        prefix = batch.x.cumsum(dim=1) / counts[None, :, None]  # (B, n, d)
+        norm = (batch.y**2).sum()
+        return {"uniform_rel_mse": (((prefix - batch.y) ** 2).sum(), norm),
                 "identity_rel_mse": (((batch.x - batch.y) ** 2).sum(), norm), "zero_rel_mse": (norm, norm)}
 
     def rotated(self, Q: Tensor) -> "RegressionTask":

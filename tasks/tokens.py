@@ -190,6 +190,16 @@ class TokenTask(TaskBase):
         return {"majority_acc": (hit.sum(), batch.mask.sum()),
                 "uniform_acc": ((mixed & batch.mask).sum(), batch.mask.sum())}
 
+    def causal_reference_sums(self, batch: Batch) -> Sums:
+        """:meth:`reference_sums` for a causal model: ``majority_acc`` as there (it reads no
+        input), ``uniform_acc`` of uniform mixing over the prefix: at position t the most frequent
+        of the tokens at positions ≤ t, strictly (a tie is wrong)."""
+        hit = (batch.y == self.majority_class()) & batch.mask  # (B, n)
+        counts = F.one_hot(batch.tokens, self.V).cumsum(-2).float()  # (B, n, V): occurrences up to t
+        mixed = strictly_correct(counts, batch.y)
+        return {"majority_acc": (hit.sum(), batch.mask.sum()),
+                "uniform_acc": ((mixed & batch.mask).sum(), batch.mask.sum())}
+
     def rotated(self, Q: Tensor) -> "TokenTask":
         """A copy in the rotated embedding: ``E ↦ Q E``, ``U ↦ U Qᵀ`` (paper.md §12 T2, C4)."""
         task = self._copy()

@@ -219,6 +219,37 @@ def test_recall_unbound_accuracy_is_the_most_frequent_values_rate_exactly(V, n):
     with pytest.raises(ValueError, match="n=8"):
         recall_unbound_accuracy(16, 8)
 
+
+def test_causal_references_mix_over_the_prefix_only(hydra_conf):
+    """What a causal model's flat scores give (the zoo's *not learned* bar for causal arms): at
+    position t uniform mixing over positions ≤ t: the prefix's most frequent token (strictly) and
+    the prefix mean; at the last position it is the whole sequence's, as reference_sums."""
+    import math
+
+    task = SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=8, n_train=64))
+    b = task.train_set(0)[0]
+    got = task.causal_reference_sums(b)["uniform_acc"]
+    hits = 0
+    for row, y in zip(b.tokens.tolist(), b.y.tolist()):
+        for t in range(len(row)):
+            counts = {v: row[: t + 1].count(v) for v in set(row[: t + 1])}
+            top = max(counts.values())
+            hits += [v for v, c in counts.items() if c == top] == [y[t]]
+    assert int(got[0]) == hits and int(got[1]) == b.tokens.numel()
+    last = b.index(torch.arange(len(b)))
+    last.mask[:, :-1] = False
+    assert [int(v) for v in task.causal_reference_sums(last)["uniform_acc"]] == \
+        [int(v) for v in task.reference_sums(last)["uniform_acc"]]
+    refs = task.causal_references()  # the repeated task at n = 8: 0.54, against 0.75 over the whole sequence
+    full = combine([task.reference_sums(s) for s in task.test_sets()[""]])
+    assert 0.5 < refs["uniform_acc"] < 0.6 < full["uniform_acc"] and refs["majority_acc"] == full["majority_acc"]
+
+    teacher = build_task(_task_cfg("teacher_general"))
+    batch = teacher.test_sets()[""][0]
+    prefix = torch.stack([batch.x[:, : t + 1].mean(1) for t in range(batch.x.shape[1])], 1)
+    num, den = teacher.causal_reference_sums(batch)["uniform_rel_mse"]
+    assert math.isclose(float(num / den), float(((prefix - batch.y) ** 2).sum() / (batch.y ** 2).sum()), rel_tol=1e-9)
+
 def test_t3_docstring_example_outputs_are_convex_mixes():
     task = TeacherTask(TeacherConfig(d=2, n=2, uniform_rel_mse=0.3))
     x = torch.tensor([[[0.3, -0.7], [1.1, 0.2]]], dtype=torch.float64)

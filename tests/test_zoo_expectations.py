@@ -139,6 +139,10 @@ def test_tiny_zoo_with_recall_and_mqar_at_two_blocks(tmp_path, invoke):
 
     runs = read_bundle(run / "out" / "zoo" / "runs.csv.gz")
     assert set(runs["task"]) == {"recall", "mqar_t32_d16"} and set(runs["model.blocks"].astype(int)) == {2}
+    import json
+
+    causal = json.loads((run / "out" / "zoo" / "plan.json").read_text())["causal_references"]
+    assert set(causal) == {"recall", "mqar_t32_d16"} and set(causal["recall"]) == {"majority_acc", "uniform_acc"}
     offline = tmp_path / "offline"
     offline.mkdir()
     code, _, err2 = invoke("analysis.zoo", [f"zoo.runs={run / 'out' / 'zoo' / 'runs.csv.gz'}", "zoo.out=again"], offline)
