@@ -45,7 +45,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import hydra
 import numpy as np
@@ -609,14 +609,17 @@ def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[s
 
 
 def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
-                 store, added: list) -> tuple[list, int]:
+                 store, added: list, prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> tuple[list, int]:
     """The ×``report.budget_factor`` budget reruns (paper.md §13 *budget-limited*) of every row
     still budget-limited after the lr-edge rounds (:func:`decide` on the grid and ``added``, its
     extensions): the row's two arms and its positive control's, every seed and size the row
     reads, each arm at its lr chosen on validation (:func:`analysis.confirm.freeze`), built by the
     report's :func:`analysis.budget.budget_trials` and tagged phase ``budget``. ``groups`` as
-    :func:`extend_lr`'s. Returns ``(the reruns, the worst exit status of their sweep)``; none
-    where ``report.budget_factor`` ≤ 1 or no row is budget-limited."""
+    :func:`extend_lr`'s; ``prepare``: applied to the runs before deciding, as the page that reads
+    the reruns applies it (the zoo's causal references, :func:`analysis.zoo_page.causal_reference_rows`),
+    so that the rows rerun are the rows the page finds budget-limited. Returns ``(the reruns, the
+    worst exit status of their sweep)``; none where ``report.budget_factor`` ≤ 1 or no row is
+    budget-limited."""
     from types import SimpleNamespace
 
     from analysis.budget import budget_trials
@@ -628,7 +631,7 @@ def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, lis
     if factor <= 1:
         return [], 0
     df = floored(_grid_runs(sc, grid, store))
-    table = decide(df, parts, mixer)
+    table = decide(df if prepare is None else prepare(df), parts, mixer)
     limited = [{**p, "a": mixer if p["a"] == MIXER else p["a"], "role": "deciding"}
                for p, why in zip(parts, table["open"]) if why is Open.BUDGET]
     if not limited:

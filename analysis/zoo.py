@@ -515,7 +515,12 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     added, ext = scorecard.extend_lr(sc, concrete, groups, "", store)
     if ext == 2:
         return 2, []
-    longer, ext4 = scorecard.budget_round(sc, concrete, groups, "", store, added)
+    # the budget round decides rows as the page will: causal arms against the prefix's trivial
+    # predictor (causal_references), or it reruns rows the page does not read and misses rows it does
+    causal_refs = causal_references(refs + flat)
+    by_variant = pd.DataFrame([{**r, "arm": variants.get(r["arm"], r["arm"])} for r in rows])
+    longer, ext4 = scorecard.budget_round(sc, concrete, groups, "", store, added, lambda df: zoo_page.causal_reference_rows(
+        df, by_variant, {"causal_references": causal_refs}))
     if ext4 == 2:
         return 2, []
     plan = {"command": " ".join(["python -m analysis.zoo", *runtime.overrides, *runtime.sweeps]),
@@ -523,7 +528,7 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)), "registered": registered,
             "length_task": str(cfg.zoo.length_task), "budget_factor": int(sc.report.budget_factor),
             "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
-            "blocks": int(cfg.zoo.blocks), "causal_references": causal_references(refs + flat),
+            "blocks": int(cfg.zoo.blocks), "causal_references": causal_refs,
             "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
     folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
     return max(status, ext, ext4), zoo_page.render(folder, out)

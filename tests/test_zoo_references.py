@@ -190,6 +190,24 @@ def test_causal_arms_are_held_to_the_trivial_predictor_a_causal_model_can_expres
     assert zoo_page.causal_reference_rows(df, sym, {}).equals(df)
 
 
+def test_the_budget_round_decides_on_the_runs_as_the_page_reads_them(monkeypatch):
+    """budget_round chooses its ×4 reruns on the runs after ``prepare`` (the zoo's causal
+    references): deciding on the logged references instead, it skipped the causal rows that the page
+    then found budget-limited and reread on ×4 runs holding none of their arms ("no runs of
+    `linear_attention` on teacher_general" beside its area)."""
+    import pandas as pd
+
+    seen = []
+    monkeypatch.setattr(scorecard, "_grid_runs", lambda sc, trials, store: pd.DataFrame({"arm": ["gla"]}))
+    monkeypatch.setattr(scorecard, "floored", lambda df: df)
+    monkeypatch.setattr(scorecard, "decide", lambda df, parts, mixer: seen.append(df) or pd.DataFrame({"open": []}))
+    sc = OmegaConf.create({"report": {"budget_factor": 4}})
+    assert scorecard.budget_round(sc, [], [([], [])], "", None, [], lambda df: df.assign(prepared=True)) == ([], 0)
+    assert seen[-1]["prepared"].all()
+    scorecard.budget_round(sc, [], [([], [])], "", None, [])
+    assert "prepared" not in seen[-1]
+
+
 class _Longer(str):
     """A stand-in for the ×4 runs (a non-empty frame as decide() asks)."""
 
