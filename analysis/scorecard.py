@@ -616,7 +616,7 @@ def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, lis
     reads, each arm at its lr chosen on validation (:func:`analysis.confirm.freeze`), built by the
     report's :func:`analysis.budget.budget_trials` and tagged phase ``budget``. ``groups`` as
     :func:`extend_lr`'s; ``prepare``: applied to the runs before deciding, as the page that reads
-    the reruns applies it (the zoo's causal references, :func:`analysis.zoo_page.causal_reference_rows`),
+    the reruns applies it (the zoo's trivial references, :func:`analysis.zoo_page.reference_rows`),
     so that the rows rerun are the rows the page finds budget-limited. Returns ``(the reruns, the
     worst exit status of their sweep)``; none where ``report.budget_factor`` ≤ 1 or no row is
     budget-limited."""

@@ -516,11 +516,11 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     if ext == 2:
         return 2, []
     # the budget round decides rows as the page will: causal arms against the prefix's trivial
-    # predictor (causal_references), or it reruns rows the page does not read and misses rows it does
-    causal_refs = causal_references(refs + flat)
+    # predictor (trivial_references), or it reruns rows the page does not read and misses rows it does
+    trivial = trivial_references(refs + flat)
     by_variant = pd.DataFrame([{**r, "arm": variants.get(r["arm"], r["arm"])} for r in rows])
-    longer, ext4 = scorecard.budget_round(sc, concrete, groups, "", store, added, lambda df: zoo_page.causal_reference_rows(
-        df, by_variant, {"causal_references": causal_refs}))
+    longer, ext4 = scorecard.budget_round(sc, concrete, groups, "", store, added, lambda df: zoo_page.reference_rows(
+        df, by_variant, {"trivial_references": trivial}))
     if ext4 == 2:
         return 2, []
     plan = {"command": " ".join(["python -m analysis.zoo", *runtime.overrides, *runtime.sweeps]),
@@ -528,26 +528,35 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)), "registered": registered,
             "length_task": str(cfg.zoo.length_task), "budget_factor": int(sc.report.budget_factor),
             "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
-            "blocks": int(cfg.zoo.blocks), "causal_references": causal_refs,
+            "blocks": int(cfg.zoo.blocks), "trivial_references": trivial,
             "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
     folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
     return max(status, ext, ext4), zoo_page.render(folder, out)
 
 
-def causal_references(trials: list) -> dict[str, dict[str, float]]:
-    """``{task: {metric: value}}``: each task's trivial references for a causal model on its
-    in-distribution test set (:meth:`tasks.base.TaskBase.causal_references`: uniform mixing over
-    the prefix, under the names of the logged ``test/…`` references), which the page reads for
-    the rows of arms measured causal (:func:`analysis.zoo_page.read`). The logged ones mix over
-    the whole sequence, which no causal model can: against them the causal reference read *not
-    learned* on ``repeated`` (error 0.30 against uniform mixing's 0.25, where the prefix's
-    uniform mixing errs 0.46)."""
+def trivial_references(trials: list) -> dict[str, dict[str, dict[str, float]]]:
+    """``{task: {"causal": {metric: value}, "bidirectional": {…}}}``: each task's trivial
+    references on its in-distribution test set (:meth:`tasks.base.TaskBase.trivial_references`,
+    under the names of the logged ``test/…`` ones), which the page reads in place of the logged
+    ones (:func:`analysis.zoo_page.reference_rows`): for a causal arm, uniform mixing over the
+    prefix (the logged one mixes over the whole sequence, which no causal model can: against it the
+    causal reference read *not learned* on ``repeated``, error 0.30 against 0.25, where the prefix's
+    uniform mixing errs 0.46); ``"bidirectional"`` only where the task adds an order-blind guess
+    (``recall``: the most frequent value, right 42% of the time against the logged references' 13%,
+    which every arm that binds nothing beat)."""
     from tasks import build_task
 
     configs = {}
     for t in trials:
         configs.setdefault(t.task, t.config.task)
-    return {task: build_task(cfg).causal_references() for task, cfg in sorted(configs.items())}
+    out = {}
+    for task, cfg in sorted(configs.items()):
+        built = build_task(cfg)
+        out[task] = {"causal": built.trivial_references(causal=True)}
+        bidirectional = built.trivial_references(causal=False)
+        if set(bidirectional) - set(built.reference_sums(built.test_sets()[""][0])):  # beyond the logged ones
+            out[task]["bidirectional"] = bidirectional
+    return out
 
 
 def _write(out: Path, store, trials: list, added: list, names: dict, rows: list[dict], plan: dict) -> Path:

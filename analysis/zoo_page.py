@@ -45,28 +45,42 @@ def read(folder: Path, runs: Path | None = None) -> tuple[pd.DataFrame, pd.DataF
     df = runs.get(scorecard.ABLATION)
     df = scorecard.floored(stats.add_error(df)) if df is not None and not df.empty else pd.DataFrame(
         columns=["status", "variant", "task", "arm", "task.n_train", "seed", "train.lr"])
-    return causal_reference_rows(df, sym, plan), sym, plan
+    return reference_rows(df, sym, plan), sym, plan
 
 
-def causal_reference_rows(df: pd.DataFrame, sym: pd.DataFrame, plan: dict) -> pd.DataFrame:
-    """``df`` with the trivial reference of the rows of arms measured causal (``sym``) replaced
-    by the causal one of their task (``plan["causal_references"]``, :func:`analysis.zoo.causal_references`:
-    uniform mixing over the prefix), which every *not learned* rule of the page reads
-    (``reference_error``, ``reference_name``); a bundle without them (written before) as it is."""
-    refs = plan.get("causal_references") or {}
+REFERENCE_NAMES = {"majority_acc": "majority class", "uniform_acc": "uniform mixing",
+                   "order_blind_acc": "the most frequent value, binding no key"}
+
+
+def trivial_reference(metrics: dict[str, float], causal: bool) -> tuple[float, str]:
+    """``(error, name)`` of the best trivial reference in ``metrics`` (a task's
+    :meth:`tasks.base.TaskBase.trivial_references`), as :func:`analysis.stats.add_error` reads
+    the logged ones: relative MSE's uniform mixing, else the lowest ``1 − acc``."""
+    prefix = " over the prefix" if causal else ""
+    if "uniform_rel_mse" in metrics:
+        return float(metrics["uniform_rel_mse"]), f"uniform mixing{prefix}"
+    errors = {k: 1.0 - float(v) for k, v in metrics.items() if k in REFERENCE_NAMES}
+    best = min(errors, key=errors.get)
+    return errors[best], REFERENCE_NAMES[best] + (prefix if best == "uniform_acc" else "")
+
+
+def reference_rows(df: pd.DataFrame, sym: pd.DataFrame, plan: dict) -> pd.DataFrame:
+    """``df`` with each row's trivial reference (``reference_error``, ``reference_name``: what
+    every *not learned* rule of the page reads) replaced by its task's from
+    ``plan["trivial_references"]`` (:func:`analysis.zoo.trivial_references`) where the logged one
+    is not the bar: for an arm measured causal (``sym``) the one it can express, uniform mixing over
+    the prefix; on a task with an order-blind guess (``recall``) for every arm, its expected accuracy
+    (there the logged ones, majority class and uniform mixing, are far below a guess among the
+    values, so an arm that binds nothing read as learned). A bundle without them reads as it is."""
+    refs = plan.get("trivial_references") or {}
     if df.empty or not refs:
         return df
     causal = [str(r["arm"]) for _, r in sym.iterrows() if measured_causal(r)]
     out = df.copy()
-    for task, metrics in refs.items():  # as stats.add_error reads the logged ones
-        if "uniform_rel_mse" in metrics:
-            error, name = float(metrics["uniform_rel_mse"]), "uniform mixing over the prefix"
-        else:
-            errors, names = stats.token_reference(pd.Series([metrics.get("majority_acc", np.nan)]),
-                                                  pd.Series([metrics.get("uniform_acc", np.nan)]))
-            error, name = float(errors.iloc[0]), str(names[0]).replace("uniform mixing", "uniform mixing over the prefix")
-        rows = (out["task"] == task) & out["arm"].isin(causal)
-        out.loc[rows, "reference_error"], out.loc[rows, "reference_name"] = error, name
+    for task, kinds in refs.items():
+        for kind, metrics in kinds.items():
+            rows = (out["task"] == task) & (out["arm"].isin(causal) if kind == "causal" else ~out["arm"].isin(causal))
+            out.loc[rows, "reference_error"], out.loc[rows, "reference_name"] = trivial_reference(metrics, kind == "causal")
     return out
 
 
@@ -106,7 +120,7 @@ def not_learned(runs: pd.DataFrame) -> bool:
     """Whether an arm's runs (at its chosen lr and largest n_train) never learned: their mean
     test error at the training lengths is not below the trivial predictor's on the same test set
     (``reference_error``: uniform mixing, or the majority class; :func:`analysis.stats.add_error`;
-    for an arm measured causal over the prefix, :func:`causal_reference_rows`).
+    for an arm measured causal over the prefix, on recall the order-blind guess: :func:`reference_rows`).
     False where the runs carry no reference."""
     ref = pd.to_numeric(runs.get("reference_error", pd.Series(dtype=float)), errors="coerce").mean()
     return bool(np.isfinite(ref) and pd.to_numeric(runs["error"], errors="coerce").mean() >= ref)
@@ -460,8 +474,10 @@ def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[s
         f"lr-edge rounds is decided on reruns of its arms at ×{factor} the steps (the same seeds, sizes and "
         f"chosen lrs); still falling there it reads *{render_tables.budget_limited(factor)}*. *Not learned* "
         "(a row left open, the length column's ratio left out) is judged against the trivial predictor on the "
-        "same test set, for an arm measured causal the one it can express: uniform mixing over the prefix "
-        "(positions ≤ t), not over the whole sequence.",
+        "same test set: for an arm measured causal the one it can express, uniform mixing over the prefix "
+        "(positions ≤ t), not over the whole sequence; on `recall`, for every arm, the best guess that binds no "
+        "key to its value (the most frequent of the sequence's values), since majority class and uniform mixing "
+        "fall far below it.",
         f"* **length**: on `{length_task}`, at the lr chosen on validation and the largest n_train, the test "
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "

@@ -308,10 +308,20 @@ class TaskBase(nn.Module):
         instead of over the whole sequence; default none."""
         return {}
 
-    def causal_references(self) -> dict[str, float]:
-        """:meth:`causal_reference_sums` over the in-distribution test set (the same for every
-        seed, ``n_train`` and model), combined as the harness combines the logged references."""
-        return combine([self.causal_reference_sums(b) for b in self.test_sets()[""]])
+    def order_blind_reference_sums(self, batch: Batch) -> Sums:
+        """A trivial reference the logged ones omit, for any model: the best guess that reads the
+        inputs' contents but binds no position to another (``recall``: the most frequent value,
+        :meth:`tasks.selection.SelectionTask.order_blind_reference_sums`); default none (uniform
+        mixing is that guess already)."""
+        return {}
+
+    def trivial_references(self, causal: bool) -> dict[str, float]:
+        """The trivial references over the in-distribution test set (the same for every seed,
+        ``n_train`` and model), combined as the harness combines the logged ones: those a causal
+        model can express (:meth:`causal_reference_sums`) or any model (:meth:`reference_sums`),
+        with :meth:`order_blind_reference_sums`."""
+        mine = self.causal_reference_sums if causal else self.reference_sums
+        return combine([{**mine(b), **self.order_blind_reference_sums(b)} for b in self.test_sets()[""]])
 
     def metrics(self, out: Tensor, batch: Batch) -> dict[str, float]:
         """Metrics of one output ``(B, n, d)`` on one batch."""

@@ -35,7 +35,7 @@ from enum import Enum
 import torch
 from torch import Tensor
 
-from tasks.base import Batch, check_positive, generator
+from tasks.base import Batch, Sums, check_positive, generator
 from tasks.tokens import TokenConfig, TokenTask
 
 
@@ -216,6 +216,22 @@ class SelectionTask(TokenTask):
         y[:, -1] = recall_targets(tokens)
         mask[:, :-1] = False
         return y, mask
+
+    def order_blind_reference_sums(self, batch: Batch) -> Sums:
+        """``recall``: ``order_blind_acc``, the expected accuracy of guessing the most frequent of
+        the sequence's values (a tie drawn uniformly), the best a prediction that binds no key to
+        its value can do (:func:`recall_unbound_accuracy` is its expectation over the task's
+        sequences); none for the other kinds, where uniform mixing is the order-blind guess."""
+        if self.cfg.kind is not SelectionKind.recall:
+            return {}
+        values = batch.tokens[:, 1:-1:2]  # (B, p)
+        counts = (values[:, :, None] == values[:, None, :]).sum(-1)  # (B, p): each value's multiplicity
+        most = counts.max(-1, keepdim=True).values  # (B, 1)
+        top = counts == most  # (B, p): the slots of a most frequent value
+        answer = values == batch.y[:, -1:]  # (B, p): the slots holding the answer
+        tied = top.sum(-1) / most.squeeze(-1)  # (B,): how many values share the top count
+        hit = (answer & top).any(-1).double() / tied  # (B,): P(the guess is the answer)
+        return {"order_blind_acc": (hit.sum(), torch.tensor(float(len(values))))}
 
     def sample_split(self, split: str, n: int, size: int, seed: int) -> Batch:
         """``size`` sequences of length ``n`` (streams in the class docstring)."""

@@ -240,7 +240,7 @@ def test_causal_references_mix_over_the_prefix_only(hydra_conf):
     last.mask[:, :-1] = False
     assert [int(v) for v in task.causal_reference_sums(last)["uniform_acc"]] == \
         [int(v) for v in task.reference_sums(last)["uniform_acc"]]
-    refs = task.causal_references()  # the repeated task at n = 8: 0.54, against 0.75 over the whole sequence
+    refs = task.trivial_references(causal=True)  # the repeated task at n = 8: 0.54, against 0.75 over the whole sequence
     full = combine([task.reference_sums(s) for s in task.test_sets()[""]])
     assert 0.5 < refs["uniform_acc"] < 0.6 < full["uniform_acc"] and refs["majority_acc"] == full["majority_acc"]
 
@@ -249,6 +249,26 @@ def test_causal_references_mix_over_the_prefix_only(hydra_conf):
     prefix = torch.stack([batch.x[:, : t + 1].mean(1) for t in range(batch.x.shape[1])], 1)
     num, den = teacher.causal_reference_sums(batch)["uniform_rel_mse"]
     assert math.isclose(float(num / den), float(((prefix - batch.y) ** 2).sum() / (batch.y ** 2).sum()), rel_tol=1e-9)
+
+
+def test_recall_order_blind_reference_is_the_expected_hit_of_the_most_frequent_value():
+    """On recall's own test set: the mean over sequences of P(the most frequent value is the
+    answer), a tie drawn uniformly (brute force here), near its exact expectation
+    recall_unbound_accuracy; no order-blind reference for the other kinds."""
+    from tasks.selection import recall_unbound_accuracy
+
+    task = SelectionTask(SelectionConfig(kind=SelectionKind.recall, n=9))
+    b = task.test_sets()[""][0]
+    expected = 0.0
+    for row, y in zip(b.tokens.tolist(), b.y[:, -1].tolist()):
+        values = row[1:-1:2]
+        top = max(values.count(v) for v in values)
+        best = {v for v in values if values.count(v) == top}
+        expected += (y in best) / len(best)
+    num, den = task.order_blind_reference_sums(b)["order_blind_acc"]
+    assert float(num / den) == pytest.approx(expected / len(b), abs=1e-12)
+    assert abs(task.trivial_references(causal=False)["order_blind_acc"] - recall_unbound_accuracy(16, 9)) < 0.03
+    assert SelectionTask(SelectionConfig(kind=SelectionKind.repeated, n=8)).order_blind_reference_sums(b) == {}
 
 def test_t3_docstring_example_outputs_are_convex_mixes():
     task = TeacherTask(TeacherConfig(d=2, n=2, uniform_rel_mse=0.3))

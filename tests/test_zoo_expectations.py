@@ -141,8 +141,9 @@ def test_tiny_zoo_with_recall_and_mqar_at_two_blocks(tmp_path, invoke):
     assert set(runs["task"]) == {"recall", "mqar_t32_d16"} and set(runs["model.blocks"].astype(int)) == {2}
     import json
 
-    causal = json.loads((run / "out" / "zoo" / "plan.json").read_text())["causal_references"]
-    assert set(causal) == {"recall", "mqar_t32_d16"} and set(causal["recall"]) == {"majority_acc", "uniform_acc"}
+    trivial = json.loads((run / "out" / "zoo" / "plan.json").read_text())["trivial_references"]
+    assert set(trivial) == {"recall", "mqar_t32_d16"} and set(trivial["mqar_t32_d16"]) == {"causal"}
+    assert set(trivial["recall"]["bidirectional"]) == {"majority_acc", "uniform_acc", "order_blind_acc"}
     offline = tmp_path / "offline"
     offline.mkdir()
     code, _, err2 = invoke("analysis.zoo", [f"zoo.runs={run / 'out' / 'zoo' / 'runs.csv.gz'}", "zoo.out=again"], offline)

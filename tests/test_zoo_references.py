@@ -165,29 +165,33 @@ def test_a_difference_decided_on_the_grid_is_not_reread_on_the_x4_runs(monkeypat
     assert "no runs" not in table["reason"].iloc[0]
 
 
-def test_causal_arms_are_held_to_the_trivial_predictor_a_causal_model_can_express():
-    """The two-layer zoo's repeated piece: the causal reference's error 0.30 read *not learned*
+def test_each_arm_is_held_to_the_trivial_predictor_it_can_express():
+    """The two-layer zoo's pieces. On repeated the causal reference's error 0.30 read *not learned*
     against uniform mixing over the whole sequence (0.25), which no causal model can compute, and
-    left every causal row open. Rows of arms measured causal read their task's prefix reference
-    (plan.json's causal_references); the bidirectional rows keep the logged one; a bundle written
-    before (no causal_references) reads as it did."""
+    left every causal row open: a causal arm's rows read its task's prefix reference. On recall
+    every arm beat the logged references (majority class, 13% right) by guessing among the values
+    while binding nothing: every arm's rows read the order-blind guess (42%). Other rows keep the
+    logged reference; a bundle written before (no trivial_references) reads as it did."""
     import pandas as pd
 
     from harness.symmetry import CAUSAL_KEY
 
-    df = pd.DataFrame({"arm": ["softmax_causal", "gla", "softmax", "softmax_causal"],
-                       "task": ["repeated", "repeated", "repeated", "nearest"],
-                       "reference_error": [0.25, 0.25, 0.25, 0.9], "reference_name": ["uniform mixing"] * 4})
+    df = pd.DataFrame({"arm": ["softmax_causal", "gla", "softmax", "softmax_causal", "softmax"],
+                       "task": ["repeated", "repeated", "repeated", "recall", "recall"],
+                       "reference_error": [0.25, 0.25, 0.25, 0.87, 0.87], "reference_name": ["uniform mixing"] * 5})
     sym = pd.DataFrame([{"arm": "softmax_causal", CAUSAL_KEY: 0.0, "tolerance": 1e-8},
                         {"arm": "gla", CAUSAL_KEY: 0.0, "tolerance": 1e-8},
                         {"arm": "softmax", CAUSAL_KEY: 0.4, "tolerance": 1e-8}])
-    plan = {"causal_references": {"repeated": {"majority_acc": 0.06, "uniform_acc": 0.54}}}
-    out = zoo_page.causal_reference_rows(df, sym, plan)
-    assert out["reference_error"].round(6).tolist() == [0.46, 0.46, 0.25, 0.9]
-    assert out["reference_name"].tolist()[:3] == ["uniform mixing over the prefix"] * 2 + ["uniform mixing"]
-    regression = {"causal_references": {"nearest": {"uniform_rel_mse": 1.4, "identity_rel_mse": 4.0, "zero_rel_mse": 1.0}}}
-    assert zoo_page.causal_reference_rows(df, sym, regression)["reference_error"].tolist() == [0.25, 0.25, 0.25, 1.4]
-    assert zoo_page.causal_reference_rows(df, sym, {}).equals(df)
+    recall = {"majority_acc": 0.13, "uniform_acc": 0.05, "order_blind_acc": 0.42}
+    plan = {"trivial_references": {"repeated": {"causal": {"majority_acc": 0.06, "uniform_acc": 0.54}},
+                                   "recall": {"causal": recall, "bidirectional": recall}}}
+    out = zoo_page.reference_rows(df, sym, plan)
+    assert out["reference_error"].round(6).tolist() == [0.46, 0.46, 0.25, 0.58, 0.58]
+    assert out["reference_name"].tolist() == ["uniform mixing over the prefix"] * 2 + ["uniform mixing"] + \
+        ["the most frequent value, binding no key"] * 2
+    regression = {"trivial_references": {"repeated": {"causal": {"uniform_rel_mse": 1.4, "identity_rel_mse": 4.0}}}}
+    assert zoo_page.reference_rows(df, sym, regression)["reference_error"].tolist() == [1.4, 1.4, 0.25, 0.87, 0.87]
+    assert zoo_page.reference_rows(df, sym, {}).equals(df)
 
 
 def test_the_budget_round_decides_on_the_runs_as_the_page_reads_them(monkeypatch):
