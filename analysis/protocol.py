@@ -222,7 +222,7 @@ def _sizes_name(sizes: Any) -> str:
     return ", ".join(str(int(n)) for n in sizes)
 
 
-def _reference(rows: pd.DataFrame) -> tuple[float, str]:
+def reference(rows: pd.DataFrame) -> tuple[float, str]:
     """The task's best reference predictor's error on these runs' test sets, and its name:
     the logged one (uniform mixing, majority class), and for relative MSE also the zero
     predictor (exactly 1) and the identity ``ŷ = x`` where logged (``test/identity_rel_mse``)."""
@@ -480,10 +480,10 @@ def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[Rea
         return _not_reached(chosen, at, result, target)
     ref_rows = chosen[chosen["task.n_train"].isin(at)]
     if spec["value"] == "auc":
-        refs = [_reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
+        refs = [reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
         ref, ref_name = float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
     else:
-        ref, ref_name = _reference(ref_rows)
+        ref, ref_name = reference(ref_rows)
     judged = [(spec["a"], result.mean_a), (spec["b"], result.mean_b)]
     if spec["test"] == "difference":
         judged = [min(judged, key=lambda t: t[1])]

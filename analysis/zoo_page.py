@@ -121,8 +121,12 @@ def not_learned(runs: pd.DataFrame) -> bool:
     test error at the training lengths is not below the trivial predictor's on the same test set
     (``reference_error``: uniform mixing, or the majority class; :func:`analysis.stats.add_error`;
     for an arm measured causal over the prefix, on recall the order-blind guess: :func:`reference_rows`).
-    False where the runs carry no reference."""
-    ref = pd.to_numeric(runs.get("reference_error", pd.Series(dtype=float)), errors="coerce").mean()
+    False where the runs carry no reference. The reference is the verdicts' (:func:`analysis.protocol.reference`:
+    for relative MSE also the zero predictor and ``ŷ = x``), so that a causal arm, whose prefix mean errs
+    more than predicting 0 on a teacher task, is held to the zero predictor as its rows are."""
+    if "reference_error" not in runs or not runs["reference_error"].notna().any():
+        return False
+    ref, _ = protocol.reference(runs)
     return bool(np.isfinite(ref) and pd.to_numeric(runs["error"], errors="coerce").mean() >= ref)
 
 

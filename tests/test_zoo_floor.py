@@ -44,6 +44,9 @@ def test_an_arm_at_the_trivial_predictors_error_is_not_learned():
     assert zoo_page.not_learned(runs)
     assert not zoo_page.not_learned(runs.assign(error=[1e-5, 1e-5]))
     assert not zoo_page.not_learned(runs.assign(reference_error=np.nan))  # no reference: no claim
+    # a causal arm on a teacher task: its prefix mean errs 1.28, worse than predicting 0 (relative MSE 1),
+    # and the length column holds it to the zero predictor as its rows are (protocol.reference)
+    assert zoo_page.not_learned(runs.assign(error=[1.1, 1.1], reference_error=1.28))
 
 
 def test_the_causal_and_positional_references_are_measured_as_declared():
