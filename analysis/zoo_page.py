@@ -372,7 +372,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(line)
         open_rows += more
     lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
-    lead = [*_lead(verdicts_of, tasks), *_expectations(df, sym, plan, tasks)]
+    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, plan, tasks), *_expectations(df, sym, plan, tasks)]
     lines[2:2] = lead  # after the title: what matches attention where, then the published expectations
     if reasons:
         lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
@@ -414,6 +414,40 @@ def _lead(verdicts_of: dict[str, list[tuple[str, str]]], tasks: list[str]) -> li
             for k, arms in matches(verdicts_of, tasks).items()]
     return ["**Which mixers match attention** (better than or equivalent within δ to every reference of their "
             "causality on every task of the kind): " + "; ".join(said) + ".", ""] if said else []
+
+
+def unlearned(df: pd.DataFrame, plan: dict, tasks: list[str]) -> dict[str, list[str]]:
+    """``{task: the arms that learned it}`` for each task on which no registered reference
+    (``plan["registered"]``) learned. Learned as the verdicts' *not learned* rule reads it: at the
+    lr chosen on validation and the largest n_train, the seeds' mean natural-log test error at
+    least the task's δ below the log of its row's trivial reference (:func:`analysis.protocol.reference`).
+    There "matches attention" says nothing (every verdict against a reference is open), and an
+    arm that learned is the finding."""
+    def learned(task: str, arm: str) -> bool | None:
+        ok, _, missing = protocol.chosen_runs(df, task, arm, "error")
+        if missing or ok.empty or "reference_error" not in ok or not ok["reference_error"].notna().any():
+            return None
+        delta = float(plan["tasks"].get(task, {}).get("delta", 0.0))
+        mean_log = float(np.log(pd.to_numeric(ok["error"], errors="coerce")).mean())
+        return mean_log <= float(np.log(protocol.reference(ok)[0])) - delta
+
+    arms = [a["name"] for a in plan["arms"]]
+    out = {}
+    for task in tasks:
+        refs = [learned(task, r["arm"]) for r in plan.get("registered", [])]
+        if refs and all(r is False for r in refs if r is not None) and any(r is not None for r in refs):
+            out[task] = [a for a in arms if learned(task, a)]
+    return out
+
+
+def _unlearned_lead(df: pd.DataFrame, plan: dict, tasks: list[str]) -> list[str]:
+    """The lead's second sentence: the tasks attention did not learn at this scale, and who did."""
+    said = [f"`{task}`: " + (", ".join(f"`{a}`" for a in arms) if arms else "none")
+            for task, arms in unlearned(df, plan, tasks).items()]
+    return ["**Where the softmax references did not learn at this scale** (none of the registered references' "
+            "mean log test error at its largest n_train is δ below its trivial predictor's, the rule the verdicts "
+            "read, so no mixer can match them there; the arms that did): "
+            + "; ".join(said) + ".", ""] if said else []
 
 
 def _expectations(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, tasks: list[str]) -> list[str]:

@@ -194,6 +194,28 @@ def test_each_arm_is_held_to_the_trivial_predictor_it_can_express():
     assert zoo_page.reference_rows(df, sym, {}).equals(df)
 
 
+def test_the_lead_names_the_arms_that_learned_where_the_references_did_not():
+    """The recall piece: every registered reference sat at the order-blind guess, so every verdict
+    against them was open and "which mixers match attention" said none, while MLP-Mixer solved the
+    task (error 0.5%); the lead says so. Learned is the verdicts' rule: the mean log error at the
+    largest n_train δ below the log of the trivial reference (an arm 0.02 below it did not)."""
+    import pandas as pd
+
+    from analysis import stats
+
+    def runs(arm: str, acc: float) -> list[dict]:
+        return [{"task": "recall", "arm": arm, "task.n_train": 1024, "seed": s, "train.lr": 0.01, "status": "FINISHED",
+                 "val/best_error": 1 - acc, "test/acc": acc, "test/majority_acc": 0.6, "test/uniform_acc": 0.1,
+                 "task.n_test": 2048.0} for s in range(3)]
+
+    plan = {"arms": [{"name": "m"}, {"name": "n"}], "registered": [{"arm": "softmax"}],
+            "tasks": {"recall": {"value": "auc", "delta": 0.1}}}
+    df = scorecard.floored(stats.add_error(pd.DataFrame(runs("softmax", 0.55) + runs("m", 0.995) + runs("n", 0.58))))
+    assert zoo_page.unlearned(df, plan, ["recall"]) == {"recall": ["m"]}
+    learned = scorecard.floored(stats.add_error(pd.DataFrame(runs("softmax", 0.9) + runs("m", 0.995))))
+    assert zoo_page.unlearned(learned, plan, ["recall"]) == {}
+
+
 def test_the_budget_round_decides_on_the_runs_as_the_page_reads_them(monkeypatch):
     """budget_round chooses its ×4 reruns on the runs after ``prepare`` (the zoo's causal
     references): deciding on the logged references instead, it skipped the causal rows that the page
