@@ -513,9 +513,9 @@ def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[s
         f"chosen lrs); still falling there it reads *{render_tables.budget_limited(factor)}*. *Not learned* "
         "(a row left open, the length column's ratio left out) is judged against the trivial predictor on the "
         "same test set: for an arm measured causal the one it can express, uniform mixing over the prefix "
-        "(positions ≤ t), not over the whole sequence; on `recall`, for every arm, the best guess that binds no "
-        "key to its value (the most frequent of the sequence's values), since majority class and uniform mixing "
-        "fall far below it.",
+        "(positions ≤ t), not over the whole sequence; on `recall` and MQAR, for every arm, the best guess that "
+        "binds no key to its value (`recall`: the most frequent of the sequence's values; MQAR: 1/KV), since "
+        "majority class and uniform mixing fall far below it.",
         f"* **length**: on `{length_task}`, at the lr chosen on validation and the largest n_train, the test "
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from tasks.base import Batch, check_positive, generator
+from tasks.base import Batch, Sums, check_positive, generator
 from tasks.tokens import TokenConfig, TokenTask
 
 
@@ -120,6 +120,14 @@ class MQARTask(TokenTask):
             raise ValueError(f"task 'mqar': KV={KV} distinct keys from V={cfg.V}; allowed: KV ≤ V/2 − 1 = "
                              f"{cfg.V // 2 - 1} (keys 1 .. V/2 − 1), or a larger V")
         return KV
+
+    def order_blind_reference_sums(self, batch: Batch) -> Sums:
+        """``order_blind_acc``: a uniform guess among the sequence's ``KV`` values (distinct), right
+        ``1/KV`` of the time at each query; no prediction that binds no key to its value does better
+        (fillers that repeat a value only make the values harder to tell). A causal model has seen
+        every value at a query, so the bar is the same for it."""
+        queries = batch.mask.sum().double()
+        return {"order_blind_acc": (queries / self.pairs(batch.n), queries)}
 
     def gap_probabilities(self, T: int) -> Tensor:
         """Zoology's power law over the query slots ``1 .. space`` (``space = (T − 2 KV)/2``):

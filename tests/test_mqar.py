@@ -148,6 +148,16 @@ SMOKE = ["task=mqar_t32_d16", "task.n_train=2048", "task.n_val=256", "task.n_tes
          "train.max_steps=300", "train.eval_every=100", "train.lr=0.03", "train.batch_size=64"]
 
 
+def test_the_order_blind_reference_is_a_guess_among_the_values():
+    """The zoo's *not learned* bar on MQAR (majority class and uniform mixing are near 1/(V/2)):
+    a uniform guess among the KV values, 1/KV at every query, for causal and any models alike."""
+    for T, KV in ((32, 4), (64, 8)):
+        task = MQARTask(MQARConfig(T=T, V=64, n_test=256))
+        for causal in (True, False):
+            refs = task.trivial_references(causal)
+            assert refs["order_blind_acc"] == pytest.approx(1 / KV) and refs["majority_acc"] < 0.06
+
+
 def test_softmax_attention_learns_beyond_chance_and_a_tokenwise_model_cannot(hydra_conf):
     """T = 32 (KV = 4), d = 16, 300 steps at lr 0.03: one softmax attention layer (M4a) beats the
     chance references (measured 0.107 against 0.029; it gathers the sequence's values, and
