@@ -140,6 +140,18 @@ def _first_step(reasons) -> Step | None:
     return reasons[0].rule.step if reasons else None
 
 
+def _open_for_budget(reasons) -> bool:
+    """Whether the ×factor reruns can decide a row the grid leaves open: an arm is budget-limited
+    and nothing but *not learned* comes before that. An arm still falling at the end of its budget
+    may yet learn, or a reference still falling may yet pass the arm the row judged; reading such a
+    row as *not learned* lets the budget decide it (the two-layer zoo's ``teacher_general`` at 300
+    steps: the softmax references, still falling, read *not learned* on 40 rows)."""
+    steps = [r.rule.step for r in reasons]
+    if Step.BUDGET not in steps:
+        return False
+    return all(s is Step.NOT_LEARNED for s in steps[:steps.index(Step.BUDGET)])
+
+
 def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) -> dict:
     """One part's row (:func:`decide`): decided on ``df``; a part whose first open rule is the
     budget's is decided instead on ``longer`` (its arms' runs at ×factor steps, one lr each, so
@@ -153,7 +165,7 @@ def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) 
     # decided on the grid (its winner's still-falling curve cannot reverse it) stays decided, though
     # its equivalence test is budget-limited and the ×factor runs hold none of its arms
     open_for_budget = (diff.verdict not in (protocol.SUPPORTED, protocol.CONTRADICTED)
-                       and _first_step(diff.reasons or equiv.reasons) is Step.BUDGET)
+                       and _open_for_budget(diff.reasons or equiv.reasons))
     if longer is not None and not longer.empty and open_for_budget:
         diff, equiv = _tests(longer, {**spec, "b": diff.spec["b"], "choose_b": []}, check_edge=False)
         longer_used = True
@@ -166,7 +178,8 @@ def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) 
             "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
             "why": render.reasons(reasons), "choice": render.choice(diff.choice),
             "not_learned": _not_learned(reasons, mixer), "at_cap": _at_cap(reasons),
-            "longer": longer_used, "first_rule": reasons[0].rule if reasons else None}
+            "longer": longer_used, "first_rule": reasons[0].rule if reasons else None,
+            "budget_open": _open_for_budget(reasons)}
 
 
 def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame | None = None,
@@ -186,13 +199,19 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame
     table.loc[capped, "reason"] = table.loc[capped, "at_cap"]
     table["open"] = [open_reason(r) for r in table.itertuples()]
     still = table["open"].map(lambda o: o is Open.BUDGET_X4)
-    table.loc[still, "reason"] = [f"{budget_limited(factor)}: {why.removeprefix('budget-limited: ')}"
-                                  for why in table.loc[still, "reason"]]
+    table.loc[still, "reason"] = [_at_factor(why, budget_limited(factor)) for why in table.loc[still, "reason"]]
     decided = table["longer"] & (table["verdict"] != "inconclusive")
     table.loc[decided, "reason"] = decided_longer(factor)
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
-    return table.drop(columns=["first_rule"])
+    return table.drop(columns=["first_rule", "budget_open"])
+
+
+def _at_factor(why: str, words: str) -> str:
+    """A row's why with its budget line named for the ×factor reruns (``words``), wherever that line
+    is (after *not learned* where an arm did not learn either)."""
+    head = f"{render.STEP_NAMES[Step.BUDGET]}: "
+    return why.replace(head, f"{words}: ", 1) if head in why else f"{words}: {why}"
 
 
 def open_reason(r) -> Open | None:
@@ -206,7 +225,7 @@ def open_reason(r) -> Open | None:
     rule = r.first_rule
     if rule is None:
         return Open.SEEDS
-    if rule.step is Step.BUDGET:
+    if rule.step is Step.BUDGET or getattr(r, "budget_open", False):  # not learned, and still falling
         return Open.BUDGET_X4 if r.longer else Open.BUDGET
     if rule is Rule.AUC_SIZES:
         return Open.SIZES

@@ -77,7 +77,7 @@ def test_one_leaderboard_part_per_reference_and_each_arm_by_its_measured_causali
 
 def _decided(**kw) -> SimpleNamespace:
     row = {"verdict": "inconclusive", "diff": "inconclusive", "equiv": "inconclusive", "at_cap": "",
-           "longer": False, "first_rule": None, **kw}
+           "longer": False, "first_rule": None, "budget_open": False, **kw}
     return SimpleNamespace(**row)
 
 
@@ -92,6 +92,8 @@ def _decided(**kw) -> SimpleNamespace:
     (_decided(first_rule=Rule.BUDGET_FALLING), Open.BUDGET),
     (_decided(first_rule=Rule.BUDGET_FALLING, longer=True), Open.BUDGET_X4),
     (_decided(first_rule=Rule.NOT_LEARNED), Open.NOT_LEARNED),
+    (_decided(first_rule=Rule.NOT_LEARNED, budget_open=True), Open.BUDGET),  # and still falling
+    (_decided(first_rule=Rule.NOT_LEARNED, budget_open=True, longer=True), Open.BUDGET_X4),
     (_decided(first_rule=Rule.DIVERGED), Open.DIVERGED),
     (_decided(first_rule=Rule.CONTROL_OPEN), Open.POWER),
     (_decided(first_rule=Rule.AT_FLOOR), Open.FLOOR),
@@ -140,6 +142,42 @@ def test_a_budget_limited_row_is_decided_on_its_x4_reruns(monkeypatch):
     assert table["verdict"].iloc[2] == "worse" and table["reason"].iloc[2] == decided_longer(4)  # says so
     assert [c for c in calls if c[0] != "x1"] and all(edge is False for df, edge in calls if df != "x1")
     assert list(scorecard.decide("x1", [part], "")["open"]) == [Open.BUDGET]  # no reruns: still ×1
+
+
+def test_a_row_not_learned_while_an_arm_still_falls_is_decided_on_its_x4_reruns(monkeypatch):
+    """The two-layer zoo's teacher_general at 300 steps: the softmax references, still falling,
+    read *not learned* (first of the row's reasons) on 40 rows, so the budget round reran none of
+    them and the page left them open for a budget short of ×4. A row whose only reasons before its
+    budget line are *not learned* is reread on the ×4 runs: decided there, still falling there
+    (its budget line then says ×4), or not learned there; a row not learned and not falling is
+    not reread."""
+    from analysis import protocol
+    from analysis.render_tables import budget_limited, decided_longer
+
+    flat = Reason(Rule.NOT_LEARNED, arm="softmax", values=(-0.25, -0.51, -0.61), names=("reference (mean log)",))
+    falling = Reason(Rule.BUDGET_FALLING, arm="softmax", n_train=1024, values=(-0.28, -0.39))
+
+    def fake(df, spec, check_edge=True, **_):
+        x4 = df != "x1"
+        if x4 and spec["at_x4"] == "decided" and spec["test"] == "difference":
+            return protocol.PartResult(spec, protocol.SUPPORTED, effect=0.5, lo=0.3, hi=0.7, n_pairs=5)
+        if not x4:
+            rs = [flat] if spec["at_x4"] == "flat" else [flat, falling]
+        else:
+            rs = {"decided": [Reason(Rule.INCLUDES_ZERO)], "falling": [flat, falling], "not learned": [flat]}[spec["at_x4"]]
+        return protocol.PartResult(spec, protocol.INCONCLUSIVE, rs)
+
+    monkeypatch.setattr(protocol, "decide_part", fake)
+    part = {"task": "teacher_general", "name": "vs softmax", "a": "m", "b": "softmax", "delta": 0.1, "choose_b": []}
+    rows = [{**part, "at_x4": x} for x in ("decided", "falling", "not learned", "flat")]
+    assert list(scorecard.decide("x1", rows, "m")["open"]) == [Open.BUDGET] * 3 + [Open.NOT_LEARNED]  # ×1: rerun 3
+    table = scorecard.decide("x1", rows, "m", longer=_Longer(), factor=4)
+    assert list(table["open"]) == [None, Open.BUDGET_X4, Open.NOT_LEARNED, Open.NOT_LEARNED]
+    assert list(table["longer"]) == [True, True, True, False]
+    assert table["verdict"].iloc[0] == "better" and table["reason"].iloc[0] == decided_longer(4)
+    still = table["reason"].iloc[1]
+    assert still.startswith("not learned: ") and f"; {budget_limited(4)}: `softmax` at n_train=1024" in still, still
+    assert "budget-limited: " not in still
 
 
 def test_a_difference_decided_on_the_grid_is_not_reread_on_the_x4_runs(monkeypatch):
