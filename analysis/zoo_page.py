@@ -372,7 +372,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(line)
         open_rows += more
     lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
-    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, plan, tasks), *_expectations(df, sym, plan, tasks)]
+    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, sym, plan, tasks, split[1]), *_expectations(df, sym, plan, tasks)]
     lines[2:2] = lead  # after the title: what matches attention where, then the published expectations
     if reasons:
         lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
@@ -416,37 +416,80 @@ def _lead(verdicts_of: dict[str, list[tuple[str, str]]], tasks: list[str]) -> li
             "causality on every task of the kind): " + "; ".join(said) + ".", ""] if said else []
 
 
-def unlearned(df: pd.DataFrame, plan: dict, tasks: list[str]) -> dict[str, list[str]]:
+def unlearned(df: pd.DataFrame, plan: dict, tasks: list[str], longer: pd.DataFrame | None = None,
+              causal: dict[str, bool] | None = None) -> dict[str, list[str]]:
     """``{task: the arms that learned it}`` for each task on which no registered reference
-    (``plan["registered"]``) learned. Learned as the verdicts' *not learned* rule reads it: at the
-    lr chosen on validation and the largest n_train, the seeds' mean natural-log test error at
-    least the task's δ below the log of its row's trivial reference (:func:`analysis.protocol.reference`).
-    There "matches attention" says nothing (every verdict against a reference is open), and an
-    arm that learned is the finding."""
+    (``plan["registered"]``) learned; where only the references serving one causality did not
+    (``serves``), ``{"task (the <serves> references)": the arms of that causality that learned it}``
+    (``causal``: arm → measured causal; without it every arm is listed). Learned as the verdicts' *not learned* rule reads it
+    (:func:`analysis.protocol.decide_part`), at the lr chosen on validation per size: for a task
+    read as an area (``auc``, two sizes or more) the seeds' mean area, the mean natural-log test
+    error over n_train, at least the task's δ below the mean over the sizes of the log of the row's
+    trivial reference (:func:`analysis.protocol.reference`); otherwise the seeds' mean log test
+    error at the largest n_train δ below the log of its reference. An arm learned where it did so on
+    the grid's runs or on its ×factor budget reruns (``longer``, as the rows decided there read it).
+    There "matches attention" says nothing (every verdict against a reference is open), and an arm
+    that learned is the finding."""
     def learned(task: str, arm: str) -> bool | None:
-        ok, _, missing = protocol.chosen_runs(df, task, arm, "error")
+        said = [learned_on(df, task, arm)]
+        if longer is not None and not longer.empty:  # reruns of an area's arms hold its every size
+            said.append(learned_on(longer, task, arm, whole=True))
+        return True if True in said else (False if False in said else None)
+
+    def learned_on(df: pd.DataFrame, task: str, arm: str, whole: bool = False) -> bool | None:
+        value = str(plan["tasks"].get(task, {}).get("value", "error"))
+        ok, at, missing = protocol.chosen_runs(df, task, arm, value)
         if missing or ok.empty or "reference_error" not in ok or not ok["reference_error"].notna().any():
             return None
+        if whole and value == "auc" and len(at) < 2:
+            return None  # reruns of a one-size part only: not the area
         delta = float(plan["tasks"].get(task, {}).get("delta", 0.0))
-        mean_log = float(np.log(pd.to_numeric(ok["error"], errors="coerce")).mean())
-        return mean_log <= float(np.log(protocol.reference(ok)[0])) - delta
+        if value == "auc" and len(at) > 1:  # the area, as the leaderboard's verdicts read it
+            mean_log = float(protocol.arm_values(df, task, arm, "auc")[0].mean())
+            ref = float(np.mean([np.log(max(protocol.reference(ok[ok["task.n_train"] == n])[0], 1e-12)) for n in at]))
+        else:
+            last = ok[ok["task.n_train"] == at[-1]]
+            mean_log = float(np.log(pd.to_numeric(last["error"], errors="coerce")).mean())
+            ref = float(np.log(protocol.reference(last)[0]))
+        return mean_log <= ref - delta
 
     arms = [a["name"] for a in plan["arms"]]
+    groups: dict[str | None, list[str]] = {}
+    for r in plan.get("registered", []):
+        groups.setdefault(r.get("serves"), []).append(r["arm"])
     out = {}
     for task in tasks:
-        refs = [learned(task, r["arm"]) for r in plan.get("registered", [])]
-        if refs and all(r is False for r in refs if r is not None) and any(r is not None for r in refs):
+        failed = []
+        for serves, refs in groups.items():
+            judged = [x for x in (learned(task, ref) for ref in refs) if x is not None]
+            if judged and not any(judged):
+                failed.append(serves)
+        if not failed:
+            continue
+        if len(failed) == len(groups):
             out[task] = [a for a in arms if learned(task, a)]
+            continue
+        for serves in failed:
+            mine = [a for a in arms if causal is None or causal.get(a) == (serves == "causal")]
+            out[f"{task} (the {serves} references)"] = [a for a in mine if learned(task, a)]
     return out
 
 
-def _unlearned_lead(df: pd.DataFrame, plan: dict, tasks: list[str]) -> list[str]:
+def _unlearned_lead(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, tasks: list[str],
+                    longer: pd.DataFrame) -> list[str]:
     """The lead's second sentence: the tasks attention did not learn at this scale, and who did."""
-    said = [f"`{task}`: " + (", ".join(f"`{a}`" for a in arms) if arms else "none")
-            for task, arms in unlearned(df, plan, tasks).items()]
-    return ["**Where the softmax references did not learn at this scale** (none of the registered references' "
-            "mean log test error at its largest n_train is δ below its trivial predictor's, the rule the verdicts "
-            "read, so no mixer can match them there; the arms that did): "
+    causal = {a["name"]: measured_causal(sym[sym["arm"] == a["name"]].iloc[0])
+              for a in plan["arms"] if (sym["arm"] == a["name"]).any()}
+    def named(label: str) -> str:  # "task" or "task (the bidirectional references)"
+        task, _, rest = label.partition(" (")
+        return f"`{task}`" + (f" ({rest}" if rest else "")
+
+    said = [f"{named(label)}: " + (", ".join(f"`{a}`" for a in arms) if arms else "none")
+            for label, arms in unlearned(df, plan, tasks, longer, causal).items()]
+    return ["**Where the softmax references did not learn at this scale** (no registered reference, or none of "
+            "those serving one causality where named, beat its trivial predictor by δ on the area, the mean log "
+            "test error over n_train, on the grid or at ×4 steps: the rule the verdicts read. No mixer can match "
+            "them there, and a mixer *better* there beat a reference that did not learn. The arms that learned): "
             + "; ".join(said) + ".", ""] if said else []
 
 

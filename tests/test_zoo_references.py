@@ -254,6 +254,57 @@ def test_the_lead_names_the_arms_that_learned_where_the_references_did_not():
     assert zoo_page.unlearned(learned, plan, ["recall"]) == {}
 
 
+def test_the_lead_reads_learned_over_the_sizes_as_the_area_verdicts_do():
+    """The teacher_general piece at 300 steps: every row against the softmax references read *not
+    learned* on the area (the mean log error over n_train), while the lead judged them at the largest
+    n_train alone, found them learned there and did not say that no reference learned the task,
+    beside "matches attention on generation by a teacher: linear_attention, …". A reference that
+    learns only at the largest size has not learned an area task; a one-size task reads that size."""
+    import pandas as pd
+
+    from analysis import stats
+
+    def runs(arm: str, acc: dict[int, float]) -> list[dict]:
+        return [{"task": "recall", "arm": arm, "task.n_train": n, "seed": s, "train.lr": 0.01, "status": "FINISHED",
+                 "val/best_error": 1 - a, "test/acc": a, "test/majority_acc": 0.6, "test/uniform_acc": 0.1,
+                 "task.n_test": 2048.0} for n, a in acc.items() for s in range(3)]
+
+    plan = {"arms": [{"name": "m"}], "registered": [{"arm": "softmax"}], "tasks": {"recall": {"value": "auc", "delta": 0.1}}}
+    # the trivial reference errs 0.4 (log -0.92, needs <= -1.02): softmax errs 0.3 at 1024 (log -1.20),
+    # 0.6 at 128 (log -0.51): learned at the largest size, not over the sizes (area -0.86)
+    df = scorecard.floored(stats.add_error(pd.DataFrame(runs("softmax", {128: 0.4, 1024: 0.7}) +
+                                                        runs("m", {128: 0.99, 1024: 0.995}))))
+    assert zoo_page.unlearned(df, plan, ["recall"]) == {"recall": ["m"]}
+    one_size = {"tasks": {"recall": {"value": "error", "delta": 0.1}}}
+    assert zoo_page.unlearned(df, {**plan, **one_size}, ["recall"]) == {}  # read at its largest size: learned
+
+
+def test_the_lead_names_the_causality_whose_references_did_not_learn():
+    """The teacher_general piece after its ×4 reruns: the causal reference learned the task at ×4
+    steps, the bidirectional ones at neither budget, so the lead said nothing while six bidirectional
+    arms "matched attention" by beating references that did not learn. The lead names the references
+    of the causality that did not learn, with the arms of that causality that did; the ×4 reruns count
+    as learning where they hold every size of the area."""
+    import pandas as pd
+
+    from analysis import stats
+
+    def runs(arm: str, acc: float, sizes=(128, 1024), steps: int = 300) -> list[dict]:
+        return [{"task": "recall", "arm": arm, "task.n_train": n, "seed": s, "train.lr": 0.01, "status": "FINISHED",
+                 "train.max_steps": steps, "val/best_error": 1 - acc, "test/acc": acc, "test/majority_acc": 0.6,
+                 "test/uniform_acc": 0.1, "task.n_test": 2048.0} for n in sizes for s in range(3)]
+
+    plan = {"arms": [{"name": "c"}, {"name": "b"}, {"name": "b2"}],
+            "registered": [{"arm": "sc", "serves": "causal"}, {"arm": "sb", "serves": "bidirectional"}],
+            "tasks": {"recall": {"value": "auc", "delta": 0.1}}}
+    frame = lambda rows: scorecard.floored(stats.add_error(pd.DataFrame(rows)))
+    grid = frame(runs("sc", 0.5) + runs("sb", 0.5) + runs("c", 0.99) + runs("b", 0.99) + runs("b2", 0.5))
+    causal = {"c": True, "b": False, "b2": False}
+    assert zoo_page.unlearned(grid, plan, ["recall"], causal=causal) == {"recall": ["c", "b"]}
+    x4 = frame(runs("sc", 0.99, steps=1200) + runs("b2", 0.99, (1024,), steps=1200))  # b2 at one size: not an area
+    assert zoo_page.unlearned(grid, plan, ["recall"], x4, causal) == {"recall (the bidirectional references)": ["b"]}
+
+
 def test_the_budget_round_decides_on_the_runs_as_the_page_reads_them(monkeypatch):
     """budget_round chooses its ×4 reruns on the runs after ``prepare`` (the zoo's causal
     references): deciding on the logged references instead, it skipped the causal rows that the page
