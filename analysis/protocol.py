@@ -238,6 +238,17 @@ def reference(rows: pd.DataFrame) -> tuple[float, str]:
     return ref, name
 
 
+def learned_bar(rows: pd.DataFrame, at: list, value: str) -> tuple[float, str]:
+    """The bar that *not learned* holds an arm to (it must sit δ below it), and its name: for an
+    area (``value = "auc"``) the mean over the sizes ``at`` of the log of :func:`reference` at
+    each size, else :func:`reference` on the rows at ``at``."""
+    rows = rows[rows["task.n_train"].isin(at)]
+    if value == "auc":
+        refs = [reference(rows[rows["task.n_train"] == n])[0] for n in at]
+        return float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
+    return reference(rows)
+
+
 def _budget(rows: pd.DataFrame, delta: float, log: bool) -> tuple[Rule, tuple[float, ...]] | None:
     """None, or the rule that finds the arm's budget binding with its numbers (paper.md §13
     *budget-limited*)."""
@@ -478,12 +489,7 @@ def _not_learned(chosen: pd.DataFrame, at: list, result: PartResult) -> list[Rea
     target = _steps_target(spec["value"])
     if target is not None:
         return _not_reached(chosen, at, result, target)
-    ref_rows = chosen[chosen["task.n_train"].isin(at)]
-    if spec["value"] == "auc":
-        refs = [reference(ref_rows[ref_rows["task.n_train"] == n])[0] for n in at]
-        ref, ref_name = float(np.mean(np.log(np.clip(refs, 1e-12, None)))), "reference (mean log)"
-    else:
-        ref, ref_name = reference(ref_rows)
+    ref, ref_name = learned_bar(chosen, at, spec["value"])
     judged = [(spec["a"], result.mean_a), (spec["b"], result.mean_b)]
     if spec["test"] == "difference":
         judged = [min(judged, key=lambda t: t[1])]

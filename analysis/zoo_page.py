@@ -446,7 +446,7 @@ def unlearned(df: pd.DataFrame, plan: dict, tasks: list[str], longer: pd.DataFra
         delta = float(plan["tasks"].get(task, {}).get("delta", 0.0))
         if value == "auc" and len(at) > 1:  # the area, as the leaderboard's verdicts read it
             mean_log = float(protocol.arm_values(df, task, arm, "auc")[0].mean())
-            ref = float(np.mean([np.log(max(protocol.reference(ok[ok["task.n_train"] == n])[0], 1e-12)) for n in at]))
+            ref = protocol.learned_bar(ok, at, value)[0]
         else:
             last = ok[ok["task.n_train"] == at[-1]]
             mean_log = float(np.log(pd.to_numeric(last["error"], errors="coerce")).mean())
