@@ -136,10 +136,6 @@ def _tests(df: pd.DataFrame, spec: dict, check_edge: bool = True) -> tuple[proto
     return diff, equiv
 
 
-def _first_step(reasons) -> Step | None:
-    return reasons[0].rule.step if reasons else None
-
-
 def _open_for_budget(reasons) -> bool:
     """Whether the ×factor reruns can decide a row the grid leaves open: an arm is budget-limited
     and nothing but *not learned* comes before that. An arm still falling at the end of its budget
