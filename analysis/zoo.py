@@ -529,6 +529,7 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "length_task": str(cfg.zoo.length_task), "budget_factor": int(sc.report.budget_factor),
             "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
             "blocks": int(cfg.zoo.blocks), "trivial_references": trivial,
+            "causal_only": list(cfg.zoo.get("causal_only") or ()),
             "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
     folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
     return max(status, ext, ext4), zoo_page.render(folder, out)

@@ -145,6 +145,34 @@ def parts_for(parts: list[dict], causal: bool) -> list[dict]:
     return [p for p in parts if not p.get("leaderboard") or p.get("serves") in (None, kind)]
 
 
+NOT_RUN = "not run"
+
+
+def designed_out(plan: dict, causal_of: dict[str, bool], arm: str, task: str) -> bool:
+    """Whether the design does not run ``arm`` on ``task``: a task of ``zoo.causal_only`` (the
+    plan's ``causal_only``; absent from a bundle written before it) and an arm neither measured
+    causal (``causal_of``) nor one of the control pair (:func:`analysis.zoo.causal_only` and
+    :func:`analysis.zoo.references_on_causal_tasks`, the runs' side of the same rule). Such a
+    cell reads *not run*: a choice of the design, not runs missing that more runs would add."""
+    if task not in plan.get("causal_only", ()):
+        return False
+    control = next((p["control"] for p in plan["parts"] if p.get("control")), [])
+    return not causal_of.get(arm, False) and arm not in control
+
+
+def _part_out(plan: dict, causal_of: dict[str, bool], part: dict, arm: str) -> bool:
+    """Whether a part (its ``a``, ``MIXER`` standing for ``arm``, against ``b`` or every one of its
+    ``choose_b``) has a side the design does not run on its task (:func:`designed_out`)."""
+    a = arm if part["a"] == scorecard.MIXER else part["a"]
+    return designed_out(plan, causal_of, a, part["task"]) or all(
+        designed_out(plan, causal_of, b, part["task"]) for b in (part.get("choose_b") or [part["b"]]))
+
+
+def causal_of(sym: pd.DataFrame) -> dict[str, bool]:
+    """``{arm: measured causal}`` of every row of ``symmetry.csv`` (:func:`measured_causal`)."""
+    return {r["arm"]: measured_causal(r) for _, r in sym.iterrows()}
+
+
 def registered(plan: dict) -> list[dict]:
     """The plan's references ``{arm, label, serves}`` (a bundle written before ``zoo.references``:
     its one ``reference``, serving every arm)."""
@@ -222,7 +250,8 @@ def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan:
     name = arm["name"]
     row = sym[sym["arm"] == name].iloc[0]
     causal = measured_causal(row)
-    parts = parts_for(plan["parts"], causal)
+    causal_by = causal_of(sym)
+    parts = [p for p in parts_for(plan["parts"], causal) if not _part_out(plan, causal_by, p, name)]
     arms = [name, *plan["references"]]
     table = scorecard.decide(df[df["arm"].isin(arms)], parts, name, longer[longer["arm"].isin(arms)], factor)
     concrete = [{**p, "a": name if p["a"] == scorecard.MIXER else p["a"]} for p in parts]
@@ -235,8 +264,11 @@ def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan:
     paper = f" Paper: {arm['paper']}." if arm.get("paper") else ""
     kwargs = f" with `{json.dumps(arm['kwargs'], sort_keys=True)}`" if arm["kwargs"] else ""
     refs = _uses(plan, causal)
+    skipped = [t for t in plan.get("causal_only", ()) if designed_out(plan, causal_by, name, t)]
     said = (f" Its leaderboard rows (`auc over n_train`) are against {refs}: `{name}` is measured "
-            f"{'causal' if causal else 'bidirectional'}.")
+            f"{'causal' if causal else 'bidirectional'}." + (
+                f" It is not run on {', '.join(f'`{t}`' for t in skipped)}: the zoo runs those tasks "
+                "(`zoo.causal_only`) for the arms measured causal and the control pair only." if skipped else ""))
     text = scorecard.page(name, table, control, lines, [], f"`{arm['target']}`{kwargs}.{paper} {header}{said}")
     open_rows = [(name, _read_as(r), r.reference, r.open) for r in table.itertuples() if r.open is not None]
     more = render_tables.inconclusive_lines(open_rows)
@@ -278,15 +310,19 @@ def _header(df: pd.DataFrame, plan: dict, n_budget: int = 0) -> str:
             f"`{plan['commit']}`.")
 
 
-def _board_cells(table: pd.DataFrame | None, board: list[dict], tasks: list[str], own: str) -> list[str]:
+def _board_cells(table: pd.DataFrame | None, board: list[dict], tasks: list[str], own: str,
+                 out=lambda part: False) -> list[str]:
     """Per task the verdict cell of a row's leaderboard parts (``board``, those of its causality),
     one per reference, each named where there are several; ``own``: the row's arm, whose part
-    against itself reads "the reference"."""
+    against itself reads "the reference"; a part the design does not run (``out``) reads *not run*."""
     by_name = {r.name: r for r in table.itertuples()} if table is not None else {}
     cells = []
     for task in tasks:
         mine = [p for p in board if p["task"] == task]
-        said = ["the reference" if p["b"] == own else _verdict_cell(by_name.get(p["name"])) for p in mine]
+        said = [NOT_RUN if out(p) else "the reference" if p["b"] == own else _verdict_cell(by_name.get(p["name"]))
+                for p in mine]
+        if said and all(c == NOT_RUN for c in said):
+            said = [NOT_RUN]
         cells.append(said[0] if len(said) == 1 else "; ".join(f"vs `{p['b']}`: {c}" for p, c in zip(mine, said)))
     return cells
 
@@ -310,12 +346,17 @@ def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area)
     rows = sym[sym["arm"].isin(candidates)]
     causal = bool(len(rows)) and measured_causal(rows.iloc[0])
     mine = parts_for(board, causal)
-    concrete = [{**p, "a": chosen[p["task"]]} for p in mine if p["b"] != chosen[p["task"]]]
+    causal_by = causal_of(sym)
+    out = lambda p: _part_out(plan, causal_by, p, chosen[p["task"]])  # noqa: E731
+    concrete = [{**p, "a": chosen[p["task"]]} for p in mine if p["b"] != chosen[p["task"]] and not out(p)]
     table = scorecard.decide(df, concrete, "", longer, factor) if concrete else None
     params, held = _sym_cells(rows)
     cells = []
-    verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, candidates[0] if len(candidates) == 1 else "")))
+    verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, candidates[0] if len(candidates) == 1 else "", out)))
     for task in tasks:
+        if all(designed_out(plan, causal_by, c, task) for c in candidates):
+            cells += [NOT_RUN, verdicts[task]]
+            continue
         pick = f" (`{chosen[task]}`)" if len(candidates) > 1 else ""
         cells += [area(task, [chosen[task]], "auc") + pick, verdicts[task]]
     err, ratio = _length(df, length_task, chosen[length_task])
@@ -350,6 +391,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         return _ci(values)
 
     length_task = plan["length_task"]
+    causal_by = causal_of(sym)
     for arm in plan["arms"]:
         text, table = _page(split, sym, plan, arm, header)
         page = pages_dir / f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', arm['name'])}.md"
@@ -357,9 +399,11 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         paths.append(page)
         causal = measured_causal(sym[sym["arm"] == arm["name"]].iloc[0])
         mine = parts_for(board, causal)
-        verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, arm["name"])))
+        out = lambda p: _part_out(plan, causal_by, p, arm["name"])  # noqa: E731
+        verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, arm["name"], out)))
         params, held = _sym_cells(sym[sym["arm"] == arm["name"]])
-        cells = [c for task in tasks for c in (area(task, [arm["name"]], "auc"), verdicts[task])]
+        cells = [c for task in tasks for c in (NOT_RUN if designed_out(plan, causal_by, arm["name"], task)
+                                               else area(task, [arm["name"]], "auc"), verdicts[task])]
         err, ratio = _length(df, length_task, arm["name"])
         rows.append(_row([f"[`{arm['name']}`](zoo/{page.name})", arm.get("paper") or "–", params, held,
                           _uses(plan, causal, False), _trained(df, [arm["name"]]), *cells, err, ratio]))
@@ -522,6 +566,19 @@ def _depth_words(plan: dict) -> str:
             "causality above are the stack's, declared and measured on it.")
 
 
+def _not_run_words(plan: dict) -> list[str]:
+    """The legend's line on the tasks only the causal arms run (``plan['causal_only']``), if any."""
+    only = plan.get("causal_only") or []
+    if not only:
+        return []
+    control = next((p["control"] for p in plan["parts"] if p.get("control")), [])
+    pair = f" and the control pair ({', '.join(f'`{a}`' for a in control)})" if control else ""
+    return [f"* **{NOT_RUN}**: {', '.join(f'`{t}`' for t in only)} (Zoology's MQAR, a benchmark of causal "
+            f"language models) are run by the arms measured causal{pair} only, to keep the zoo within its "
+            "budget (`zoo.causal_only`): a cell *not run* is the design's choice, not runs missing, and it is "
+            "not among the inconclusive rows."]
+
+
 def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[str]:
     """The leaderboard's Markdown lines: title, legend, the table and its inconclusive rows."""
     length_task = plan["length_task"]
@@ -563,7 +620,7 @@ def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[s
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "
         "below the trivial predictor's (uniform mixing; over the prefix for a causal arm) on the same test set.",
-        _depth_words(plan),
+        _depth_words(plan), *_not_run_words(plan),
         f"* {MARK} the targets of {', '.join(f'`{t}`' for t in HOME_GROUND)} are generated by a softmax-attention "
         "teacher: the reference's home ground, which it can fit exactly.", "",
         f"| arm | paper | params | at init | references | trained | {head} | length{mark}: error "

@@ -330,3 +330,30 @@ class _Longer(str):
 
     def __new__(cls):
         return super().__new__(cls, "x4")
+
+
+def test_a_pair_the_design_does_not_run_reads_not_run_and_is_not_left_open():
+    """MQAR is run by the arms measured causal and the control pair only (``zoo.causal_only``):
+    a bidirectional arm's cells there read *not run*, not "inconclusive: no runs of …" filed
+    under the rows more runs could decide, and a reference the design does not run there says
+    so beside the one it does."""
+    parts = [{**p, "task": task} for task in ("nearest", "mqar_t32_d16") for p in _parts()]
+    plan = {"parts": parts, "causal_only": ["mqar_t32_d16"]}
+    causal = {"gla": True, "gla_bidir": False, "softmax_causal": True, "softmax": False, "softmax_pos": False}
+    assert zoo_page.designed_out(plan, causal, "gla_bidir", "mqar_t32_d16")
+    assert not zoo_page.designed_out(plan, causal, "gla_bidir", "nearest")
+    assert not zoo_page.designed_out(plan, causal, "gla", "mqar_t32_d16")
+    assert not zoo_page.designed_out(plan, causal, "softmax", "mqar_t32_d16")  # the control pair runs it
+    assert zoo_page.designed_out(plan, causal, "softmax_pos", "mqar_t32_d16")
+    assert not zoo_page.designed_out({"parts": parts}, causal, "gla_bidir", "mqar_t32_d16")  # an older bundle
+
+    board = [p for p in zoo_page.parts_for(parts, False) if p.get("leaderboard")]
+    cells = zoo_page._board_cells(None, board, ["nearest", "mqar_t32_d16"], "gla_bidir",
+                                  lambda p: zoo_page._part_out(plan, causal, p, "gla_bidir"))
+    assert cells[1] == zoo_page.NOT_RUN and "not run" not in cells[0]
+    cells = zoo_page._board_cells(None, board, ["mqar_t32_d16"], "softmax",
+                                  lambda p: zoo_page._part_out(plan, causal, p, "softmax"))
+    assert cells == ["vs `softmax`: the reference; vs `softmax_pos`: not run"]
+    kept = [p for p in zoo_page.parts_for(parts, False) if not zoo_page._part_out(plan, causal, p, "gla_bidir")]
+    assert {p["task"] for p in kept} == {"nearest"}  # so no row of them is decided, nor left open
+    assert "not among the inconclusive rows" in zoo_page._not_run_words(plan)[0]
