@@ -319,11 +319,11 @@ def _parts(sc: DictConfig, cfg: DictConfig, refs: list[dict]) -> list[dict]:
     """The page's parts: the scorecard's (``a: MIXER``), then per registered task one area part
     against each reference of ``refs`` (:func:`references_of`; the leaderboard's verdicts), tagged
     ``serves`` with the causality of the arms it is for; all observations of claim ``zoo``."""
-    from analysis import protocol
+    from analysis import protocol, zoo_page
 
     parts = [protocol.spec_dict(p) for p in OmegaConf.to_object(sc.ablation.parts)]
     words = {p["task"]: scorecard._words(p["name"])[0] for p in parts if p["a"] == scorecard.MIXER}
-    control = next((p["control"] for p in parts if p["control"]), [])
+    control = zoo_page.control_pair(parts)
     for task, spec in OmegaConf.to_container(cfg.zoo.tasks, resolve=True).items():
         label = words.get(task) or spec.get("label")
         if not label:
@@ -434,9 +434,11 @@ def references_on_causal_tasks(cfg: DictConfig, parts: list[dict], registered: l
     ``zoo.causal_only`` of an arm that is neither a registered reference serving causal arms nor
     one of the control pair (the parts' ``control``): only causal arms run there, so the
     bidirectional references and the scorecard's other reference arms would decide nothing."""
+    from analysis import zoo_page
+
     only = set(cfg.zoo.get("causal_only") or ())
     keep = {r["arm"] for r in registered if r["serves"] == "causal"}
-    keep |= set(next((p["control"] for p in parts if p.get("control")), []))
+    keep |= set(zoo_page.control_pair(parts))
 
     def kept(trials: list) -> list:
         return [t for t in trials if t.task not in only or t.variant in keep]

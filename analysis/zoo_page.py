@@ -148,6 +148,12 @@ def parts_for(parts: list[dict], causal: bool) -> list[dict]:
 NOT_RUN = "not run"
 
 
+def control_pair(parts: list[dict]) -> list[str]:
+    """The positive control's two arms (``[mlp, softmax]``), from the first part that names them;
+    [] where none does."""
+    return next((p["control"] for p in parts if p.get("control")), [])
+
+
 def designed_out(plan: dict, causal_of: dict[str, bool], arm: str, task: str) -> bool:
     """Whether the design does not run ``arm`` on ``task``: a task of ``zoo.causal_only`` (the
     plan's ``causal_only``; absent from a bundle written before it) and an arm neither measured
@@ -156,8 +162,7 @@ def designed_out(plan: dict, causal_of: dict[str, bool], arm: str, task: str) ->
     cell reads *not run*: a choice of the design, not runs missing that more runs would add."""
     if task not in plan.get("causal_only", ()):
         return False
-    control = next((p["control"] for p in plan["parts"] if p.get("control")), [])
-    return not causal_of.get(arm, False) and arm not in control
+    return not causal_of.get(arm, False) and arm not in control_pair(plan["parts"])
 
 
 def _part_out(plan: dict, causal_of: dict[str, bool], part: dict, arm: str) -> bool:
@@ -241,7 +246,7 @@ def _trained(df: pd.DataFrame, arms: list[str]) -> str:
 
 
 def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan: dict, arm: dict,
-          header: str) -> tuple[str, pd.DataFrame]:
+          header: str, causal_by: dict[str, bool]) -> tuple[str, pd.DataFrame]:
     """One mixer's page and its decided rows (:func:`analysis.scorecard.decide`: Holm across
     them), its leaderboard rows against the references of its measured causality."""
     import torch
@@ -249,8 +254,7 @@ def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan:
     df, longer, factor = runs
     name = arm["name"]
     row = sym[sym["arm"] == name].iloc[0]
-    causal = measured_causal(row)
-    causal_by = causal_of(sym)
+    causal = causal_by[name]
     parts = [p for p in parts_for(plan["parts"], causal) if not _part_out(plan, causal_by, p, name)]
     arms = [name, *plan["references"]]
     table = scorecard.decide(df[df["arm"].isin(arms)], parts, name, longer[longer["arm"].isin(arms)], factor)
@@ -337,7 +341,7 @@ def _reference_entries(plan: dict) -> list[tuple[str, list[str]]]:
                       if c not in [[r["arm"]] for r in refs]]
 
 
-def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area) -> tuple[str, list]:
+def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area, causal_by) -> tuple[str, list]:
     """One reference arm's leaderboard row and its inconclusive rows (``(arm, task, reference, open)``)."""
     df, longer, factor = runs
     board = [p for p in plan["parts"] if p.get("leaderboard")]
@@ -346,7 +350,6 @@ def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area)
     rows = sym[sym["arm"].isin(candidates)]
     causal = bool(len(rows)) and measured_causal(rows.iloc[0])
     mine = parts_for(board, causal)
-    causal_by = causal_of(sym)
     out = lambda p: _part_out(plan, causal_by, p, chosen[p["task"]])  # noqa: E731
     concrete = [{**p, "a": chosen[p["task"]]} for p in mine if p["b"] != chosen[p["task"]] and not out(p)]
     table = scorecard.decide(df, concrete, "", longer, factor) if concrete else None
@@ -393,11 +396,11 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
     length_task = plan["length_task"]
     causal_by = causal_of(sym)
     for arm in plan["arms"]:
-        text, table = _page(split, sym, plan, arm, header)
+        text, table = _page(split, sym, plan, arm, header, causal_by)
         page = pages_dir / f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', arm['name'])}.md"
         page.write_text(text)
         paths.append(page)
-        causal = measured_causal(sym[sym["arm"] == arm["name"]].iloc[0])
+        causal = causal_by[arm["name"]]
         mine = parts_for(board, causal)
         out = lambda p: _part_out(plan, causal_by, p, arm["name"])  # noqa: E731
         verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, arm["name"], out)))
@@ -412,11 +415,11 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         open_rows += [(arm["name"], _read_as(r), r.reference, r.open) for r in table.itertuples()
                       if r.open is not None and r.name in names]
     for label, candidates in _reference_entries(plan):
-        line, more = _reference_row(split, sym, plan, label, candidates, tasks, length_task, area)
+        line, more = _reference_row(split, sym, plan, label, candidates, tasks, length_task, area, causal_by)
         rows.append(line)
         open_rows += more
     lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
-    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, sym, plan, tasks, split[1]), *_expectations(df, sym, plan, tasks)]
+    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, causal_by, plan, tasks, split[1]), *_expectations(df, sym, plan, tasks)]
     lines[2:2] = lead  # after the title: what matches attention where, then the published expectations
     if reasons:
         lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
@@ -519,11 +522,10 @@ def unlearned(df: pd.DataFrame, plan: dict, tasks: list[str], longer: pd.DataFra
     return out
 
 
-def _unlearned_lead(df: pd.DataFrame, sym: pd.DataFrame, plan: dict, tasks: list[str],
+def _unlearned_lead(df: pd.DataFrame, causal: dict[str, bool], plan: dict, tasks: list[str],
                     longer: pd.DataFrame) -> list[str]:
-    """The lead's second sentence: the tasks attention did not learn at this scale, and who did."""
-    causal = {a["name"]: measured_causal(sym[sym["arm"] == a["name"]].iloc[0])
-              for a in plan["arms"] if (sym["arm"] == a["name"]).any()}
+    """The lead's second sentence: the tasks attention did not learn at this scale, and who did
+    (``causal``: arm → measured causal, :func:`causal_of`)."""
     def named(label: str) -> str:  # "task" or "task (the bidirectional references)"
         task, _, rest = label.partition(" (")
         return f"`{task}`" + (f" ({rest}" if rest else "")
@@ -571,7 +573,7 @@ def _not_run_words(plan: dict) -> list[str]:
     only = plan.get("causal_only") or []
     if not only:
         return []
-    control = next((p["control"] for p in plan["parts"] if p.get("control")), [])
+    control = control_pair(plan["parts"])
     pair = f" and the control pair ({', '.join(f'`{a}`' for a in control)})" if control else ""
     return [f"* **{NOT_RUN}**: {', '.join(f'`{t}`' for t in only)} (Zoology's MQAR, a benchmark of causal "
             f"language models) are run by the arms measured causal{pair} only, to keep the zoo within its "
