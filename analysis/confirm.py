@@ -255,11 +255,14 @@ def _frozen_of(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame], fro
 def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFrame],
                         ablations: Mapping[str, Sequence[Any]], cli: Sequence[str],
                         seeds: Sequence[int], frozen: pd.DataFrame | None = None,
-                        column: Callable[[pd.Series], dict[str, str]] | None = None) -> dict[str, list]:
+                        column: Callable[[pd.Series], dict[str, str]] | None = None,
+                        fresh_eval: bool = True) -> dict[str, list]:
     """``{ablation: [Trial]}``: one trial per seed of ``seeds`` for each arm of each deciding
     part and of its positive control, at the frozen lr (``frozen``; default: :func:`freeze` of
     ``runs``, the exploratory block) and the part's decided size, with ``task.eval_seed`` = the
-    seed (fresh validation and test sets). A column's block (issue 64): ``runs`` are the
+    seed (fresh validation and test sets; ``fresh_eval`` False: the exploratory trial's, as the
+    zoo's block keeps the grid's one shared set, :func:`analysis.scorecard.confirmation_round`).
+    A column's block (issue 64): ``runs`` are the
     column's reruns on the exploratory seeds, ``frozen`` the lrs chosen on them and
     ``column(frozen row)`` the overrides that make a grid trial the column's (its n_train and
     steps, :func:`analysis.scale.changes`; its ``task.n``, :func:`analysis.length.changes`).
@@ -273,7 +276,8 @@ def confirmation_trials(configs: Mapping[str, Any], runs: Mapping[str, pd.DataFr
             raise ValueError(f"confirmation seeds {sorted(used & set(seeds))} were already run in {name}; "
                              "allowed: seeds no block has used (4000–4009 in the default scale)")
     return rerun_trials(_frozen_of(configs, runs, frozen), runs, ablations, cli,
-                        lambda row, base: [{**(column(row) if column else {}), SEED: str(s), EVAL_SEED: str(s)}
+                        lambda row, base: [{**(column(row) if column else {}), SEED: str(s),
+                                            **({EVAL_SEED: str(s)} if fresh_eval else {})}
                                            for s in seeds], every_seed=False)
 
 

@@ -397,11 +397,12 @@ class Units:
 
 class Open(Enum):
     """Why a scorecard or zoo row stays inconclusive (:func:`analysis.scorecard.open_reason`),
-    and whether more runs of the same design can remove it (``.removable``): more paired seeds,
-    the missing runs, further lr-edge rounds below the cap or the ×4 budget reruns can; an lr
-    grid at its cap, a budget still limiting at ×4, an arm that does not learn, divergence at
-    every lr, blown-up runs and a floor or resolution that hides δ cannot (another design: a
-    larger lr cap or budget, a harder task). :data:`analysis.render_tables.OPEN_WORDS` words them."""
+    and whether more runs of the same design can remove it (``.removable``): more paired seeds
+    (a confirmation block), the missing runs, further lr-edge rounds below the cap or the ×4
+    budget reruns can; an lr grid at its cap, a budget still limiting at ×4, an arm that does not
+    learn, divergence at every lr, blown-up runs, a floor or resolution that hides δ and a row
+    its confirmation block leaves open too cannot (another design: a larger lr cap, budget or
+    block, a harder task). :data:`analysis.render_tables.OPEN_WORDS` words them."""
 
     SEEDS = ("seeds", True)  # the interval decides neither way, or only Holm's correction holds it back
     POWER = ("power", True)  # the positive control is not contradicted yet
@@ -415,6 +416,7 @@ class Open(Enum):
     DIVERGED = ("diverged", False)  # every lr has a diverged seed
     BLOWUP = ("blow-up", False)  # decided by blown-up runs
     FLOOR = ("floor", False)  # both arms at the floor, zero or the budget; the resolution hides δ
+    CONFIRMED = ("confirmed", False)  # open on the seeds, then on its confirmation block of fresh seeds too
 
     def __init__(self, key: str, removable: bool) -> None:
         self.key, self.removable = key, removable

@@ -494,7 +494,8 @@ def document(report: Report, header: Header, compared: list, sections: Sequence[
 # The scorecard's and the zoo's inconclusive rows (analysis.decision.Open): what keeps each open,
 # and for those more runs of this design can remove, which runs.
 OPEN_WORDS = {
-    Open.SEEDS: "the interval decides neither way (or only Holm's correction holds it back): more paired seeds",
+    Open.SEEDS: ("the interval decides neither way (or only Holm's correction holds it back): more paired seeds, "
+                 "on a confirmation block"),
     Open.POWER: "the positive control is not contradicted yet: more paired seeds",
     Open.RUNS: "runs or paired seeds are missing: the missing runs",
     Open.LR_EDGE: "an arm chose an lr at the grid's edge below the cap: another lr-edge round",
@@ -508,12 +509,24 @@ OPEN_WORDS = {
     Open.BLOWUP: "the verdict rests on blown-up runs: an lr at which no seed blows up",
     Open.FLOOR: ("no power: both arms sit at the floor, at 0 or at the budget, the resolution hides δ or no "
                  "positive control is registered: a harder task or another design"),
+    Open.CONFIRMED: ("open on the exploratory seeds, then on its confirmation block of fresh seeds too: the "
+                     "difference is smaller than this design resolves (a larger block or a finer measure)"),
 }
 
 
 def decided_longer(factor: int) -> str:
     """A row decided on its budget reruns at ``factor`` × the steps (it was budget-limited at ×1)."""
     return f"decided at ×{factor} steps (budget-limited at ×1)"
+
+
+def confirmed_words(seeds: str, factor: int, decided: bool, why: str, explored: str) -> str:
+    """A row decided again on its confirmation block (:func:`analysis.scorecard._confirm`): the
+    first ``; ``-segment is the cell's (the block, its seeds and budget), then why it is still open
+    where it is, then how the exploratory seeds left it."""
+    at = f" at ×{factor} steps" if factor > 1 else ""
+    if decided:
+        return f"decided on its confirmation block{at}, seeds {seeds}; {explored}"
+    return f"open on its confirmation block{at} too, seeds {seeds}; {why}; {explored}"
 
 
 def budget_limited(factor: int) -> str:

@@ -148,13 +148,18 @@ def _open_for_budget(reasons) -> bool:
     return all(s is Step.NOT_LEARNED for s in steps[:steps.index(Step.BUDGET)])
 
 
+def _deciding(spec: dict, mixer: str) -> dict:
+    """A page's part as the row decides it: the mixer as ``a`` and the role ``deciding`` (test and
+    preconditions: an observation's test verdict is not reported by the protocol, and the page's
+    rows are verdicts of their own, module docstring)."""
+    return {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
+
+
 def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) -> dict:
     """One part's row (:func:`decide`): decided on ``df``; a part whose first open rule is the
     budget's is decided instead on ``longer`` (its arms' runs at ×factor steps, one lr each, so
     without the lr-edge precondition; :func:`budget_round`) where those hold runs."""
-    # decided as a deciding part is (test and preconditions): an observation's test verdict is
-    # not reported by the protocol, and the page's rows are verdicts of their own (module docstring)
-    spec = {**spec, "a": mixer if spec["a"] == MIXER else spec["a"], "role": "deciding"}
+    spec = _deciding(spec, mixer)
     diff, equiv = _tests(df, spec)
     longer_used = False
     # only a row the grid leaves open for the budget, as budget_round chose its reruns: a difference
@@ -165,32 +170,36 @@ def _row(df: pd.DataFrame, spec: dict, mixer: str, longer: pd.DataFrame | None) 
     if longer is not None and not longer.empty and open_for_budget:
         diff, equiv = _tests(longer, {**spec, "b": diff.spec["b"], "choose_b": []}, check_edge=False)
         longer_used = True
+    return {**_fields(diff, equiv, spec, mixer), "longer": longer_used}
+
+
+def _fields(diff: protocol.PartResult, equiv: protocol.PartResult, spec: dict, mixer: str) -> dict:
+    """A row's columns from its two tests (:func:`_tests`) on the runs it is decided on."""
     reasons = diff.reasons or equiv.reasons
     p_diff, p_tost = _p_values(diff, float(spec["delta"]))
     shown = diff.spec["b"] if not spec.get("choose_b") else f"{spec['b']}: {diff.spec['b']}"
-    return {"task": spec["task"], "name": spec["name"], "reference": shown, "delta": float(spec["delta"]),
+    return {"task": spec["task"], "name": spec["name"], "reference": shown, "b": diff.spec["b"], "delta": float(spec["delta"]),
             "n_train": render.sizes(diff.sizes), "seeds": render.seeds(diff.paired, diff.expected), "mixer": diff.mean_a,
             "reference_error": diff.mean_b, "effect": diff.effect, "lo": diff.lo, "hi": diff.hi,
             "p_diff": p_diff, "p_tost": p_tost, "value": spec.get("value", "error"), "diff": diff.verdict, "equiv": equiv.verdict,
             "why": render.reasons(reasons), "choice": render.choice(diff.choice),
             "not_learned": _not_learned(reasons, mixer), "at_cap": _at_cap(reasons),
-            "longer": longer_used, "first_rule": reasons[0].rule if reasons else None,
-            "budget_open": _open_for_budget(reasons)}
+            "first_rule": reasons[0].rule if reasons else None, "budget_open": _open_for_budget(reasons),
+            "confirmed": False, "n_pairs": diff.n_pairs}
 
 
 def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame | None = None,
-           factor: int = 0) -> pd.DataFrame:
+           factor: int = 0, block: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> pd.DataFrame:
     """One row per part: the mixer (``a``) against its reference (``b``), the verdict, why, and
     ``open`` (:class:`analysis.decision.Open`, None where decided). ``longer``: the ×``factor``
     budget reruns (:func:`budget_round`); a budget-limited row is decided on them (:func:`_row`),
-    and reads "budget-limited at ×factor" where it still is."""
+    and reads "budget-limited at ×factor" where it still is. ``block``: the confirmation block's
+    runs ``(at ×1, at ×factor)`` (:func:`confirmation_round`); a row the seeds leave open is
+    decided on them alone (:func:`_confirm`)."""
     from analysis.render_tables import budget_limited, decided_longer
 
     table = pd.DataFrame([_row(df, spec, mixer, longer) for spec in parts])
-    # one family of comparisons: each part's difference and equivalence test
-    adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
-    table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
-    table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
+    _holm(table)  # one family of comparisons: each part's difference and equivalence test
     capped = (table["verdict"] == "inconclusive") & table["at_cap"].fillna("").astype(bool)
     table.loc[capped, "reason"] = table.loc[capped, "at_cap"]
     table["open"] = [open_reason(r) for r in table.itertuples()]
@@ -200,7 +209,62 @@ def decide(df: pd.DataFrame, parts: list[dict], mixer: str, longer: pd.DataFrame
     table.loc[decided, "reason"] = decided_longer(factor)
     # the row's reason is the part's own why, led by the mixer not learning
     table["not_learned"] = table["not_learned"] & (table["verdict"] == "inconclusive") & ~_holm_only(table)
-    return table.drop(columns=["first_rule", "budget_open"])
+    if block is not None:
+        table = _confirm(table, parts, mixer, block, factor)
+    return table.drop(columns=["first_rule", "budget_open", "n_pairs", "b"])
+
+
+def _holm(table: pd.DataFrame) -> None:
+    """Holm's adjustment across ``table``'s rows (each row's difference and equivalence p, one
+    family), then each row's verdict and reason (:func:`_verdict`), in place."""
+    adjusted = protocol.holm(np.concatenate([table["p_diff"], table["p_tost"]]))
+    table["p_diff_holm"], table["p_tost_holm"] = adjusted[:len(table)], adjusted[len(table):]
+    table["verdict"], table["reason"] = zip(*(_verdict(r) for r in table.itertuples()))
+
+
+# Why a row's confirmation block reruns it: the interval (or Holm) leaves it open, or its positive
+# control is not contradicted yet; more paired seeds are what either needs.
+CONFIRMABLE = (Open.SEEDS, Open.POWER)
+
+
+def _confirm(table: pd.DataFrame, parts: list[dict], mixer: str, block: tuple[pd.DataFrame, pd.DataFrame],
+             factor: int) -> pd.DataFrame:
+    """``table`` with each row open on the seeds (:data:`CONFIRMABLE`) decided again on its
+    confirmation block alone: its arms (and its positive control's) rerun on fresh seeds at the
+    lrs the exploratory seeds chose and the budget its row was decided at (``block``: the runs at
+    ×1 and at ×factor, :func:`confirmation_round`), no pooling with the exploratory seeds; the
+    confirmed rows are one Holm family of their own (the exploratory family is not re-adjusted,
+    so no row it decided moves). A row still open there reads :attr:`Open.CONFIRMED` (more runs
+    of this design cannot decide it) unless the block names another reason. A row the block holds
+    no pairs of keeps its exploratory reading."""
+    from analysis.render_tables import confirmed_words
+
+    confirmed = []
+    for i, row in table.iterrows():
+        runs = block[1] if row["longer"] else block[0]
+        if row["open"] not in CONFIRMABLE or runs is None or getattr(runs, "empty", True):
+            continue
+        spec = {**_deciding(parts[i], mixer), "b": row["b"], "choose_b": []}
+        diff, equiv = _tests(runs, spec, check_edge=False)
+        if diff.n_pairs == 0:
+            continue
+        was = f"open on the exploratory seeds {row['seeds']}: {row['reason'] or row['why']}"
+        confirmed.append((i, {**_fields(diff, equiv, spec, mixer), "longer": row["longer"], "confirmed": True,
+                              "explored": was}))
+    if not confirmed:
+        return table
+    block_table = pd.DataFrame([r for _, r in confirmed], index=[i for i, _ in confirmed])
+    _holm(block_table)
+    block_table["open"] = [open_reason(r) for r in block_table.itertuples()]
+    block_table["open"] = block_table["open"].map(lambda o: Open.CONFIRMED if o in CONFIRMABLE else o)
+    block_table["reason"] = [confirmed_words(r.seeds, factor if r.longer else 1, r.open is None, r.reason or r.why, r.explored)
+                             for r in block_table.itertuples()]
+    decided = block_table["verdict"] != "inconclusive"
+    block_table["not_learned"] = block_table["not_learned"] & ~decided & ~_holm_only(block_table)
+    records = table.to_dict("records")
+    for i, row in block_table.drop(columns="explored").iterrows():
+        records[i] = {**records[i], **row.to_dict()}
+    return pd.DataFrame(records, columns=table.columns)
 
 
 def _at_factor(why: str, words: str) -> str:
@@ -572,10 +636,26 @@ def _runs(trials: list, store) -> pd.DataFrame:
 
 
 def _grid_runs(sc: DictConfig, trials: list, store) -> pd.DataFrame:
-    """:func:`_runs` less the budget reruns (:func:`analysis.budget.split_budget`): they extend
-    the grid's trials, so the store's reruns of an earlier invocation (a resume) are read with
-    them, and pooled with the grid's runs they left no row budget-limited to rerun."""
-    return budget.split_budget(_runs(trials, store), int(sc.train.max_steps))[0]
+    """:func:`_runs` less the budget reruns and the confirmation block (:func:`split_rounds`):
+    they extend the grid's trials, so the store's reruns of an earlier invocation (a resume) are
+    read with them, and pooled with the grid's runs they left no row budget-limited to rerun."""
+    return split_rounds(_runs(trials, store), int(sc.train.max_steps))[0]
+
+
+def split_rounds(df: pd.DataFrame, steps: int) -> tuple[pd.DataFrame, pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame]]:
+    """``(the grid and its lr-edge runs, the ×factor budget reruns, the confirmation block as
+    (its runs at the grid's ``steps``, its runs longer))`` of one ablation's runs, by their phase
+    (:func:`analysis.phases.phase_column`)."""
+    if df.empty or "seed" not in df:  # no seeds: no block told apart (a frame built by hand)
+        main, longer = budget.split_budget(df, steps)
+        return main, longer, (df.iloc[0:0], df.iloc[0:0])
+    phase = phases.phase_column(df, steps)
+    block = df[phase == phases.CONFIRMATION].reset_index(drop=True)
+    main, longer = budget.split_budget(df[phase != phases.CONFIRMATION].reset_index(drop=True), steps)
+    if block.empty or budget.STEPS not in block:
+        return main, longer, (block, block.iloc[0:0])
+    at = pd.to_numeric(block[budget.STEPS], errors="coerce").fillna(steps) > steps
+    return main, longer, (block[~at].reset_index(drop=True), block[at].reset_index(drop=True))
 
 
 def extend_lr(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
@@ -664,6 +744,66 @@ def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, lis
     print(f"scorecard: {len(todo)} trials at ×{factor} steps ({len(limited)} budget-limited rows, "
           "their arms and positive controls)", flush=True)
     return todo, _sweep(sc, todo, groups[0][1], store)
+
+
+def confirmation_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
+                       store, added: list, seeds: list[int],
+                       prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> tuple[list, int]:
+    """The confirmation block (paper.md §13 *Confirmation block*; issue 63) of every row the
+    exploratory seeds leave open on the seeds (:data:`CONFIRMABLE`: the interval decides neither
+    way, only Holm's correction holds it back, or its positive control is not contradicted yet),
+    after the lr-edge and budget rounds (``added``: their trials), decided as the page decides
+    (:func:`decide` on the grid and the ×factor reruns, after ``prepare``): the row's two arms and
+    its positive control's, once per seed of ``seeds`` (registered before the run), every size the
+    row reads, each arm at its lr chosen on the exploratory seeds (:func:`analysis.confirm.freeze`)
+    and at the budget its row was decided at (×factor where its ×factor reruns decided it), on the
+    grid's evaluation sets (``task.eval_seed`` as the grid's: the training data and init are what
+    the seeds draw afresh); tagged phase ``confirmation``. Such a row is then decided on these runs
+    alone (:func:`_confirm`). ``groups`` as :func:`extend_lr`'s. Returns ``(the block's trials, the
+    worst exit status of its sweep)``; none where no row is open on the seeds or ``seeds`` is empty.
+
+    Raises:
+        ValueError: a seed of ``seeds`` the grid already ran, or one of a spent block
+            (:func:`analysis.confirm.check_unspent`).
+    """
+    from types import SimpleNamespace
+
+    from analysis.confirm import check_unspent, confirmation_trials, freeze
+    from harness.expansion import split_sweeps
+
+    if not seeds:
+        return [], 0
+    check_unspent(seeds)
+    factor = int(sc.report.budget_factor)
+    grid = [t for trials, _ in groups for t in trials] + list(added)
+    main, longer, _ = split_rounds(_runs(grid, store), int(sc.train.max_steps))
+    main = floored(main)
+    longer = floored(longer)
+    table = decide(main if prepare is None else prepare(main), parts, mixer,
+                   longer if prepare is None else prepare(longer), factor)
+    longer_steps = {budget.STEPS: str(int(sc.train.max_steps) * factor),
+                    "train.eval_every": str(int(sc.train.eval_every) * factor)}
+    todo: dict[str, Any] = {}
+    for at_factor in (False, True):
+        rows = [_deciding(p, mixer) for p, why, was_longer in zip(parts, table["open"], table["longer"])
+                if why in CONFIRMABLE and bool(was_longer) is at_factor]
+        if not rows:
+            continue
+        configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=rows))}
+        frozen = freeze(configs, {ABLATION: main})
+        for trials, cli in groups:
+            plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]  # the rounds add it
+            for t in confirmation_trials(configs, {ABLATION: main}, {ABLATION: trials}, plain, seeds, frozen,
+                                         column=lambda row: longer_steps if at_factor else {},
+                                         fresh_eval=False).get(ABLATION, []):
+                todo.setdefault(t.trial_id, t)
+    new = rounds.tag(todo.values(), phases.CONFIRMATION)
+    if not new:
+        return [], 0
+    n_rows = int(table["open"].isin(CONFIRMABLE).sum())
+    print(f"scorecard: {len(new)} trials of the confirmation block (seeds {seeds[0]}–{seeds[-1]}; {n_rows} rows "
+          "open on the seeds, their arms and positive controls)", flush=True)
+    return new, _sweep(sc, new, groups[0][1], store)
 
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:

@@ -280,7 +280,8 @@ def preflight(name: str, trials: list, kind: str, target: str = "") -> dict:
 
 
 # --------------------------------------------------------------------------- run
-def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list[str], store, out: Path) -> int:
+def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list[str], store, out: Path,
+             seeds: list[int]) -> int:
     """``dry_run=true``: the trials (those already in the store marked ``done``), the expected
     time and what would be written; no pre-flight of the arms' symmetries, nothing run or
     written. Exit status 0, 2 bad input."""
@@ -292,9 +293,14 @@ def _dry_run(sc: DictConfig, refs: list, flat: list, arms: list[dict], cli: list
     scorecard.print_expected(refs, flat, set(finished.get(ABLATION, {})), "", scorecard._cores(sc.cluster),
                              command="zoo", what=f"the {len(arms)} mixers", costs=_costs(sc))
     print(f"zoo: dry run: would measure each arm's symmetries, run the trials not done, extend the lr grid "
-          f"past its edges, rerun budget-limited rows at ×{sc.report.budget_factor} steps and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
+          f"past its edges, rerun budget-limited rows at ×{sc.report.budget_factor} steps, rerun rows left open on the seeds "
+          f"on the confirmation block{_block_words(seeds)} and write {out / FOLDER / BUNDLE}, {out / 'zoo.md'} and {len(arms)} mixer pages; "
           "nothing was run or written")
     return 0
+
+
+def _block_words(seeds: list[int]) -> str:
+    return f" (seeds {seeds[0]}–{seeds[-1]})" if seeds else " (none registered)"
 
 
 def _costs(sc: DictConfig) -> tuple[str, dict] | None:
@@ -489,13 +495,14 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
     use_examples(cfg.zoo.examples, runtime.cwd)
     sc, refs, groups, mine, models, base = _expand(cfg, runtime, arms, registered)
     parts = _parts(sc, cfg, registered)  # before any trial: a task the scorecard lacks is bad input
+    seeds = confirm_seeds(cfg, sc)
     refs, groups = references_on_causal_tasks(cfg, parts, registered, refs, groups)
     names = {trials[0].variant: arm["name"] for arm, trials in zip(arms, mine) if trials}
     cli = [*base, *runtime.sweeps]
     store = resolve_store(OmegaConf.to_object(sc.tracking), runtime.cwd)
     flat = [t for trials in mine for t in trials]
     if cfg.dry_run:
-        return _dry_run(sc, refs, flat, arms, cli, store, out), []
+        return _dry_run(sc, refs, flat, arms, cli, store, out, seeds), []
     rows = [preflight(a["name"], trials, "mixer", a["target"]) for a, trials in zip(arms, mine)]
     for variant in dict.fromkeys(t.variant for t in refs):  # the references' init measurements
         rows.append(preflight(variant, [t for t in refs if t.variant == variant], "reference"))
@@ -525,6 +532,10 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
         df, by_variant, {"trivial_references": trivial}))
     if ext4 == 2:
         return 2, []
+    block, ext_c = scorecard.confirmation_round(sc, concrete, groups, "", store, added + longer, seeds,
+                                                lambda df: zoo_page.reference_rows(df, by_variant, {"trivial_references": trivial}))
+    if ext_c == 2:
+        return 2, []
     plan = {"command": " ".join(["python -m analysis.zoo", *runtime.overrides, *runtime.sweeps]),
             "commit": _commit(), "scale": OmegaConf.to_container(sc.scale, resolve=True),
             "arms": arms, "references": list(dict.fromkeys(t.variant for t in refs)), "registered": registered,
@@ -532,9 +543,35 @@ def _run(cfg: DictConfig, runtime: Runtime, out: Path) -> tuple[int, list[Path]]
             "tasks": OmegaConf.to_container(cfg.zoo.tasks, resolve=True), "parts": parts,
             "blocks": int(cfg.zoo.blocks), "trivial_references": trivial,
             "causal_only": list(cfg.zoo.get("causal_only") or ()),
-            "n_trials": len(refs) + len(flat), "n_extension": len(added), "n_budget": len(longer)}
-    folder = _write(out, store, refs + flat, added + longer, names, rows, plan)
-    return max(status, ext, ext4), zoo_page.render(folder, out)
+            "confirm_seeds": seeds, "n_trials": len(refs) + len(flat), "n_extension": len(added),
+            "n_budget": len(longer), "n_confirmation": len(block)}
+    folder = _write(out, store, refs + flat, added + longer + block, names, rows, plan)
+    return max(status, ext, ext4, ext_c), zoo_page.render(folder, out)
+
+
+def confirm_seeds(cfg: DictConfig, sc: DictConfig) -> list[int]:
+    """The seeds of ``zoo.confirm_seeds`` (Hydra's sweep grammar; none where it is empty).
+
+    Raises:
+        ZooInputError: not Hydra's grammar, a seed of the grid's, or one of a spent block.
+    """
+    from hydra.errors import OverrideParseException
+
+    from analysis.confirm import check_unspent, seeds_of
+
+    text = str(cfg.zoo.get("confirm_seeds") or "")
+    if not text:
+        return []
+    try:
+        seeds = seeds_of(text)
+        check_unspent(seeds)
+    except (ValueError, OverrideParseException) as err:
+        raise ZooInputError(f"zoo.confirm_seeds={text!r}: {err}") from err
+    grid = set(seeds_of(str(sc.scale.seeds)))
+    if grid & set(seeds):
+        raise ZooInputError(f"zoo.confirm_seeds={text!r}: seeds {sorted(grid & set(seeds))} are the grid's "
+                            f"(scale.seeds={sc.scale.seeds}); allowed: fresh seeds, e.g. range(6000,6010)")
+    return seeds
 
 
 def trivial_references(trials: list) -> dict[str, dict[str, dict[str, float]]]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from analysis import budget, lengths, protocol, render_tables, scorecard, stats
+from analysis import lengths, protocol, render_tables, scorecard, stats
 from analysis.render import lead as reason_lead
 from analysis.bundle import read_bundle, split
 from harness.symmetry import CAUSAL_KEY
@@ -103,8 +104,8 @@ def _row(cells: list[str]) -> str:
 def _verdict_cell(row) -> str:
     if row is None:
         return "–"
-    why = row.reason or row.choice if row.verdict == "inconclusive" else (
-        row.reason if getattr(row, "longer", False) else "")  # decided on the ×4 reruns: says so
+    why = row.reason or row.choice if row.verdict == "inconclusive" else (  # decided on the ×4 reruns
+        row.reason if getattr(row, "longer", False) or getattr(row, "confirmed", False) else "")  # or the block: says so
     return f"**{row.verdict}**" + (f": {why.split('; ')[0]}" if why else "")
 
 
@@ -184,11 +185,26 @@ def registered(plan: dict) -> list[dict]:
     return plan.get("registered") or [{"arm": plan["reference"], "label": plan["reference"], "serves": None}]
 
 
-def _split(df: pd.DataFrame, plan: dict) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    """``(the grid and its lr-edge runs, the ×factor budget reruns, factor)`` of the bundle's runs
-    (:func:`analysis.budget.split_budget` at the plan's steps)."""
-    main, longer = budget.split_budget(df, int(plan["scale"]["steps"]))
-    return main, longer, int(plan.get("budget_factor", 0))
+class Rounds(NamedTuple):
+    """A bundle's runs by round (:func:`analysis.scorecard.split_rounds` at the plan's steps):
+    the grid and its lr-edge runs, the ×``factor`` budget reruns and the confirmation block
+    (its runs at ×1 and at ×factor)."""
+
+    main: pd.DataFrame
+    longer: pd.DataFrame
+    factor: int
+    block: tuple[pd.DataFrame, pd.DataFrame]
+
+    def arms(self, names: list[str]) -> "Rounds":
+        """The same rounds with only the runs of the arms ``names``."""
+        mine = lambda df: df[df["arm"].isin(names)] if "arm" in df else df  # noqa: E731
+        return Rounds(mine(self.main), mine(self.longer), self.factor, (mine(self.block[0]), mine(self.block[1])))
+
+
+def _split(df: pd.DataFrame, plan: dict) -> Rounds:
+    """The bundle's runs by round (:class:`Rounds`)."""
+    main, longer, block = scorecard.split_rounds(df, int(plan["scale"]["steps"]))
+    return Rounds(main, longer, int(plan.get("budget_factor", 0)), block)
 
 
 def _length(df: pd.DataFrame, task: str, arm: str) -> tuple[str, str]:
@@ -245,19 +261,20 @@ def _trained(df: pd.DataFrame, arms: list[str]) -> str:
     return " / ".join(cells)
 
 
-def _page(runs: tuple[pd.DataFrame, pd.DataFrame, int], sym: pd.DataFrame, plan: dict, arm: dict,
+def _page(runs: Rounds, sym: pd.DataFrame, plan: dict, arm: dict,
           header: str, causal_by: dict[str, bool]) -> tuple[str, pd.DataFrame]:
     """One mixer's page and its decided rows (:func:`analysis.scorecard.decide`: Holm across
     them), its leaderboard rows against the references of its measured causality."""
     import torch
 
-    df, longer, factor = runs
+    df = runs.main
     name = arm["name"]
     row = sym[sym["arm"] == name].iloc[0]
     causal = causal_by[name]
     parts = [p for p in parts_for(plan["parts"], causal) if not _part_out(plan, causal_by, p, name)]
     arms = [name, *plan["references"]]
-    table = scorecard.decide(df[df["arm"].isin(arms)], parts, name, longer[longer["arm"].isin(arms)], factor)
+    mine_runs = runs.arms(arms)
+    table = scorecard.decide(mine_runs.main, parts, name, mine_runs.longer, runs.factor, mine_runs.block)
     concrete = [{**p, "a": name if p["a"] == scorecard.MIXER else p["a"]} for p in parts]
     mine = df[df["arm"].isin(arms)]
     control = scorecard.control_rows(mine, concrete)
@@ -300,7 +317,7 @@ def _values(df: pd.DataFrame, key: str, fallback: object) -> str:
     return ", ".join(f"{v:g}" for v in values) if values else str(fallback)
 
 
-def _header(df: pd.DataFrame, plan: dict, n_budget: int = 0) -> str:
+def _header(df: pd.DataFrame, plan: dict, n_budget: int = 0, n_block: int = 0) -> str:
     """What ran (from the runs where they say it, else the scale), the command and the commit."""
     scale = plan["scale"]
     tiny = " (a check of the path, not evidence)" if scale["name"] == "tiny" else ""
@@ -309,9 +326,15 @@ def _header(df: pd.DataFrame, plan: dict, n_budget: int = 0) -> str:
     return (f"Scale `{scale['name']}`{tiny}: seeds {_seeds(seeds)}, n_train {_values(df, 'task.n_train', scale['n_train'])}, "
             f"learning rates {_values(df, 'train.lr', scale['lrs'])}, {_values(df, 'train.max_steps', scale['steps'])} "
             f"steps per trial; {len(df)} runs of {plan['n_trials']} trials composed ({extended} past an lr grid edge) "
-            f"and {n_budget} budget reruns at ×{plan.get('budget_factor', 0)} steps "
+            f"and {n_budget} budget reruns at ×{plan.get('budget_factor', 0)} steps{_block_header(plan, n_block)} "
             f"in the store's experiment `{scorecard.ABLATION}`. Command: `{plan['command']}`; harness commit "
             f"`{plan['commit']}`.")
+
+
+def _block_header(plan: dict, n_block: int) -> str:
+    """The header's words on the confirmation block (none in a bundle registered without one)."""
+    seeds = plan.get("confirm_seeds") or []
+    return f" and {n_block} runs of the confirmation block (seeds {_seeds(seeds)})" if seeds else ""
 
 
 def _board_cells(table: pd.DataFrame | None, board: list[dict], tasks: list[str], own: str,
@@ -343,7 +366,7 @@ def _reference_entries(plan: dict) -> list[tuple[str, list[str]]]:
 
 def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area, causal_by) -> tuple[str, list]:
     """One reference arm's leaderboard row and its inconclusive rows (``(arm, task, reference, open)``)."""
-    df, longer, factor = runs
+    df = runs.main
     board = [p for p in plan["parts"] if p.get("leaderboard")]
     chosen = {t: (protocol.choose_arm(df, t, candidates)[0] if len(candidates) > 1 else candidates[0])
               for t in [*tasks, length_task]}
@@ -352,7 +375,7 @@ def _reference_row(runs, sym, plan, label, candidates, tasks, length_task, area,
     mine = parts_for(board, causal)
     out = lambda p: _part_out(plan, causal_by, p, chosen[p["task"]])  # noqa: E731
     concrete = [{**p, "a": chosen[p["task"]]} for p in mine if p["b"] != chosen[p["task"]] and not out(p)]
-    table = scorecard.decide(df, concrete, "", longer, factor) if concrete else None
+    table = scorecard.decide(df, concrete, "", runs.longer, runs.factor, runs.block) if concrete else None
     params, held = _sym_cells(rows)
     cells = []
     verdicts = dict(zip(tasks, _board_cells(table, mine, tasks, candidates[0] if len(candidates) == 1 else "", out)))
@@ -378,8 +401,8 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
     """
     full, sym, plan = read(folder, runs)
     split = _split(full, plan)
-    df = split[0]
-    header = _header(df, plan, len(split[1]))
+    df = split.main
+    header = _header(df, plan, len(split.longer), len(split.block[0]) + len(split.block[1]))
     board = [p for p in plan["parts"] if p.get("leaderboard")]
     tasks = list(dict.fromkeys(p["task"] for p in board))
     pages_dir = out / "zoo"
@@ -419,7 +442,7 @@ def render(folder: Path, out: Path, runs: Path | None = None) -> list[Path]:
         rows.append(line)
         open_rows += more
     lines = _board_lines(df, sym, plan, board, tasks, header, rows, open_rows)
-    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, causal_by, plan, tasks, split[1]), *_expectations(df, sym, plan, tasks)]
+    lead = [*_lead(verdicts_of, tasks), *_unlearned_lead(df, causal_by, plan, tasks, split.longer), *_expectations(df, sym, plan, tasks)]
     lines[2:2] = lead  # after the title: what matches attention where, then the published expectations
     if reasons:
         lines += ["A cell `–`: " + "; ".join(reasons) + ".", ""]
@@ -568,6 +591,22 @@ def _depth_words(plan: dict) -> str:
             "causality above are the stack's, declared and measured on it.")
 
 
+def _block_words(plan: dict) -> list[str]:
+    """The legend's line on the confirmation block (``plan['confirm_seeds']``), if one is registered."""
+    seeds = plan.get("confirm_seeds") or []
+    if not seeds:
+        return []
+    return [f"* **confirmation block**: a row the exploratory seeds leave open on the seeds (the interval decides "
+            "neither way, only Holm's correction holds it back, or the positive control is not contradicted yet) "
+            f"is rerun on {len(seeds)} fresh seeds ({_seeds(seeds)}, registered in `conf/zoo.yaml` before they "
+            "ran): its two arms and its positive control's, at the lrs the exploratory seeds chose, every size "
+            "it reads and the budget it was decided at, on the same test set; it is decided on those seeds "
+            "alone, Holm across each page's block rows, and its cell says so. Holm holds each family (the "
+            "exploratory rows, the block's rows) at 5%, so a page's chance of any false decisive label is at most "
+            "10%. A row still open there is one this design cannot decide; the area column stays the exploratory "
+            "seeds'."]
+
+
 def _not_run_words(plan: dict) -> list[str]:
     """The legend's line on the tasks only the causal arms run (``plan['causal_only']``), if any."""
     only = plan.get("causal_only") or []
@@ -622,7 +661,7 @@ def _board_lines(df, sym, plan, board, tasks, header, rows, open_rows) -> list[s
         "error at the longest tested length (mean [95% CI] over seeds), and its ratio to the error at the "
         f"longest training length; *{NOT_LEARNED}* (no ratio) where the error at the training lengths is not "
         "below the trivial predictor's (uniform mixing; over the prefix for a causal arm) on the same test set.",
-        _depth_words(plan), *_not_run_words(plan),
+        *_block_words(plan), _depth_words(plan), *_not_run_words(plan),
         f"* {MARK} the targets of {', '.join(f'`{t}`' for t in HOME_GROUND)} are generated by a softmax-attention "
         "teacher: the reference's home ground, which it can fit exactly.", "",
         f"| arm | paper | params | at init | references | trained | {head} | length{mark}: error "

@@ -299,6 +299,9 @@ class ZooConfig:
     blocks: int = 0  # every arm and reference as this many pre-norm residual blocks (model.blocks); 0: bare
     scale: str = ""  # the scale preset the zoo runs at unless the command line gives scale=…; "": the config's
     causal_only: List[str] = field(default_factory=list)  # tasks only the arms measured causal (and the references) run
+    # the confirmation block's seeds (Hydra's grammar, "range(6000,6010)"): every row the exploratory
+    # seeds leave open on the seeds is rerun on them and decided on them alone; "": no block
+    confirm_seeds: str = ""
     examples: str = ""  # a folder put first on sys.path so `target` imports; default: the repository's examples/
     out: str = "docs"  # the leaderboard goes to <out>/zoo.md, the pages and the bundle to <out>/zoo/
     runs: str = ""  # a bundle (<out>/zoo/runs.csv.gz) to regenerate from, offline; default: run and export

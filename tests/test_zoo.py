@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ["scale=tiny", "cluster=serial", "task=nearest"]  # 18 trials of 10 steps: 7 references + 2 mixers, 2 seeds
+# 18 trials of 10 steps: 7 references + 2 mixers, 2 seeds; a confirmation block of 2 seeds (conf/zoo.yaml registers 10)
+BASE = ["scale=tiny", "cluster=serial", "task=nearest", "zoo.confirm_seeds='range(6000,6002)'"]
 # two arms, one with kwargs (as a bidirectional form is given: its variant has them in brackets,
 # its rows the arm's name)
 ARMS = ("zoo.arms=[{name:gla_k4,target:'my_mixers.gated:GatedLinearAttention',kwargs:{k:4},paper:'Yang et al. 2023'},"
@@ -24,7 +25,7 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.integration
-def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
+def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)
@@ -79,6 +80,36 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke):
     resumed = re.findall(r"(\d+) trials: (\d+) already finished \(skipped\), 0 finished now", out3 + err3)
     assert len(resumed) >= 2 and all(a == b for a, b in resumed), resumed
     assert _files(run / "out") == _files(offline / "again")
+    _confirmation_block_ran(run, invoke, monkeypatch)
+
+
+def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> None:
+    """Issue 63's confirmation block, on the same store: at 10 steps no row is open on the seeds
+    alone (each is budget-limited), so the rows still budget-limited at ×4 are counted as open on
+    the seeds here. The block reruns each such row's arms and its positive control's on the
+    registered seeds, at ×4 steps (the budget the row was decided at), at the lrs the exploratory
+    seeds chose (the ×4 reruns' own), on the grid's test set, tagged phase confirmation; nothing
+    else runs; the page decides those rows on the block and says so in the cell."""
+    from analysis import scorecard
+    from analysis.bundle import read_bundle
+    from analysis.decision import Open
+
+    monkeypatch.setattr(scorecard, "CONFIRMABLE", (*scorecard.CONFIRMABLE, Open.BUDGET_X4))
+    code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=confirmed"], run)
+    assert code == 0, err[-2000:]
+    said = re.search(r"scorecard: (\d+) trials of the confirmation block \(seeds 6000–6001; (\d+) rows", out)
+    assert said and int(said[1]) > 0, out[-2000:]
+    runs = read_bundle(run / "confirmed" / "zoo" / "runs.csv.gz")
+    block, longer = runs[runs["phase"] == "confirmation"], runs[runs["phase"] == "budget"]
+    assert len(block) == int(said[1]) and sorted(set(block["seed"].astype(int))) == [6000, 6001]
+    assert set(block["train.max_steps"].astype(float)) == {40.0}
+    assert "task.eval_seed" not in block or block["task.eval_seed"].isna().all()  # the grid's one set (0, left out)
+    frozen = longer.groupby(["arm", "task.n_train"])["train.lr"].first().astype(float)
+    for (arm, n), lr in block.groupby(["arm", "task.n_train"])["train.lr"].first().astype(float).items():
+        assert lr == frozen[(arm, n)], (arm, n)
+    assert {"mlp", "softmax"} <= set(block["arm"])  # the positive control's arms
+    page = (run / "confirmed" / "zoo" / "linear_attention.md").read_text()
+    assert "confirmation block at ×4 steps" in page and "seeds 6000–6001" in page
 
 
 def _budget_round_ran(out: Path, linear: str, board: str) -> None:

@@ -5,6 +5,7 @@ reference whose measured causality is not the one it serves, and why a row stays
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -357,3 +358,73 @@ def test_a_pair_the_design_does_not_run_reads_not_run_and_is_not_left_open():
     kept = [p for p in zoo_page.parts_for(parts, False) if not zoo_page._part_out(plan, causal, p, "gla_bidir")]
     assert {p["task"] for p in kept} == {"nearest"}  # so no row of them is decided, nor left open
     assert "not among the inconclusive rows" in zoo_page._not_run_words(plan)[0]
+
+
+class _Block(str):
+    """A stand-in for the confirmation block's runs at one budget (a non-empty frame as decide() asks)."""
+
+    empty = False
+
+
+def test_a_row_open_on_the_seeds_is_decided_on_its_confirmation_block_alone(monkeypatch):
+    """Issue 63: a row the exploratory seeds leave open on the interval (or on Holm) is decided
+    again on its confirmation block alone, at the budget it was decided at, without the lr-edge
+    precondition (one lr per arm); the block's rows are a Holm family of their own, so no row the
+    exploratory family decided moves; a row still open there is one more runs of this design
+    cannot decide."""
+    from analysis import protocol
+    from analysis.render_tables import OPEN_WORDS
+
+    calls = []
+
+    def fake(df, spec, check_edge=True, **_):
+        calls.append((str(df), spec["name"], check_edge))
+        if spec["name"] == "decided" and spec["test"] == "difference":
+            return protocol.PartResult(spec, protocol.SUPPORTED, effect=0.5, lo=0.4, hi=0.6, n_pairs=5)
+        if df == "x1" and spec["name"] == "x4" and spec["test"] == "difference":
+            return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.BUDGET_FALLING, arm="m", n_train=64,
+                                                                            values=(1.0, 0.5))])
+        if str(df).startswith("block") and spec["name"] in ("confirmed", "x4") and spec["test"] == "difference":
+            return protocol.PartResult(spec, protocol.CONTRADICTED, effect=-0.5, lo=-0.6, hi=-0.4, n_pairs=10,
+                                       paired=tuple(range(6000, 6010)), expected=10)
+        n = 10 if str(df).startswith("block") else 5
+        return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.INCLUDES_ZERO)], effect=0.01,
+                                   lo=-0.2, hi=0.2, n_pairs=n)
+
+    monkeypatch.setattr(protocol, "decide_part", fake)
+    part = {"task": "nearest", "a": "m", "b": "softmax_causal", "delta": 0.1, "choose_b": []}
+    parts = [{**part, "name": n} for n in ("confirmed", "decided", "still open", "x4")]
+    explored = scorecard.decide("x1", parts, "")
+    assert list(explored["open"]) == [Open.SEEDS, None, Open.SEEDS, Open.BUDGET]
+    calls.clear()
+    table = scorecard.decide("x1", parts, "", longer=_Longer(), factor=4, block=(_Block("block x1"), _Block("block x4")))
+    assert list(table["verdict"]) == ["worse", "better", "inconclusive", "worse"]
+    assert list(table["open"]) == [None, None, Open.CONFIRMED, None] and not Open.CONFIRMED.removable
+    assert list(table["confirmed"]) == [True, False, True, True]
+    assert table["reason"][0].startswith("decided on its confirmation block, seeds 6000–6009")
+    assert "open on the exploratory seeds" in table["reason"][0]
+    assert table["reason"][2].startswith("open on its confirmation block too, seeds ")
+    assert table["reason"][3].startswith("decided on its confirmation block at ×4 steps, ")  # its ×4 block
+    assert table["p_diff_holm"][1] == explored["p_diff_holm"][1]  # the exploratory family is not re-adjusted
+    block_calls = [c for c in calls if c[0].startswith("block")]
+    assert {(c[0], c[1]) for c in block_calls} == {("block x1", "confirmed"), ("block x1", "still open"), ("block x4", "x4")}
+    assert all(edge is False for _, _, edge in block_calls)
+    assert "on a confirmation block" in OPEN_WORDS[Open.SEEDS] and "too" in OPEN_WORDS[Open.CONFIRMED]
+    # a block that holds no pairs of a row leaves it as the exploratory seeds read it
+    monkeypatch.setattr(protocol, "decide_part", lambda df, spec, check_edge=True, **_: fake(df, spec, check_edge)
+                        if not str(df).startswith("block") else protocol.PartResult(spec, protocol.INCONCLUSIVE,
+                                                                                    [Reason(Rule.NO_RUNS)]))
+    unrun = scorecard.decide("x1", parts[:1], "", block=(_Block("block x1"), _Block("block x4")))
+    assert list(unrun["open"]) == [Open.SEEDS] and not unrun["confirmed"][0]
+
+
+@pytest.mark.parametrize("seeds, said", [
+    ("range(3,6)", "are the grid's"), ("range(1000,1002)", "the first confirmation block"),
+    ("range(6000", "zoo.confirm_seeds='range(6000'")])
+def test_a_confirmation_block_that_is_not_fresh_is_refused(seeds, said):
+    cfg = OmegaConf.create({"zoo": {"confirm_seeds": seeds}})
+    sc = OmegaConf.create({"scale": {"seeds": "range(5)"}})
+    with pytest.raises(zoo.ZooInputError, match=re.escape(said)):
+        zoo.confirm_seeds(cfg, sc)
+    assert zoo.confirm_seeds(OmegaConf.create({"zoo": {"confirm_seeds": "range(6000,6010)"}}), sc) == list(range(6000, 6010))
+    assert zoo.confirm_seeds(OmegaConf.create({"zoo": {"confirm_seeds": ""}}), sc) == []
