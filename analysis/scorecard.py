@@ -248,8 +248,16 @@ def _confirm(table: pd.DataFrame, parts: list[dict], mixer: str, block: tuple[pd
         diff, equiv = _tests(runs, spec, check_edge=False)
         if diff.n_pairs == 0:
             continue
+        longer = bool(row["longer"])
+        x4 = block[1]
+        if (not longer and x4 is not None and not getattr(x4, "empty", True)  # as _row: budget-limited at ×1
+                and diff.verdict not in (protocol.SUPPORTED, protocol.CONTRADICTED)
+                and _open_for_budget(diff.reasons or equiv.reasons)):
+            diff4, equiv4 = _tests(x4, spec, check_edge=False)
+            if diff4.n_pairs:
+                diff, equiv, longer = diff4, equiv4, True
         was = f"open on the exploratory seeds {row['seeds']}: {row['reason'] or row['why']}"
-        confirmed.append((i, {**_fields(diff, equiv, spec, mixer), "longer": row["longer"], "confirmed": True,
+        confirmed.append((i, {**_fields(diff, equiv, spec, mixer), "longer": longer, "confirmed": True,
                               "explored": was}))
     if not confirmed:
         return table
@@ -775,35 +783,56 @@ def confirmation_round(sc: DictConfig, parts: list[dict], groups: list[tuple[lis
         return [], 0
     check_unspent(seeds)
     factor = int(sc.report.budget_factor)
+    steps = int(sc.train.max_steps)
     grid = [t for trials, _ in groups for t in trials] + list(added)
-    main, longer, _ = split_rounds(_runs(grid, store), int(sc.train.max_steps))
-    main = floored(main)
-    longer = floored(longer)
-    table = decide(main if prepare is None else prepare(main), parts, mixer,
-                   longer if prepare is None else prepare(longer), factor)
-    longer_steps = {budget.STEPS: str(int(sc.train.max_steps) * factor),
-                    "train.eval_every": str(int(sc.train.eval_every) * factor)}
-    todo: dict[str, Any] = {}
-    for at_factor in (False, True):
-        rows = [_deciding(p, mixer) for p, why, was_longer in zip(parts, table["open"], table["longer"])
-                if why in CONFIRMABLE and bool(was_longer) is at_factor]
+    ready = (lambda df: floored(df)) if prepare is None else (lambda df: prepare(floored(df)))
+
+    def table_of(runs: pd.DataFrame, with_block: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+        main, longer, block = split_rounds(runs, steps)
+        blocks = (ready(block[0]), ready(block[1])) if with_block else None
+        return decide(ready(main), parts, mixer, ready(longer), factor, blocks), floored(main)
+
+    def trials_of(rows: list[dict], main: pd.DataFrame, at_factor: bool) -> dict[str, Any]:
+        """The block's trials of ``rows`` at ×1 or at ×factor, at their frozen lrs."""
+        out: dict[str, Any] = {}
         if not rows:
-            continue
+            return out
         configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=rows))}
         frozen = freeze(configs, {ABLATION: main})
+        change = {budget.STEPS: str(steps * factor), "train.eval_every": str(int(sc.train.eval_every) * factor)} if at_factor else {}
         for trials, cli in groups:
             plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]  # the rounds add it
             for t in confirmation_trials(configs, {ABLATION: main}, {ABLATION: trials}, plain, seeds, frozen,
-                                         column=lambda row: longer_steps if at_factor else {},
-                                         fresh_eval=False).get(ABLATION, []):
-                todo.setdefault(t.trial_id, t)
+                                         column=lambda row: change, fresh_eval=False).get(ABLATION, []):
+                out.setdefault(t.trial_id, t)
+        return out
+
+    table, main = table_of(_runs(grid, store), with_block=False)
+    todo: dict[str, Any] = {}
+    for at_factor in (False, True):
+        todo.update(trials_of([_deciding(p, mixer) for p, why, was_longer in zip(parts, table["open"], table["longer"])
+                               if why in CONFIRMABLE and bool(was_longer) is at_factor], main, at_factor))
     new = rounds.tag(todo.values(), phases.CONFIRMATION)
     if not new:
         return [], 0
     n_rows = int(table["open"].isin(CONFIRMABLE).sum())
     print(f"scorecard: {len(new)} trials of the confirmation block (seeds {seeds[0]}–{seeds[-1]}; {n_rows} rows "
           "open on the seeds, their arms and positive controls)", flush=True)
-    return new, _sweep(sc, new, groups[0][1], store)
+    status = _sweep(sc, new, groups[0][1], store)
+    if status == 2:
+        return new, status
+    # as on the exploratory seeds: a block row still budget-limited at ×1 is rerun at ×factor on
+    # the block's seeds and decided there (_confirm)
+    confirmed, _ = table_of(_runs(grid + new, store), with_block=True)
+    limited = [_deciding(p, mixer) for p, row in zip(parts, confirmed.itertuples())
+               if row.confirmed and row.open is Open.BUDGET]
+    more = rounds.tag(trials_of(limited, main, True).values(), phases.CONFIRMATION)
+    more = [t for t in more if t.trial_id not in {n.trial_id for n in new}]
+    if not more:
+        return new, status
+    print(f"scorecard: {len(more)} trials of the confirmation block at ×{factor} steps ({len(limited)} block rows "
+          "budget-limited at ×1)", flush=True)
+    return new + more, max(status, _sweep(sc, more, groups[0][1], store))
 
 
 def run(cfg: DictConfig, runtime: Runtime) -> int:

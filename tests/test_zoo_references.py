@@ -410,6 +410,14 @@ def test_a_row_open_on_the_seeds_is_decided_on_its_confirmation_block_alone(monk
     assert {(c[0], c[1]) for c in block_calls} == {("block x1", "confirmed"), ("block x1", "still open"), ("block x4", "x4")}
     assert all(edge is False for _, _, edge in block_calls)
     assert "on a confirmation block" in OPEN_WORDS[Open.SEEDS] and "too" in OPEN_WORDS[Open.CONFIRMED]
+    # a block row still budget-limited at ×1 is decided on the block's ×4 reruns, as on the grid
+    monkeypatch.setattr(protocol, "decide_part", lambda df, spec, check_edge=True, **_: (
+        protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.BUDGET_FALLING, arm="m", n_train=64, values=(1.0, 0.5))],
+                            n_pairs=10) if str(df) == "block x1" else fake(df, spec, check_edge)))
+    falling = scorecard.decide("x1", parts[:1], "", longer=_Longer(), factor=4,
+                               block=(_Block("block x1"), _Block("block x4")))
+    assert falling["verdict"][0] == "worse" and falling["longer"][0]
+    assert falling["reason"][0].startswith("decided on its confirmation block at ×4 steps, ")
     # a block that holds no pairs of a row leaves it as the exploratory seeds read it
     monkeypatch.setattr(protocol, "decide_part", lambda df, spec, check_edge=True, **_: fake(df, spec, check_edge)
                         if not str(df).startswith("block") else protocol.PartResult(spec, protocol.INCONCLUSIVE,
