@@ -521,12 +521,12 @@ def decided_longer(factor: int) -> str:
 
 def confirmed_words(seeds: str, factor: int, decided: bool, why: str, explored: str) -> str:
     """A row decided again on its confirmation block (:func:`analysis.scorecard._confirm`): the
-    first ``; ``-segment is the cell's (the block, its seeds and budget), then why it is still open
-    where it is, then how the exploratory seeds left it."""
+    first ``; ``-segment is the cell's (the block, its seeds and budget, and why it is still open
+    where it is), then how the exploratory seeds left it."""
     at = f" at ×{factor} steps" if factor > 1 else ""
     if decided:
         return f"decided on its confirmation block{at}, seeds {seeds}; {explored}"
-    return f"open on its confirmation block{at} too, seeds {seeds}; {why}; {explored}"
+    return f"open on its confirmation block{at} too, seeds {seeds}: {why}; {explored}"
 
 
 def budget_limited(factor: int) -> str:

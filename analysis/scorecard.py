@@ -237,7 +237,7 @@ def _confirm(table: pd.DataFrame, parts: list[dict], mixer: str, block: tuple[pd
     so no row it decided moves). A row still open there reads :attr:`Open.CONFIRMED` (more runs
     of this design cannot decide it) unless the block names another reason. A row the block holds
     no pairs of keeps its exploratory reading."""
-    from analysis.render_tables import confirmed_words
+    from analysis.render_tables import budget_limited, confirmed_words
 
     confirmed = []
     for i, row in table.iterrows():
@@ -265,6 +265,9 @@ def _confirm(table: pd.DataFrame, parts: list[dict], mixer: str, block: tuple[pd
     _holm(block_table)
     block_table["open"] = [open_reason(r) for r in block_table.itertuples()]
     block_table["open"] = block_table["open"].map(lambda o: Open.CONFIRMED if o in CONFIRMABLE else o)
+    still = block_table["open"].map(lambda o: o is Open.BUDGET_X4)  # its budget line named for the ×factor runs
+    for column in ("why", "reason"):
+        block_table.loc[still, column] = [_at_factor(w, budget_limited(factor)) for w in block_table.loc[still, column]]
     block_table["reason"] = [confirmed_words(r.seeds, factor if r.longer else 1, r.open is None, r.reason or r.why, r.explored)
                              for r in block_table.itertuples()]
     decided = block_table["verdict"] != "inconclusive"

@@ -387,9 +387,9 @@ def test_a_row_open_on_the_seeds_is_decided_on_its_confirmation_block_alone(monk
         if str(df).startswith("block") and spec["name"] in ("confirmed", "x4") and spec["test"] == "difference":
             return protocol.PartResult(spec, protocol.CONTRADICTED, effect=-0.5, lo=-0.6, hi=-0.4, n_pairs=10,
                                        paired=tuple(range(6000, 6010)), expected=10)
-        n = 10 if str(df).startswith("block") else 5
+        seeds = range(6000, 6010) if str(df).startswith("block") else range(5)
         return protocol.PartResult(spec, protocol.INCONCLUSIVE, [Reason(Rule.INCLUDES_ZERO)], effect=0.01,
-                                   lo=-0.2, hi=0.2, n_pairs=n)
+                                   lo=-0.2, hi=0.2, n_pairs=len(seeds), paired=tuple(seeds), expected=len(seeds))
 
     monkeypatch.setattr(protocol, "decide_part", fake)
     part = {"task": "nearest", "a": "m", "b": "softmax_causal", "delta": 0.1, "choose_b": []}
@@ -403,7 +403,7 @@ def test_a_row_open_on_the_seeds_is_decided_on_its_confirmation_block_alone(monk
     assert list(table["confirmed"]) == [True, False, True, True]
     assert table["reason"][0].startswith("decided on its confirmation block, seeds 6000–6009")
     assert "open on the exploratory seeds" in table["reason"][0]
-    assert table["reason"][2].startswith("open on its confirmation block too, seeds ")
+    assert table["reason"][2].startswith("open on its confirmation block too, seeds 6000–6009 (10 of 10): ")
     assert table["reason"][3].startswith("decided on its confirmation block at ×4 steps, ")  # its ×4 block
     assert table["p_diff_holm"][1] == explored["p_diff_holm"][1]  # the exploratory family is not re-adjusted
     block_calls = [c for c in calls if c[0].startswith("block")]
