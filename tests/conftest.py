@@ -57,6 +57,12 @@ def _compose(command, args: list[str], sweeps: list[str], cwd: Path):
     return cfg, runtime
 
 
+# The end-of-sweep summary (its table, plot and artifacts: 1-1.5 CPU-s a sweep in a test process)
+# is tested where it is what a test asserts, which passes summary=true (tests/test_summary.py, the
+# README's smoke run, the UI test); a sweep called in-process without a word on it skips it.
+QUIET_SUMMARY = ("summary=false",)
+
+
 def invoke_command(command: str, args: list[str], cwd: Path) -> tuple[int, str, str]:
     """``python -m COMMAND *args`` in this process, from ``cwd``: the shell's own checks
     (:func:`harness.shell.prepare`), the config composed with Hydra's compose API, then the
@@ -82,6 +88,8 @@ def invoke_command(command: str, args: list[str], cwd: Path) -> tuple[int, str, 
     GlobalHydra.instance().clear()
     os.chdir(cwd)
     entry = shell.COMMANDS[command]
+    if command == "harness" and not any(a.split("=", 1)[0] in ("summary", "+summary") for a in args):
+        args = [*args, *QUIET_SUMMARY]
     try:
         with redirect_stdout(out), redirect_stderr(err):
             try:

@@ -36,7 +36,7 @@ def smoke_store(tmp_path_factory, run_in_process_module):
     """A store holding one short smoke sweep (18 trials, serial), made by the command called
     in-process (the browser test's ``mlflow ui`` and Chromium are its processes)."""
     cwd = tmp_path_factory.mktemp("ui")
-    proc = run_in_process_module(["harness", "+ablation=smoke", *FAST], cwd)
+    proc = run_in_process_module(["harness", "+ablation=smoke", *FAST, "summary=true"], cwd)  # the parent's figure
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "View run" not in proc.stdout  # MLflow's per-run console link is silenced
     return cwd

@@ -45,7 +45,7 @@ def test_one_off_runs_of_two_models_get_two_experiments_the_analysis_finds(tmp_p
     from mlflow.tracking import MlflowClient
 
     for model in ("softmax", "mlp"):
-        proc = run_in_process(["harness", f"model={model}", *FAST], tmp_path)
+        proc = run_in_process(["harness", f"model={model}", *FAST, "summary=true"], tmp_path)  # writes outputs/
         assert proc.returncode == 0, proc.stderr[-3000:]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -45,7 +45,7 @@ def test_an_unsafe_ablation_name_writes_only_below_the_working_folder(tmp_path, 
 
     work = tmp_path / "top" / "work"
     work.mkdir(parents=True)
-    proc = run_in_process(["harness", *ONE, f"ablation.name={name}"], work)
+    proc = run_in_process(["harness", *ONE, f"ablation.name={name}", "summary=true"], work)  # its outputs/ too
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _written(tmp_path) == {"top"} and _written(tmp_path / "top") == {"work"}
     assert _written(work) == {"outputs", "mlflow.db", "mlartifacts"}

@@ -87,9 +87,9 @@ def test_the_printed_ui_command_is_the_readmes_and_a_server_gives_its_own_page()
 @pytest.mark.integration
 @pytest.mark.slow
 def test_sweep_summary_is_the_analysis_and_analysis_takes_the_sweep(tmp_path, run_in_process):
-    longer = run_in_process(["harness", *SWEEP, "train.max_steps=20"], tmp_path)
+    longer = run_in_process(["harness", *SWEEP, "train.max_steps=20", "summary=true"], tmp_path)
     assert longer.returncode == 0, longer.stderr[-3000:]
-    short = run_in_process(["harness", *SWEEP, "train.max_steps=3"], tmp_path)
+    short = run_in_process(["harness", *SWEEP, "train.max_steps=3", "summary=true"], tmp_path)
     assert short.returncode == 0, short.stderr[-3000:]
     assert "2 finished now, 0 failed, 0 diverged" in short.stdout
     summary = _table(short.stdout)
