@@ -72,24 +72,23 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke, monkeypatch):
     assert code == 0 and err4 == "", err4[-2000:]
     assert _files(offline / "named") == _files(run / "out")
 
-    code, out3, err3 = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=out"], run)  # the resume: nothing left
-    assert code == 0, err3[-2000:]
-    assert "18 trials: 18 already finished (skipped), 0 finished now" in out3 + err3
+    # the resume, which also runs issue 63's confirmation block (_confirmation_block_ran): every
+    # trial of the grid and its rounds is found finished, only the block's run
+    out3 = _confirmation_block_ran(run, invoke, monkeypatch)
+    assert "18 trials: 18 already finished (skipped), 0 finished now" in out3
     assert "references in the store (14 trials); the 2 mixers 0 of 4 trials" in out3
     # the ×4 reruns too (how many rows are budget-limited at 10 steps depends on the depth: conf/zoo.yaml)
-    resumed = re.findall(r"(\d+) trials: (\d+) already finished \(skipped\), 0 finished now", out3 + err3)
+    resumed = re.findall(r"(\d+) trials: (\d+) already finished \(skipped\), 0 finished now", out3)
     assert len(resumed) >= 2 and all(a == b for a, b in resumed), resumed
-    assert _files(run / "out") == _files(offline / "again")
-    _confirmation_block_ran(run, invoke, monkeypatch)
 
 
-def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> None:
-    """Issue 63's confirmation block, on the same store: at 10 steps no row is open on the seeds
-    alone (each is budget-limited), so the rows still budget-limited at ×4 are counted as open on
-    the seeds here. The block reruns each such row's arms and its positive control's on the
+def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> str:
+    """Issue 63's confirmation block, resuming on the same store: at 10 steps no row is open on the
+    seeds alone (each is budget-limited), so the rows still budget-limited at ×4 are counted as open
+    on the seeds here. The block reruns each such row's arms and its positive control's on the
     registered seeds, at ×4 steps (the budget the row was decided at), at the lrs the exploratory
-    seeds chose (the ×4 reruns' own), on the grid's test set, tagged phase confirmation; nothing
-    else runs; the page decides those rows on the block and says so in the cell."""
+    seeds chose (the ×4 reruns' own), on the grid's test set, tagged phase confirmation; the page
+    decides those rows on the block and says so in the cell. Returns what the resume printed."""
     from analysis import scorecard
     from analysis.bundle import read_bundle
     from analysis.decision import Open
@@ -97,6 +96,7 @@ def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> None:
     monkeypatch.setattr(scorecard, "CONFIRMABLE", (*scorecard.CONFIRMABLE, Open.BUDGET_X4))
     code, out, err = invoke("analysis.zoo", [*BASE, ARMS, "zoo.out=confirmed"], run)
     assert code == 0, err[-2000:]
+    out += err
     said = re.search(r"scorecard: (\d+) trials of the confirmation block \(seeds 6000–6001; (\d+) rows", out)
     assert said and int(said[1]) > 0, out[-2000:]
     runs = read_bundle(run / "confirmed" / "zoo" / "runs.csv.gz")
@@ -110,6 +110,7 @@ def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> None:
     assert {"mlp", "softmax"} <= set(block["arm"])  # the positive control's arms
     page = (run / "confirmed" / "zoo" / "linear_attention.md").read_text()
     assert "confirmation block at ×4 steps" in page and "seeds 6000–6001" in page
+    return out
 
 
 def _budget_round_ran(out: Path, linear: str, board: str) -> None:
