@@ -726,11 +726,7 @@ def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, lis
     so that the rows rerun are the rows the page finds budget-limited. Returns ``(the reruns, the
     worst exit status of their sweep)``; none where ``report.budget_factor`` ≤ 1 or no row is
     budget-limited."""
-    from types import SimpleNamespace
-
     from analysis.budget import budget_trials
-    from analysis.confirm import freeze
-    from harness.expansion import split_sweeps
 
     factor = int(sc.report.budget_factor)
     grid = [t for trials, _ in groups for t in trials] + list(added)
@@ -742,19 +738,36 @@ def budget_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, lis
                for p, why in zip(parts, table["open"]) if why is Open.BUDGET]
     if not limited:
         return [], 0
-    configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=limited))}
-    frozen = freeze(configs, {ABLATION: df})
-    new: dict[str, Any] = {}
-    for trials, cli in groups:
-        plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]  # budget_trials adds it
-        for t in budget_trials(configs, {ABLATION: df}, {ABLATION: trials}, plain, factor, frozen).get(ABLATION, []):
-            new.setdefault(t.trial_id, t)
+    new = _reruns(limited, df, groups, lambda configs, trials, plain, frozen: budget_trials(
+        configs, {ABLATION: df}, {ABLATION: trials}, plain, factor, frozen))
     todo = rounds.tag(new.values(), phases.BUDGET)
     if not todo:
         return [], 0
     print(f"scorecard: {len(todo)} trials at ×{factor} steps ({len(limited)} budget-limited rows, "
           "their arms and positive controls)", flush=True)
     return todo, _sweep(sc, todo, groups[0][1], store)
+
+
+def _reruns(rows: list[dict], runs: pd.DataFrame, groups: list[tuple[list, list[str]]], build) -> dict[str, Any]:
+    """``{trial id: trial}`` of a rerun round (the budget's, the confirmation block's) for the
+    concrete parts ``rows``: their arms' lrs frozen on ``runs`` (:func:`analysis.confirm.freeze`),
+    then per group of grid trials ``build(configs, trials, overrides, frozen)`` with the group's
+    overrides less the ``+ablation`` the rounds add, each trial once; none for no rows."""
+    from types import SimpleNamespace
+
+    from analysis.confirm import freeze
+    from harness.expansion import split_sweeps
+
+    if not rows:
+        return {}
+    configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=rows))}
+    frozen = freeze(configs, {ABLATION: runs})
+    out: dict[str, Any] = {}
+    for trials, cli in groups:
+        plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]
+        for t in build(configs, trials, plain, frozen).get(ABLATION, []):
+            out.setdefault(t.trial_id, t)
+    return out
 
 
 def confirmation_round(sc: DictConfig, parts: list[dict], groups: list[tuple[list, list[str]]], mixer: str,
@@ -777,10 +790,7 @@ def confirmation_round(sc: DictConfig, parts: list[dict], groups: list[tuple[lis
         ValueError: a seed of ``seeds`` the grid already ran, or one of a spent block
             (:func:`analysis.confirm.check_unspent`).
     """
-    from types import SimpleNamespace
-
-    from analysis.confirm import check_unspent, confirmation_trials, freeze
-    from harness.expansion import split_sweeps
+    from analysis.confirm import check_unspent, confirmation_trials
 
     if not seeds:
         return [], 0
@@ -788,27 +798,20 @@ def confirmation_round(sc: DictConfig, parts: list[dict], groups: list[tuple[lis
     factor = int(sc.report.budget_factor)
     steps = int(sc.train.max_steps)
     grid = [t for trials, _ in groups for t in trials] + list(added)
-    ready = (lambda df: floored(df)) if prepare is None else (lambda df: prepare(floored(df)))
+    ready = (lambda df: df) if prepare is None else prepare  # applied to floored runs
 
     def table_of(runs: pd.DataFrame, with_block: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
         main, longer, block = split_rounds(runs, steps)
-        blocks = (ready(block[0]), ready(block[1])) if with_block else None
-        return decide(ready(main), parts, mixer, ready(longer), factor, blocks), floored(main)
+        main = floored(main)
+        blocks = (ready(floored(block[0])), ready(floored(block[1]))) if with_block else None
+        return decide(ready(main), parts, mixer, ready(floored(longer)), factor, blocks), main
 
     def trials_of(rows: list[dict], main: pd.DataFrame, at_factor: bool) -> dict[str, Any]:
         """The block's trials of ``rows`` at ×1 or at ×factor, at their frozen lrs."""
-        out: dict[str, Any] = {}
-        if not rows:
-            return out
-        configs = {ABLATION: SimpleNamespace(ablation=SimpleNamespace(parts=rows))}
-        frozen = freeze(configs, {ABLATION: main})
         change = {budget.STEPS: str(steps * factor), "train.eval_every": str(int(sc.train.eval_every) * factor)} if at_factor else {}
-        for trials, cli in groups:
-            plain = [o for o in split_sweeps(cli)[0] if o != f"+ablation={ABLATION}"]  # the rounds add it
-            for t in confirmation_trials(configs, {ABLATION: main}, {ABLATION: trials}, plain, seeds, frozen,
-                                         column=lambda row: change, fresh_eval=False).get(ABLATION, []):
-                out.setdefault(t.trial_id, t)
-        return out
+        return _reruns(rows, main, groups, lambda configs, trials, plain, frozen: confirmation_trials(
+            configs, {ABLATION: main}, {ABLATION: trials}, plain, seeds, frozen, column=lambda row: change,
+            fresh_eval=False))
 
     table, main = table_of(_runs(grid, store), with_block=False)
     todo: dict[str, Any] = {}
