@@ -96,6 +96,13 @@ def _print_choices(trials: list[Trial], pack_size: str, device: str) -> None:
             print(f"  compile: {family} -> {'on' if resolve_compile(cfg, device, size) else 'off'} ({why})")
 
 
+def rate(trials: int, seconds: float) -> str:
+    """``trials`` in ``seconds`` as words: trials a second, or a minute where that reads below
+    0.1 a second (a sweep of long trials printed "0.0 trials/s" at one decimal)."""
+    per_s = trials / seconds
+    return f"{per_s:.1f} trials/s" if per_s >= 0.1 else f"{60 * per_s:.3g} trials/min"
+
+
 def print_summary(summary: SweepSummary) -> None:
     """Counts, then one line per failed or diverged trial (stderr)."""
     print(f"{summary.ablation + ': ' if summary.ablation else ''}"
@@ -110,7 +117,7 @@ def print_summary(summary: SweepSummary) -> None:
           (f", {summary.n_unrecorded} not recorded (a write to the store failed; rerun to record)"
            if summary.n_unrecorded else "") +
           (f"; closed {summary.n_stale_closed} stale RUNNING runs" if summary.n_stale_closed else "") +
-          (f" (trial phase {summary.trial_phase_s:.1f} s, {summary.finished / summary.trial_phase_s:.1f} trials/s)"
+          (f" (trial phase {summary.trial_phase_s:.1f} s, {rate(summary.finished, summary.trial_phase_s)})"
            if summary.finished and summary.trial_phase_s > 0 else ""))
     for line in summary.failed:
         print(f"FAILED {line}", file=sys.stderr)

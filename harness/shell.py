@@ -87,6 +87,18 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
 )}
 
 
+def _imported_when_called(entry: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names, its module imported at its first call: the
+    end-of-sweep summary's (pandas, scipy.stats and the analysis modules, about 1.3 CPU-s) is then
+    not imported by a dry run, a run with ``summary=false`` or a sweep that ends before its summary."""
+    module, name = entry.split(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    return call
+
+
 def is_dry_run(args: Sequence[str]) -> bool:
     """Whether the command line asks for a dry run (``dry_run=true``, ``+dry_run=1``, ``True``)."""
     return any(a.lstrip("+").lower() in ("dry_run=true", "dry_run=1") for a in args)
@@ -133,8 +145,7 @@ def call(command: Command, cfg, runtime: cli.Runtime) -> int:
     read-only under a running sweep (``EACCES``, ``EPERM``, ``EROFS``) is exit 1 in one line
     (the sweep has closed what it had open; the same command resumes)."""
     if command.summary and runtime.summarise is None:
-        module, name = command.summary.split(":")
-        runtime = cli.Runtime(**{**runtime.__dict__, "summarise": getattr(importlib.import_module(module), name)})
+        runtime = cli.Runtime(**{**runtime.__dict__, "summarise": _imported_when_called(command.summary)})
     problem = _store_in_job_copy(cfg, runtime)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from harness.console import load_note, measured_line
+from harness.console import load_note, measured_line, rate
 
 
 def test_the_load_is_named_only_above_the_cores():
@@ -20,6 +20,11 @@ def test_the_measured_line_gives_the_rate_and_the_time_left():
     line = measured_line("scorecard", 65, 648, 240.0, 2, load=16.0)
     assert line.startswith("scorecard: measured 65 of 648 trials in 4.0 min (16.2 trials/min")
     assert "≈ 35.9 min left, replacing the estimate above; the load average is 16.0 on 2 cores" in line
+
+
+def test_a_sweeps_rate_reads_per_minute_below_a_tenth_a_second():
+    assert rate(270, 141.0) == "1.9 trials/s"
+    assert rate(10, 3052.0) == "0.197 trials/min"  # printed "0.0 trials/s" at one decimal
 
 
 def test_the_scorecards_estimate_says_free_cores_and_the_load(monkeypatch, capsys, hydra_conf):

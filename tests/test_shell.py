@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,16 @@ def test_a_presets_value_of_the_wrong_type_is_one_line(tmp_path, invoke, seen, b
     code, _, err = invoke("harness", ["+ablation=smoke", bad], tmp_path)
     assert code == 2 and err.strip().splitlines() == [err.strip()] and "task.n_train takes an integer, not '" in err
     assert seen == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_end_of_sweep_summary_is_imported_at_its_first_call(tmp_path, monkeypatch):
+    """A dry run or a run with ``summary=false`` does not import the summary's modules (pandas,
+    scipy.stats: about 1.3 CPU-s): ``python -m harness`` gets the summary as a function that
+    imports its module when first called."""
+    (tmp_path / "late_summary.py").write_text("def summarise(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "late_summary", raising=False)
+    summarise = shell._imported_when_called("late_summary:summarise")
+    assert "late_summary" not in sys.modules
+    assert summarise(1) == 2 and "late_summary" in sys.modules
+    assert shell.COMMANDS["harness"].summary == "analysis.summary:summarise"
