@@ -308,7 +308,7 @@ def test_a_presets_value_of_the_wrong_type_is_one_line(tmp_path, invoke, seen, b
 
 def test_the_end_of_sweep_summary_is_imported_at_its_first_call(tmp_path, monkeypatch):
     """A dry run or a run with ``summary=false`` does not import the summary's modules (pandas,
-    scipy.stats: about 1.3 CPU-s): ``python -m harness`` gets the summary as a function that
+    scipy.stats): ``python -m harness`` gets the summary as a function that
     imports its module when first called."""
     (tmp_path / "late_summary.py").write_text("def summarise(x):\n    return x + 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
