@@ -80,6 +80,12 @@ def test_tiny_zoo_regenerates_and_resumes(tmp_path, invoke, monkeypatch):
     # the ×4 reruns too (how many rows are budget-limited at 10 steps depends on the depth: conf/zoo.yaml)
     resumed = re.findall(r"(\d+) trials: (\d+) already finished \(skipped\), 0 finished now", out3)
     assert len(resumed) >= 2 and all(a == b for a, b in resumed), resumed
+    # what the resume rendered is what its bundle says, block included (before the resume ran the
+    # block, a no-op resume's pages were compared with the first render's)
+    code, _, err5 = invoke("analysis.zoo", [f"zoo.runs={run / 'confirmed' / 'zoo' / 'runs.csv.gz'}",
+                                            "zoo.out=again_confirmed"], offline)
+    assert code == 0 and err5 == "", err5[-2000:]
+    assert _files(offline / "again_confirmed") == _files(run / "confirmed")
 
 
 def _confirmation_block_ran(run: Path, invoke, monkeypatch) -> str:
