@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
 
-import torch
 import yaml
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -582,7 +581,7 @@ class Tracker:
             self._put(run_id, "error.txt", lambda path: path.write_text(outcome.error))
             return Record(run_id, "FAILED", [], params, [(node.key, node.value), ("error", outcome.error[-5000:])])
         metrics, tags = self._result_rows(run_id, outcome.result, node)
-        self._put(run_id, "model_state.pt", lambda path: torch.save(outcome.result.state_dict, path))
+        self._put(run_id, "model_state.pt", lambda path: path.write_bytes(outcome.result.state_bytes()))
         return Record(run_id, "FINISHED", metrics, params, tags)
 
     def drop(self, run_id: str, why: str) -> None:
@@ -607,7 +606,7 @@ class Tracker:
         metrics, tags = [Metric(*row) for row in rows], [RunTag(*tag) for tag in tag_rows]
         for m, p, t in batches(metrics, self._pending_params(run_id), tags):
             self.client.log_batch(run_id, metrics=m, params=p, tags=t)
-        self._put(run_id, "model_state.pt", lambda path: torch.save(result.state_dict, path))
+        self._put(run_id, "model_state.pt", lambda path: path.write_bytes(result.state_bytes()))
 
     def _result_rows(self, run_id: str, result, node: RunTag) -> tuple[list[tuple[str, float, int, int]],
                                                                         list[tuple[str, str]]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 
 import pytest
 import torch
@@ -116,6 +118,22 @@ def test_divergence_stops_early_with_last_finite_metrics(hydra_conf):
 def test_float64_trial(hydra_conf):
     result = run_trial(_trial(hydra_conf, "train.dtype=float64"))
     assert result.state_dict["W_Q"].dtype == torch.float64
+
+
+def test_a_pickled_result_carries_its_state_as_the_artifacts_bytes(hydra_conf):
+    """What Ray returns from a worker: the state as torch.save's bytes, written by the driver as
+    model_state.pt undecoded, and decoded (same keys, values, dtypes) where ``state_dict`` is read."""
+    result = run_trial(_trial(hydra_conf, "train.dtype=float64"))
+    back = pickle.loads(pickle.dumps(result))
+    assert "state_dict" not in vars(back)  # not decoded by unpickling
+    assert back.state_bytes() == result.state_bytes()
+    assert "state_dict" not in vars(back)  # nor by writing the artifact's bytes
+    assert list(back.state_dict) == list(result.state_dict)
+    assert all(torch.equal(back.state_dict[k], v) and back.state_dict[k].dtype == v.dtype
+               for k, v in result.state_dict.items())
+    assert torch.load(io.BytesIO(back.state_bytes()), weights_only=True).keys() == result.state_dict.keys()
+    assert (back.metrics, back.curve, back.n_params, back.info) == (result.metrics, result.curve, result.n_params,
+                                                                    result.info)
 
 
 @pytest.mark.gpu
