@@ -44,14 +44,14 @@ class Progress:
     """A unit's learning-curve channel to the driver: :meth:`callbacks` gives each trial's
     ``progress`` callback (``run_trial(progress=…)``, ``run_pack(progress=…)``); the points are
     buffered as ``(index, point)`` pairs, ``index`` being the trial's place in the scheduler's
-    list (a trial id can recur there: one trial in two ablations), and put on a Ray queue as one
-    list at most every ``every_s`` seconds and by :meth:`flush` (called before the unit's
-    outcomes return, so a trial's points reach the driver before its outcome). One queue put is
-    a blocking actor call; a pack of 16 evaluated every 20 steps made one per trial per
-    evaluation. A lost point is logged at the end with the curve."""
+    list (a trial id can recur there: one trial in two ablations), and put in the driver's
+    :class:`Points` actor as one list at most every ``every_s`` seconds and by :meth:`flush`
+    (called before the unit's outcomes return, so a trial's points reach the driver before its
+    outcome). One put is a blocking actor call; a pack of 16 evaluated every 20 steps made one
+    per trial per evaluation. A lost point is logged at the end with the curve."""
 
-    def __init__(self, queue, indices: Sequence[int], every_s: float = PROGRESS_SEND_S) -> None:
-        self.queue, self.indices, self.every_s = queue, list(indices), every_s
+    def __init__(self, points, indices: Sequence[int], every_s: float = PROGRESS_SEND_S) -> None:
+        self.points, self.indices, self.every_s = points, list(indices), every_s
         self._buffer: list[tuple[int, dict]] = []
         self._sent: Optional[float] = None  # this process's monotonic clock (set in the worker)
 
@@ -68,15 +68,40 @@ class Progress:
             self.flush()
 
     def flush(self) -> None:
-        """Put the buffered points on the queue (best effort: the trial goes on)."""
+        """Put the buffered points in the driver's actor (best effort: the trial goes on)."""
         self._sent = time.monotonic()
         if not self._buffer:
             return
         batch, self._buffer = self._buffer, []
         try:
-            self.queue.put_nowait(batch)
+            _put(self.points, batch)
         except Exception:  # noqa: BLE001 - progress is best effort; the trial goes on
             pass
+
+
+def _put(points, batch: list[tuple[int, dict]]) -> None:
+    """Put ``batch`` in the :class:`Points` actor ``points``, waited for (so that a unit's last
+    points are in before its outcomes return)."""
+    import ray
+
+    ray.get(points.put.remote(batch))
+
+
+class Points:
+    """The learning-curve channel's actor (``ray.remote(Points)``, on the driver's side): units
+    :meth:`put` lists of ``(index, point)``, the driver :meth:`take` s every list put so far in
+    one call. ``ray.util.queue.Queue`` took two calls a look (its size, then that many items):
+    83 of the main thread's 188 samples holding the GIL over a ``knowledge_forms`` phase."""
+
+    def __init__(self) -> None:
+        self._batches: list[list[tuple[int, dict]]] = []
+
+    def put(self, batch: list[tuple[int, dict]]) -> None:
+        self._batches.append(batch)
+
+    def take(self) -> list[list[tuple[int, dict]]]:
+        taken, self._batches = self._batches, []
+        return taken
 
 
 def _node() -> str:
@@ -337,7 +362,7 @@ class RayScheduler:
     def __init__(self, cfg: ClusterConfig, should_stop: Optional[Callable[[], bool]] = None) -> None:
         self.cfg, self.should_stop = cfg, should_stop
         self._pending: list = []
-        self._drained = 0.0  # time.monotonic() of the last look into the learning-curve queue
+        self._drained = 0.0  # time.monotonic() of the last look into the learning-curve channel
         self._width: Optional[tuple[float, int]] = None  # (time.monotonic(), slots) last read
 
     def __enter__(self) -> "RayScheduler":
@@ -401,11 +426,9 @@ class RayScheduler:
 
         ready = ray.remote(_ready).options(num_cpus=self.cfg.cpus_per_trial, num_gpus=self.cfg.gpus_per_trial)
         self._warming = [ready.remote() for _ in range(self._slots())]
-        from ray.util.queue import Queue
-
         # the learning-curve channel's actor starts (a process of its own: seconds) with the
         # workers, not when the first run begins (its points are drained at each run's start)
-        self._points = Queue(actor_options={"num_cpus": 0})
+        self._points = ray.remote(Points).options(num_cpus=0).remote()
 
     def _check_feasible(self) -> None:
         """Refuse, before any trial is claimed, a cluster that cannot run one: a CUDA device
@@ -467,11 +490,11 @@ class RayScheduler:
         each holding the very trial object given (the caller may key on ``id(trial)``).
         ``prepare`` (the claim) runs on a thread of its own ahead of the slots (:class:`Ahead`:
         the next ``slots`` units), ``on_start`` on this thread as each trial is submitted.
-        Learning-curve points come back through a Ray queue and go to ``on_progress`` while the
+        Learning-curve points come back through a :class:`Points` actor and go to ``on_progress`` while the
         driver waits, and all of a trial's points before its outcome."""
         points = self._points if on_progress and trials else None
         if points is not None:  # a previous run's points (an interrupted one's) are not this run's
-            points.get_nowait_batch(points.qsize())
+            self._take(points)
         index = {id(t): i for i, t in enumerate(trials)}
         units = plan(trials, self.cfg.pack_size, self.cfg.device, self._slots())
         by_ref: dict = {}
@@ -493,16 +516,20 @@ class RayScheduler:
                     yield from self._collect(by_ref, points, trials, on_progress)
 
     def _drain(self, points, trials: Sequence[Trial], on_progress: OnProgress) -> None:
-        """Pass on the learning-curve points in the queue. Each look is a blocking call to the
-        queue's actor (two when it holds points): the driver looks as often as a unit sends
-        (:data:`PROGRESS_SEND_S`), and when a unit finishes (its last points are in the queue
-        before its outcomes return), not at every wake-up of its wait."""
+        """Pass on the learning-curve points put since the last look. Each look is one blocking
+        call to the :class:`Points` actor: the driver looks as often as a unit sends
+        (:data:`PROGRESS_SEND_S`), and when a unit finishes (its last points are in before its
+        outcomes return), not at every wake-up of its wait."""
         self._drained = time.monotonic()
-        waiting = points.qsize()
-        if waiting:
-            for batch in points.get_nowait_batch(waiting):
-                for i, point in batch:
-                    on_progress(trials[i], point)
+        for batch in self._take(points):
+            for i, point in batch:
+                on_progress(trials[i], point)
+
+    @staticmethod
+    def _take(points) -> list[list[tuple[int, dict]]]:
+        import ray
+
+        return ray.get(points.take.remote())
 
     def _remote(self):
         """:func:`execute_unit` as a Ray task with this cluster's resources per unit."""

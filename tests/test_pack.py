@@ -291,17 +291,16 @@ def test_a_pack_on_cuda_matches_the_lone_cpu_trials(hydra_conf, monkeypatch):
     assert resolve_pack_size("auto", "cuda") > resolve_pack_size("auto", "cpu")
 
 
-def test_a_units_points_reach_the_queue_in_batches_and_before_its_outcomes(hydra_conf):
-    """A pack's learning-curve points go to the driver's queue as lists of (index, point): one
-    put at most every ``every_s`` seconds and one when the unit ends, not one per point."""
+def test_a_units_points_reach_the_driver_in_batches_and_before_its_outcomes(hydra_conf, monkeypatch):
+    """A pack's learning-curve points go to the driver's points actor as lists of (index, point):
+    one put at most every ``every_s`` seconds and one when the unit ends, not one per point."""
     from harness.scheduler import Progress, execute_unit
 
-    class Queue:
+    class Queue:  # the actor's stand-in: what each put (harness.scheduler._put) carried
         def __init__(self):
             self.puts = []
 
-        def put_nowait(self, item):
-            self.puts.append(item)
+    monkeypatch.setattr("harness.scheduler._put", lambda points, batch: points.puts.append(batch))
 
     trials = [compose_trial(["train.max_steps=6", "train.eval_every=2", "task.n_val=16", "task.n_test=16"],
                             [f"seed={s}"]) for s in range(3)]

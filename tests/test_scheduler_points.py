@@ -1,5 +1,5 @@
 """The driver's side of the learning-curve channel (:meth:`harness.scheduler.RayScheduler._collect`,
-issue 61): it looks into the points queue as often as a unit sends (every
+issue 61): it looks into the points actor as often as a unit sends (every
 :data:`~harness.scheduler.PROGRESS_SEND_S`), not at every wake-up of its wait, and always when a
 unit finishes, so that every point of a trial reaches ``on_progress`` before its outcome. Ray's
 ``wait`` and ``get`` are replaced by fakes: nothing is started."""
@@ -16,19 +16,15 @@ ray = pytest.importorskip("ray")
 
 
 class Points:
-    """A stand-in for the Ray queue: its batches, and every call the driver made to it."""
+    """A stand-in for the points actor: its batches, and every call the driver made to it."""
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[int, dict]]] = []
         self.calls: list[str] = []
 
-    def qsize(self) -> int:
-        self.calls.append("qsize")
-        return len(self.batches)
-
-    def get_nowait_batch(self, n: int) -> list:
-        self.calls.append("get")
-        taken, self.batches = self.batches[:n], self.batches[n:]
+    def take(self) -> list:
+        self.calls.append("take")
+        taken, self.batches = self.batches, []
         return taken
 
 
@@ -41,6 +37,7 @@ def test_the_queue_is_read_once_per_send_interval_and_before_each_outcome(monkey
     trials = [Trial(f"t{i}", "softmax", (), None) for i in range(2)]
     monkeypatch.setattr(ray, "get", lambda ref: [Outcome(None, None, "boom", "node") for _ in trials])
     scheduler = RayScheduler(ClusterConfig())
+    monkeypatch.setattr(scheduler, "_take", lambda points: points.take())  # the actor call
     scheduler._pending = ["unit"]
     points, events = Points(), []
     on_progress = lambda trial, point: events.append(("point", trial.trial_id, point["step"]))  # noqa: E731
@@ -50,15 +47,15 @@ def test_the_queue_is_read_once_per_send_interval_and_before_each_outcome(monkey
             events.append(("outcome", outcome.trial.trial_id))
 
     collect()  # the first wake-up looks (nothing read before)
-    assert points.calls == ["qsize"]  # an empty queue: one call, no get
+    assert points.calls == ["take"]  # one call a look
     points.batches.append([(0, {"step": 20}), (1, {"step": 20})])
     for _ in range(3):  # woken up (the wait's one-second timeout) within the send interval: no look
         clock[0] += PROGRESS_SEND_S / 4
         collect()
-    assert points.calls == ["qsize"] and events == []
+    assert points.calls == ["take"] and events == []
     clock[0] += PROGRESS_SEND_S / 4
     collect()
-    assert points.calls == ["qsize", "qsize", "get"]
+    assert points.calls == ["take", "take"]
     assert events == [("point", "t0", 20), ("point", "t1", 20)]
     # the unit finishes right after sending its last points: they come before its outcomes
     points.batches.append([(0, {"step": 40}), (1, {"step": 40})])
