@@ -28,6 +28,7 @@ from harness.config import ClusterConfig, SchedulerKind
 from harness.ray_job import driver_runtime_env
 from tasks.user_code import runtime_env
 from harness.pack import pack_key, resolve_pack_size, run_pack, runs_alone
+from harness.points import Points
 from harness.records import Outcome, Trial
 from harness.trial import run_trial
 from tasks.base import split_evenly
@@ -85,23 +86,6 @@ def _put(points, batch: list[tuple[int, dict]]) -> None:
     import ray
 
     ray.get(points.put.remote(batch))
-
-
-class Points:
-    """The learning-curve channel's actor (``ray.remote(Points)``, on the driver's side): units
-    :meth:`put` lists of ``(index, point)``, the driver :meth:`take` s every list put so far in
-    one call. ``ray.util.queue.Queue`` took two calls a look (its size, then that many items):
-    83 of the main thread's 188 samples holding the GIL over a ``knowledge_forms`` phase."""
-
-    def __init__(self) -> None:
-        self._batches: list[list[tuple[int, dict]]] = []
-
-    def put(self, batch: list[tuple[int, dict]]) -> None:
-        self._batches.append(batch)
-
-    def take(self) -> list[list[tuple[int, dict]]]:
-        taken, self._batches = self._batches, []
-        return taken
 
 
 def _node() -> str:
